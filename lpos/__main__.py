@@ -1,0 +1,5 @@
+import sys
+
+from lpos.cli import main
+
+sys.exit(main())

@@ -1,0 +1,118 @@
+"""What the embedding layer does to a sentence: token rows, position rows, their sum."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from lpos.model import GPT
+from lpos.tokenizer import token_strings, visible
+
+
+@dataclass(frozen=True)
+class EmbeddingView:
+    ids: list[int]
+    tokens: list[str]  # token text, whitespace made visible
+    token_rows: np.ndarray  # (T, C)
+    position_rows: np.ndarray | None  # (T, C), None for rope / alibi / none
+    summed_rows: np.ndarray  # (T, C)
+    counts: list[int | None]  # training count per token; None when the model has no counts
+
+
+@dataclass(frozen=True)
+class RepeatedToken:
+    token: str
+    positions: tuple[int, int]  # first two positions where it occurs
+    token_rows_max_difference: float  # 0.0: the same row looked up twice
+    summed_cosine: float  # cosine similarity of the two summed rows (1.0 when nothing is added)
+
+
+def token_counts(meta: dict) -> dict[int, int] | None:
+    """Per-token training counts from a checkpoint's meta, or None if it has none."""
+    counts = meta.get("token_counts")
+    return {int(k): int(v) for k, v in counts.items()} if counts is not None else None
+
+
+@torch.no_grad()
+def embedding_view(model: GPT, ids: list[int], *, counts: dict[int, int] | None = None) -> EmbeddingView:
+    parts = model.embed_parts(torch.tensor([ids], dtype=torch.long))
+    return EmbeddingView(
+        ids=list(ids),
+        tokens=[visible(t) for t in token_strings(ids)],
+        token_rows=parts.token[0].numpy(),
+        position_rows=None if parts.position is None else parts.position.numpy(),
+        summed_rows=parts.total[0].numpy(),
+        counts=[counts.get(i, 0) for i in ids] if counts is not None else [None] * len(ids),
+    )
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    denominator = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return float(a @ b) / denominator if denominator else 0.0
+
+
+def repeated_tokens(view: EmbeddingView) -> list[RepeatedToken]:
+    """Every token id that occurs more than once, compared at its first two positions."""
+    first: dict[int, int] = {}
+    found = []
+    for position, token_id in enumerate(view.ids):
+        if token_id in first and all(r.positions[0] != first[token_id] for r in found):
+            i, j = first[token_id], position
+            found.append(
+                RepeatedToken(
+                    token=view.tokens[i],
+                    positions=(i, j),
+                    token_rows_max_difference=float(np.abs(view.token_rows[i] - view.token_rows[j]).max()),
+                    summed_cosine=cosine(view.summed_rows[i], view.summed_rows[j]),
+                )
+            )
+        first.setdefault(token_id, position)
+    return found
+
+
+def rows_frame(view: EmbeddingView) -> pd.DataFrame:
+    """Long table of every number drawn: one row per (position, part), one column per dimension."""
+    parts = {"token": view.token_rows, "position": view.position_rows, "sum": view.summed_rows}
+    frames = []
+    for part, rows in parts.items():
+        if rows is None:
+            continue
+        frame = pd.DataFrame(rows, columns=[f"d{c}" for c in range(rows.shape[1])])
+        frame.insert(0, "part", part)
+        frame.insert(0, "id", view.ids)
+        frame.insert(0, "token", view.tokens)
+        frame.insert(0, "position", range(len(view.ids)))
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True)
+
+
+def row_norms(view: EmbeddingView) -> pd.DataFrame:
+    """Per token: id and the L2 norms of its token, position and summed rows (the CLI's inspect)."""
+    norms = lambda rows: np.linalg.norm(rows, axis=1) if rows is not None else [None] * len(view.ids)  # noqa: E731
+    return pd.DataFrame(
+        {
+            "position": range(len(view.ids)),
+            "token": view.tokens,
+            "id": view.ids,
+            "token_norm": norms(view.token_rows),
+            "position_norm": norms(view.position_rows),
+            "sum_norm": norms(view.summed_rows),
+        }
+    )
+
+
+def lookalike_tokens(view: EmbeddingView) -> list[tuple[int, int]]:
+    """Positions of tokens that read as the same word but are different ids ("The" and "␣the"):
+    BPE keeps case and the leading space, so their token rows differ too."""
+    seen: dict[str, tuple[int, int]] = {}
+    pairs = []
+    for position, (token, token_id) in enumerate(zip(view.tokens, view.ids)):
+        word = token.replace("␣", "").strip().lower()
+        if not word:
+            continue
+        if word in seen and seen[word][1] != token_id:
+            pairs.append((seen[word][0], position))
+        seen.setdefault(word, (position, token_id))
+    return pairs

@@ -1,0 +1,89 @@
+"""`python -m lpos inspect|shuffle|train|eval|bench`."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from lpos.positions import SCHEMES
+
+DEFAULT_DATA_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lpos", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    train = commands.add_parser("train", help="train a GPT of one position scheme on story text")
+    train.add_argument("--scheme", choices=SCHEMES, default="learned")
+    train.add_argument("--data", nargs="+", required=True, help="UTF-8 files, stories separated by <|endoftext|> lines")
+    train.add_argument("--out", required=True, help="checkpoint path to write")
+    budget = train.add_mutually_exclusive_group()
+    budget.add_argument("--steps", type=int, help="optimizer steps (default 600)")
+    budget.add_argument("--tokens", type=int, help="tokens to train on (rounded up to whole steps)")
+    train.add_argument("--batch-size", type=int, default=16, help="global batch, in sequences")
+    train.add_argument("--block-size", type=int, default=128)
+    train.add_argument("--lr", type=float, default=2e-3)
+    train.add_argument("--seed", type=int, default=1337)
+    train.add_argument("--layers", type=int, default=4)
+    train.add_argument("--heads", type=int, default=4)
+    train.add_argument("--width", type=int, default=128)
+    train.add_argument("--save-every", type=int, default=100, help="steps between resumable snapshots")
+    train.add_argument("--resume", action="store_true", help="continue from <out>.resume.pt")
+    train.add_argument("--no-progress", action="store_true")
+
+    evaluate = commands.add_parser("eval", help="validation loss per evaluation length")
+    evaluate.add_argument("--checkpoint", required=True, help="a shipped name or a path")
+    evaluate.add_argument("--lengths", type=int, nargs="+", default=[64, 128, 256, 512, 1024])
+    evaluate.add_argument("--data", nargs="+", help="corpus files (default: those the checkpoint was trained on)")
+    evaluate.add_argument("--json", action="store_true")
+
+    args = parser.parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except ValueError as e:  # user errors (bad scheme, bad file, too long) are one line, not a traceback
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+def run_train(args) -> int:
+    from lpos.train import TrainArgs, train
+
+    tokens_per_step = args.batch_size * args.block_size
+    steps = args.steps or (-(-args.tokens // tokens_per_step) if args.tokens else 600)
+    options = TrainArgs(scheme=args.scheme, data=tuple(args.data), out=args.out, steps=steps, batch_size=args.batch_size,
+                        lr=args.lr, seed=args.seed, n_layer=args.layers, n_head=args.heads, n_embd=args.width,
+                        block_size=args.block_size, save_every=args.save_every, resume=args.resume)
+    _, meta = train(options, progress=not args.no_progress)
+    if meta:
+        print(f"wrote {args.out}: val loss {meta['val_loss']} after {meta['tokens_trained']:,} tokens in {meta['wall_seconds']} s")
+    return 0
+
+
+def run_eval(args) -> int:
+    from lpos import checkpoints
+    from lpos.analysis import length_losses
+    from lpos.train import load_corpus
+
+    model, meta = checkpoints.load(args.checkpoint)
+    files = args.data or [str(DEFAULT_DATA_DIR / name) for name in meta.get("data_files", [])]
+    if not files:
+        raise ValueError("this checkpoint does not record its corpus; pass --data FILE...")
+    missing = [f for f in files if not Path(f).is_file()]
+    if missing:
+        raise ValueError(f"corpus file not found: {missing[0]}; pass --data FILE...")
+    seed = meta.get("train_args", {}).get("seed", 1337)
+    corpus = load_corpus(files, seed=seed)
+    results = length_losses(model, corpus.val, lengths=args.lengths)
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return 0
+    print(f"{args.checkpoint}: {model.config.position}, held-out tokens {len(corpus.val):,}")
+    for length, result in results.items():
+        shown = f"{result['loss']:.4f}" if result["loss"] is not None else result["note"]
+        print(f"  length {length:>5}: {shown}")
+    return 0
+
+
+COMMANDS = {"train": run_train, "eval": run_eval}

@@ -1,0 +1,28 @@
+"""Shared helpers for figure builders: safe labels and one look for every figure."""
+from __future__ import annotations
+
+import html
+
+import plotly.graph_objects as go
+
+DIVERGING = "RdBu_r"  # negative blue, zero white, positive red
+SEQUENTIAL = "Viridis"
+
+
+def safe(text: str) -> str:
+    """Token text for Plotly labels: Plotly renders a few HTML tags, so escape them all
+    (`<script>` is shown as the characters it is, never as markup)."""
+    return html.escape(text, quote=False)
+
+
+def position_labels(tokens: list[str]) -> list[str]:
+    """Unique, readable axis labels: "3 ␣the" (a repeated token still gets its own row)."""
+    return [f"{i} {safe(t)}" for i, t in enumerate(tokens)]
+
+
+def finish(fig: go.Figure, *, title: str, height: int | None = None) -> go.Figure:
+    fig.update_layout(title=dict(text=title, x=0.0, xanchor="left"), margin=dict(l=10, r=10, t=60, b=10),
+                      template="plotly_white")
+    if height is not None:
+        fig.update_layout(height=height)
+    return fig

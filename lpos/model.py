@@ -1,0 +1,246 @@
+"""A small GPT with a pluggable position scheme (nanoGPT's module names and maths).
+
+Pre-LayerNorm blocks, `transformer.wte` (tied to `lm_head`), `transformer.wpe` only for the
+learned scheme, and one attention path that can hand back its weights, because the app draws
+them. The five schemes differ in exactly two places: `embed_parts` (learned, sinusoidal add a
+position row) and `CausalSelfAttention.forward` (rope rotates q and k, alibi biases scores).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from lpos.positions import SCHEMES, alibi_bias, check_scheme, rope_rotate, sinusoidal_table
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    vocab_size: int = 50257  # GPT-2 BPE
+    block_size: int = 128  # rows of the learned table; other schemes run at any length
+    n_layer: int = 4
+    n_head: int = 4
+    n_embd: int = 128  # the width the app draws
+    dropout: float = 0.0
+    bias: bool = True  # biases in Linear and LayerNorm, as GPT-2
+    position: str = "learned"  # learned | sinusoidal | rope | alibi | none
+    activation: str = "gelu"  # gelu (exact) | gelu_tanh (GPT-2 checkpoints)
+    init_seed: int = 0  # seeds the token table, so rows training never touches can be rebuilt
+
+    def __post_init__(self) -> None:
+        check_scheme(self.position)
+        if self.activation not in ("gelu", "gelu_tanh"):
+            raise ValueError(f"unknown activation {self.activation!r}; choose 'gelu' or 'gelu_tanh'")
+        if self.n_embd % self.n_head:
+            raise ValueError(f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
+        if self.position == "rope" and (self.n_embd // self.n_head) % 2:
+            raise ValueError("rope needs an even head size")
+
+    @classmethod
+    def from_dict(cls, values: dict) -> GPTConfig:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in values.items() if k in names})
+
+
+class EmbedParts(NamedTuple):
+    token: torch.Tensor  # (B, T, C) the rows looked up for each token id
+    position: torch.Tensor | None  # (T, C) the rows added for each position, None if nothing is added
+    total: torch.Tensor  # (B, T, C) what enters the first block
+
+
+def initial_token_table(config: GPTConfig) -> torch.Tensor:
+    """The token table at initialisation, from its own generator: N(0, 0.02) as GPT-2."""
+    generator = torch.Generator().manual_seed(config.init_seed)
+    return torch.randn(config.vocab_size, config.n_embd, generator=generator) * 0.02
+
+
+class LayerNorm(nn.Module):
+    """LayerNorm with an optional bias (nanoGPT)."""
+
+    def __init__(self, ndim: int, bias: bool):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(ndim))
+        self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, 1e-5)
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.attn_dropout = nn.Dropout(config.dropout)
+        self.resid_dropout = nn.Dropout(config.dropout)
+        self.n_head = config.n_head
+        self.position = config.position
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Returns the attention output (B, T, C) and the weights (B, nh, T, T)."""
+        B, T, C = x.shape
+        nh, hs = self.n_head, C // self.n_head
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q = q.view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+        k = k.view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+        v = v.view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+        if self.position == "rope":
+            positions = torch.arange(T, device=x.device)
+            q, k = rope_rotate(q, positions), rope_rotate(k, positions)
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(hs)  # (B, nh, T, T)
+        if self.position == "alibi":
+            scores = scores + alibi_bias(nh, T).to(scores)  # (nh, T, T) broadcast over B
+        causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+        scores = scores.masked_fill(~causal, float("-inf"))
+        weights = F.softmax(scores, dim=-1)
+        y = self.attn_dropout(weights) @ v  # (B, nh, T, hs)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # re-assemble heads
+        return self.resid_dropout(self.c_proj(y)), weights
+
+
+class MLP(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
+        self.gelu = nn.GELU(approximate="tanh" if config.activation == "gelu_tanh" else "none")
+        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
+
+
+class Block(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.ln_1 = LayerNorm(config.n_embd, bias=config.bias)
+        self.attn = CausalSelfAttention(config)
+        self.ln_2 = LayerNorm(config.n_embd, bias=config.bias)
+        self.mlp = MLP(config)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        attended, weights = self.attn(self.ln_1(x))
+        x = x + attended
+        x = x + self.mlp(self.ln_2(x))
+        return x, weights
+
+
+class GPT(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.config = config
+        modules = dict(
+            wte=nn.Embedding(config.vocab_size, config.n_embd),
+            drop=nn.Dropout(config.dropout),
+            h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
+            ln_f=LayerNorm(config.n_embd, bias=config.bias),
+        )
+        if config.position == "learned":
+            modules["wpe"] = nn.Embedding(config.block_size, config.n_embd)
+        self.transformer = nn.ModuleDict(modules)
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.lm_head.weight = self.transformer.wte.weight  # weight tying, as GPT-2
+        # ids the output softmax runs over; None = all. Set for checkpoints trained on a corpus
+        # vocabulary: every other token gets probability zero.
+        self.register_buffer("output_vocab", None, persistent=False)
+        self.apply(self._init_weights)
+        for name, p in self.named_parameters():
+            if name.endswith("c_proj.weight"):  # scaled residual init (GPT-2 paper)
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+        with torch.no_grad():
+            self.transformer.wte.weight.copy_(initial_token_table(config))
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def check_length(self, T: int) -> None:
+        if self.config.position == "learned" and T > self.config.block_size:
+            extending = [s for s in SCHEMES if s != "learned"]
+            raise ValueError(
+                f"the learned position table has {self.config.block_size} rows; this sequence "
+                f"has {T} tokens. Shorten it to {self.config.block_size} tokens, or use a scheme "
+                f"that extends to any length: {', '.join(extending)}"
+            )
+
+    def embed_parts(self, idx: torch.Tensor) -> EmbedParts:
+        """Token rows, position rows (or None) and their sum for ids `idx` (B, T)."""
+        T = idx.shape[1]
+        self.check_length(T)
+        wte = self.transformer.wte
+        token = wte(idx)  # (B, T, C)
+        if self.config.position == "learned":
+            position = self.transformer.wpe(torch.arange(T, device=idx.device))  # (T, C)
+        elif self.config.position == "sinusoidal":
+            # Vaswani et al. scale token rows by sqrt(C) so the fixed +-1 table does not
+            # drown them; the rows shown are the rows added.
+            token = token * math.sqrt(self.config.n_embd)
+            position = sinusoidal_table(T, self.config.n_embd).to(token)  # (T, C)
+        else:
+            return EmbedParts(token, None, token)
+        return EmbedParts(token, position, token + position)
+
+    def hidden_states(self, idx: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Final normalised hidden states (B, T, C) and per-layer attention weights."""
+        x = self.transformer.drop(self.embed_parts(idx).total)
+        attention = []
+        for block in self.transformer.h:
+            x, weights = block(x)
+            attention.append(weights)
+        return self.transformer.ln_f(x), attention
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, return_attention: bool = False):
+        """Logits for every position (B, T, vocab); loss if targets are given."""
+        h, attention = self.hidden_states(idx)
+        logits = self.lm_head(h)  # (B, T, vocab)
+        if self.output_vocab is not None:
+            outside = torch.ones(self.config.vocab_size, dtype=torch.bool, device=logits.device)
+            outside[self.output_vocab] = False
+            logits = logits.masked_fill(outside, float("-inf"))
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
+        if return_attention:
+            return logits, loss, attention
+        return logits, loss
+
+    def vocab_loss(self, idx: torch.Tensor, targets: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+        """Cross-entropy of next-token `targets` (token ids) with the softmax over
+        `output_vocab` only, without building full-vocabulary logits (what training and
+        evaluation use; equal to `forward`'s loss). Targets outside the vocabulary are left
+        out of the mean (NaN with reduction="none"): the model gives them probability zero.
+        """
+        h, _ = self.hidden_states(idx)
+        vocab = self.output_vocab if self.output_vocab is not None else torch.arange(self.config.vocab_size)
+        lookup = torch.full((self.config.vocab_size,), -1, dtype=torch.long, device=idx.device)
+        lookup[vocab] = torch.arange(len(vocab), device=idx.device)
+        index = lookup[targets].reshape(-1)  # position of each target in the vocabulary
+        logits = h @ self.transformer.wte.weight[vocab].T  # (B, T, V')
+        losses = F.cross_entropy(logits.view(-1, logits.size(-1)), index.clamp(min=0), reduction="none")
+        losses = losses.masked_fill(index < 0, float("nan"))
+        return losses.nanmean() if reduction == "mean" else losses.view(targets.shape)
+
+    @torch.no_grad()
+    def generate(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None):
+        for _ in range(max_new_tokens):
+            context = idx if self.config.position != "learned" else idx[:, -self.config.block_size :]
+            logits, _ = self(context)
+            logits = logits[:, -1, :] / temperature
+            if top_k is not None:
+                v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+                logits[logits < v[:, [-1]]] = float("-inf")
+            idx = torch.cat((idx, torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)), dim=1)
+        return idx

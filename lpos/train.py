@@ -1,0 +1,209 @@
+"""Training: corpus -> token streams -> a GPT of any scheme -> an lpos checkpoint.
+
+The corpus is UTF-8 text in which a line `<|endoftext|>` separates stories. Whole stories are
+held out for validation (a fixed fraction, chosen by the seed). The softmax runs over the tokens
+the training stories use (`model.output_vocab`), so rows of tokens that never occur get no
+gradient at all and stay bit-identical to their initial values.
+
+Batch i is drawn from a generator seeded by (seed, i), so a run is deterministic, `--resume`
+continues with exactly the same data, and under torchrun each of N processes takes its slice of
+the same global batch; gradients are averaged with all_reduce, so N processes compute the same
+update as one process with the whole batch.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+import os
+import platform
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from tqdm import tqdm
+
+from lpos import checkpoints
+from lpos.model import GPT, GPTConfig
+from lpos.tokenizer import END_OF_TEXT, END_OF_TEXT_ID, encode
+
+EVAL_LENGTHS = (64, 128, 256, 512, 1024)
+
+
+@dataclass(frozen=True)
+class Corpus:
+    train: torch.Tensor  # (N,) token ids of the training stories, joined by <|endoftext|>
+    val: torch.Tensor  # (M,) token ids of the held-out stories
+    sha256: str  # of the files' bytes, in the order given
+    n_stories: int
+    n_val_stories: int
+
+
+def read_stories(paths: list[str | Path]) -> tuple[list[str], str]:
+    digest = hashlib.sha256()
+    stories = []
+    for path in paths:
+        data = Path(path).read_bytes()
+        digest.update(data)
+        text = data.decode("utf-8")
+        stories += [s.strip("\n") for s in text.split(f"\n{END_OF_TEXT}\n") if s.strip()]
+    return stories, digest.hexdigest()
+
+
+def load_corpus(paths: list[str | Path], *, seed: int = 1337, val_fraction: float = 0.05) -> Corpus:
+    stories, sha = read_stories(paths)
+    if len(stories) < 2:
+        raise ValueError("the corpus needs at least two stories (separated by <|endoftext|> lines)")
+    order = torch.randperm(len(stories), generator=torch.Generator().manual_seed(seed)).tolist()
+    n_val = max(1, round(len(stories) * val_fraction))
+    val_set = set(order[:n_val])
+
+    def stream(indices: list[int]) -> torch.Tensor:
+        ids: list[int] = []
+        for i in indices:
+            ids += encode(stories[i]) + [END_OF_TEXT_ID]
+        return torch.tensor(ids, dtype=torch.long)
+
+    train = stream([i for i in range(len(stories)) if i not in val_set])
+    val = stream(sorted(val_set))
+    return Corpus(train, val, sha, len(stories), n_val)
+
+
+@dataclass(frozen=True)
+class TrainArgs:
+    scheme: str = "learned"
+    data: tuple[str, ...] = ()
+    out: str = "checkpoints/model.pt"
+    steps: int = 600
+    batch_size: int = 16  # global batch, sequences of block_size tokens
+    lr: float = 2e-3
+    min_lr_fraction: float = 0.1
+    warmup: int = 50
+    weight_decay: float = 0.1
+    seed: int = 1337
+    n_layer: int = 4
+    n_head: int = 4
+    n_embd: int = 128
+    block_size: int = 128
+    save_every: int = 100
+    eval_lengths: tuple[int, ...] = EVAL_LENGTHS
+    resume: bool = False
+
+
+def batch(stream: torch.Tensor, step: int, args: TrainArgs, rank: int = 0, world: int = 1):
+    """This process's slice of global batch `step`: inputs and next-token targets (b, T)."""
+    g = torch.Generator().manual_seed(args.seed * 1_000_003 + step)
+    starts = torch.randint(0, len(stream) - args.block_size - 1, (args.batch_size,), generator=g)
+    per_rank = args.batch_size // world
+    starts = starts[rank * per_rank : (rank + 1) * per_rank]
+    windows = torch.stack([stream[s : s + args.block_size + 1] for s in starts.tolist()])  # (b, T+1)
+    return windows[:, :-1], windows[:, 1:]
+
+
+def learning_rate(step: int, args: TrainArgs) -> float:
+    if step < args.warmup:
+        return args.lr * (step + 1) / args.warmup
+    progress = (step - args.warmup) / max(1, args.steps - args.warmup)
+    floor = args.lr * args.min_lr_fraction
+    return floor + 0.5 * (args.lr - floor) * (1 + math.cos(math.pi * progress))
+
+
+def make_optimizer(model: GPT, args: TrainArgs) -> torch.optim.AdamW:
+    # Embedding tables get no weight decay: decay would move rows that never receive a
+    # gradient, and a token absent from training must keep its initial row exactly.
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "wte" not in n and "wpe" not in n]
+    no_decay = [p for n, p in model.named_parameters() if not any(p is q for q in decay)]
+    groups = [{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.95))
+
+
+def train(args: TrainArgs, corpus: Corpus | None = None, *, progress: bool = True) -> tuple[GPT, dict]:
+    """Train one model; returns it with its meta (and writes `args.out`)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    if world > 1 and not dist.is_initialized():
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    if args.batch_size % world:
+        raise ValueError(f"--batch-size {args.batch_size} must be divisible by the {world} processes")
+    corpus = corpus or load_corpus(list(args.data), seed=args.seed)
+    config = GPTConfig(block_size=args.block_size, n_layer=args.n_layer, n_head=args.n_head,
+                       n_embd=args.n_embd, position=args.scheme, init_seed=args.seed)
+    torch.manual_seed(args.seed)
+    model = GPT(config)
+    counts = Counter(corpus.train.tolist())
+    model.output_vocab = torch.tensor(sorted(counts), dtype=torch.long)
+    optimizer = make_optimizer(model, args)
+
+    resume_path = Path(str(args.out) + ".resume.pt")
+    start, elapsed = 0, 0.0
+    if args.resume and resume_path.exists():
+        state = torch.load(resume_path, map_location="cpu", weights_only=True)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        start, elapsed = state["step"], state["elapsed"]
+
+    tokens_per_step = args.batch_size * args.block_size
+    bar = tqdm(range(start, args.steps), initial=start, total=args.steps, disable=not progress or rank != 0,
+               unit="step", dynamic_ncols=True)
+    began = time.perf_counter() - elapsed
+    model.train()
+    for step in bar:
+        x, y = batch(corpus.train, step, args, rank, world)
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(step, args)
+        loss = model.vocab_loss(x, y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if world > 1:
+            for p in model.parameters():
+                if p.grad is not None:
+                    dist.all_reduce(p.grad)
+                    p.grad /= world
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        if progress and rank == 0:
+            seconds = time.perf_counter() - began
+            bar.set_postfix(loss=f"{loss.item():.3f}", tok_s=f"{(step + 1 - start) * tokens_per_step / max(seconds - elapsed, 1e-9):,.0f}")
+        done = step + 1
+        if rank == 0 and (done % args.save_every == 0 and done < args.steps):
+            torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": done,
+                        "elapsed": time.perf_counter() - began}, resume_path)
+    wall = time.perf_counter() - began
+    model.eval()
+    meta = {}
+    if rank == 0:
+        meta = describe(model, corpus, args, counts, steps=args.steps, wall=wall, world=world)
+        checkpoints.save(model, meta, args.out)
+        resume_path.unlink(missing_ok=True)
+    if world > 1:
+        dist.barrier()
+    return model, meta
+
+
+def describe(model: GPT, corpus: Corpus, args: TrainArgs, counts: Counter, *, steps: int, wall: float, world: int) -> dict:
+    from lpos.analysis import length_losses, unigram_loss  # late: analysis imports the model
+
+    losses = length_losses(model, corpus.val, lengths=args.eval_lengths)
+    return {
+        "corpus_sha256": corpus.sha256,
+        "data_files": [Path(p).name for p in args.data],
+        "stories": corpus.n_stories,
+        "val_stories": corpus.n_val_stories,
+        "train_tokens_available": len(corpus.train),
+        "val_tokens": len(corpus.val),
+        "tokens_trained": steps * args.batch_size * args.block_size,
+        "steps": steps,
+        "wall_seconds": round(wall, 1),
+        "processes": world,
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores, torch {torch.__version__}",
+        "val_loss": losses[args.block_size]["loss"] if args.block_size in losses else None,
+        "loss_by_length": losses,
+        "unigram_val_loss": unigram_loss(counts, corpus.val),
+        "val_oov_share": float((~torch.isin(corpus.val, model.output_vocab)).float().mean()),
+        "vocab_trained": len(counts),
+        "token_counts": {int(k): int(v) for k, v in counts.items()},
+        "train_args": {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(args).items()},
+    }

@@ -1,0 +1,68 @@
+"""Which models the app offers, loaded once per process and shared by every session.
+
+Names come from three places: the shipped checkpoints, the folder named by
+LPOS_CHECKPOINT_DIR (offered to every user by whoever runs the app), and the session's own
+upload (never shared, never in the URL). A name from the URL is only ever looked up in these
+lists; it is never used as a path.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import streamlit as st
+import torch
+
+from lpos import checkpoints
+from lpos.model import GPT, GPTConfig
+
+UNTRAINED = "untrained"
+SHARED_DIR_ENV = "LPOS_CHECKPOINT_DIR"
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    key: str  # what the URL and the model box hold
+    label: str  # what the user reads
+    model: GPT
+    meta: dict
+
+    @property
+    def trained(self) -> bool:
+        return self.key != UNTRAINED
+
+
+def shared_dir_files() -> dict[str, Path]:
+    folder = os.environ.get(SHARED_DIR_ENV)
+    if not folder or not Path(folder).is_dir():
+        return {}
+    return {f"dir:{p.name}": p for p in sorted(Path(folder).iterdir()) if p.suffix == ".pt" or (p / "config.json").is_file()}
+
+
+def offered() -> list[str]:
+    """Model keys every session may choose: shipped names, the shared folder's files, untrained."""
+    return [*checkpoints.available(), *shared_dir_files(), UNTRAINED]
+
+
+def label(key: str) -> str:
+    if key == UNTRAINED:
+        return "untrained (random init)"
+    if key.startswith("dir:"):
+        return f"{key[4:]} (shared folder)"
+    if key.startswith("upload:"):
+        return f"{key[7:]} (your upload)"
+    return f"{key} (trained, shipped)"
+
+
+@st.cache_resource(show_spinner="Loading the model…")
+def load_offered(key: str) -> tuple[GPT, dict]:
+    path = shared_dir_files().get(key)
+    return checkpoints.load(path if path is not None else key)
+
+
+@st.cache_resource(show_spinner=False)
+def untrained(scheme: str) -> GPT:
+    """A fresh model of the shipped size, seeded, so the same untrained rows appear every time."""
+    torch.manual_seed(0)
+    return GPT(GPTConfig(position=scheme)).eval()

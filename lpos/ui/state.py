@@ -1,0 +1,114 @@
+"""The shared sidebar state: sentence, position scheme, model; mirrored into the URL.
+
+The widget keys are "sentence", "scheme" and "model"; the URL carries them as `text`, `scheme`
+and `model`, so `?text=The+cat+sat&scheme=rope&model=rope` reopens that view on any page.
+Values from the URL are checked against fixed lists; anything else falls back to the default
+with a visible notice. A shipped or uploaded model fixes its own scheme, so the two boxes
+follow each other: picking a scheme picks its trained model, picking a model sets its scheme.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import streamlit as st
+
+from lpos.positions import HINTS, SCHEMES
+from lpos.tokenizer import encode
+from lpos.ui.models import UNTRAINED, LoadedModel, label, load_offered, offered, untrained
+
+DEFAULT_TEXT = "The dog bit the man"
+MAX_CHARS = 20_000  # longer text is cut, with a notice (about 5,000 tokens of English)
+MAX_TOKENS = 1024  # the longest sequence the app draws: the longest evaluation length
+
+
+@dataclass(frozen=True)
+class Selection:
+    text: str
+    scheme: str
+    model: LoadedModel
+    ids: list[int]  # every token of the text, before any length limit
+
+
+def model_options() -> list[str]:
+    return [*offered(), *st.session_state.get("uploads", {})]
+
+
+def _model_and_meta(key: str, scheme: str):
+    if key == UNTRAINED:
+        return untrained(scheme), {}
+    if key in st.session_state.get("uploads", {}):
+        return st.session_state["uploads"][key]
+    return load_offered(key)
+
+
+def _scheme_of(key: str) -> str | None:
+    return None if key == UNTRAINED else _model_and_meta(key, "none")[0].config.position
+
+
+def _default_model(scheme: str) -> str:
+    return scheme if scheme in offered() else UNTRAINED
+
+
+def _on_scheme_change() -> None:
+    model = st.session_state.get("model", UNTRAINED)
+    if model != UNTRAINED and _scheme_of(model) != st.session_state["scheme"]:
+        st.session_state["model"] = _default_model(st.session_state["scheme"])
+
+
+def _on_model_change() -> None:
+    scheme = _scheme_of(st.session_state["model"])
+    if scheme is not None:
+        st.session_state["scheme"] = scheme
+
+
+def init_from_url() -> None:
+    """Once per session: read the URL into the widgets' state, remembering what was refused."""
+    if "url_read" in st.session_state:
+        return
+    st.session_state["url_read"] = True
+    notices = []
+    params = st.query_params
+    text = params.get("text", DEFAULT_TEXT)
+    if len(text) > MAX_CHARS:
+        notices.append(f"The text in the link was cut to its first {MAX_CHARS:,} characters.")
+        text = text[:MAX_CHARS]
+    scheme = params.get("scheme", "learned")
+    if scheme not in SCHEMES:
+        notices.append(f"Unknown position scheme {scheme[:40]!r} in the link; showing 'learned' instead.")
+        scheme = "learned"
+    model = params.get("model", _default_model(scheme))
+    if model not in offered():
+        notices.append(f"Unknown model {model[:40]!r} in the link; showing the default for {scheme!r} instead.")
+        model = _default_model(scheme)
+    model_scheme = _scheme_of(model)
+    if model_scheme is not None and model_scheme != scheme:
+        notices.append(f"The model {model!r} uses the {model_scheme!r} scheme, so that scheme is shown.")
+        scheme = model_scheme
+    st.session_state.update(sentence=text, scheme=scheme, model=model, url_notices=notices)
+
+
+def sidebar() -> Selection:
+    """Draw the shared controls (in app.py, once for every page) and return the selection."""
+    init_from_url()
+    if st.session_state.get("model") not in model_options():  # e.g. an upload that was removed
+        st.session_state["model"] = _default_model(st.session_state["scheme"])
+    with st.sidebar:
+        st.text_area("Sentence", key="sentence", max_chars=MAX_CHARS, height=90,
+                     help="Any text: it is split into GPT-2 tokens.")
+        st.selectbox("Position scheme", SCHEMES, key="scheme", on_change=_on_scheme_change,
+                     format_func=lambda s: f"{s} — {HINTS[s]}",
+                     help="How the model knows where each token sits.")
+        st.selectbox("Model", model_options(), key="model", on_change=_on_model_change, format_func=label,
+                     help="A shipped model trained on children's stories, or the same size untrained.")
+    for notice in st.session_state.pop("url_notices", []):
+        st.warning(notice, icon="⚠️")
+    scheme, key = st.session_state["scheme"], st.session_state["model"]
+    model, meta = _model_and_meta(key, scheme)
+    text = st.session_state["sentence"]
+    st.query_params.update({"text": text, "scheme": scheme, "model": key if not key.startswith("upload:") else UNTRAINED})
+    return Selection(text=text, scheme=scheme, model=LoadedModel(key, label(key), model, meta), ids=encode(text))
+
+
+def selection() -> Selection:
+    """The selection app.py computed for this run (pages call this)."""
+    return st.session_state["selection"]
