@@ -8,6 +8,16 @@ st.set_page_config(page_title="lpos — where does each token sit?", page_icon="
 PAGES = {
     "Start here": [
         st.Page("pages/embeddings.py", title="Embeddings: token + position", icon="🧱", default=True),
+        st.Page("pages/lesson.py", title="Lesson: the story of positions", icon="🎓"),
+    ],
+    "What each scheme is": [
+        st.Page("pages/sinusoids.py", title="Sinusoids", icon="〰️"),
+        st.Page("pages/similarity.py", title="Similarity and neighbours", icon="🧭"),
+        st.Page("pages/rope_alibi.py", title="RoPE & ALiBi in attention", icon="🔄"),
+    ],
+    "Experiments": [
+        st.Page("pages/order_blindness.py", title="Order blindness (shuffle)", icon="🔀"),
+        st.Page("pages/extrapolation.py", title="Length extrapolation", icon="📏"),
     ],
 }
 

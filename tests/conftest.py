@@ -1,0 +1,125 @@
+"""Shared fixtures: seeded untrained models, AppTest runs, and the real app in headless Chromium."""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = os.environ.get("LPOS_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage"]
+SCHEMES = ["learned", "sinusoidal", "rope", "alibi", "none"]
+
+
+def untrained_model(scheme: str, **config):
+    from lpos.model import GPT, GPTConfig
+
+    torch.manual_seed(0)
+    return GPT(GPTConfig(position=scheme, **config)).eval()
+
+
+@pytest.fixture
+def tiny_model():
+    """A small untrained model factory: tiny_model("rope", n_layer=2)."""
+    def make(scheme: str, **config):
+        defaults = dict(n_layer=2, n_head=4, n_embd=32, block_size=64)
+        return untrained_model(scheme, **{**defaults, **config})
+    return make
+
+
+def app_test(*, page: str | None = None, timeout: float = 120, **query):
+    """An AppTest of app.py, optionally opened on a page file and with URL query values, already run."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=timeout)
+    for key, value in query.items():
+        at.query_params[key] = value
+    at.run()
+    if page is not None:
+        at.switch_page(page).run()
+    return at
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RunningApp:
+    def __init__(self, process: subprocess.Popen, url: str, log: Path):
+        self.process, self.url, self.log = process, url, log
+
+
+def start_app(tmp_path: Path, env: dict | None = None) -> RunningApp:
+    """`streamlit run app.py` on a free local port; waits until it answers its health check."""
+    port = free_port()
+    log = tmp_path / "streamlit.log"
+    command = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless=true",
+               f"--server.port={port}", "--server.address=127.0.0.1", "--browser.gatherUsageStats=false",
+               "--server.fileWatcherType=none"]
+    process = subprocess.Popen(command, cwd=ROOT, stdout=log.open("w"), stderr=subprocess.STDOUT,
+                               env={**os.environ, **(env or {})})
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                if response.status == 200:
+                    return RunningApp(process, url, log)
+        except OSError:
+            time.sleep(0.5)
+    process.kill()
+    raise RuntimeError(f"streamlit did not start: {log.read_text()[-2000:]}")
+
+
+@pytest.fixture(scope="module")
+def running_app(tmp_path_factory):
+    app = start_app(tmp_path_factory.mktemp("app"))
+    yield app
+    app.process.terminate()
+    app.process.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).exists() and not shutil.which("chromium"):
+        pytest.fail(f"Chromium not found at {CHROMIUM}: install Debian's package (apt-get install -y chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser):
+    """A fresh browser page that records console errors in `page.console_errors`."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.console_errors = []
+    page.on("console", lambda message: message.type == "error" and page.console_errors.append(message.text))
+    page.on("pageerror", lambda error: page.console_errors.append(str(error)))
+    yield page
+    context.close()
+
+
+def wait_for_app(page, timeout: float = 90_000) -> None:
+    """Wait until Streamlit has finished running the script (no 'running' indicator)."""
+    page.wait_for_selector("[data-testid='stApp']", timeout=timeout)
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+        " && document.querySelectorAll('[data-testid=\"stMain\"] *').length > 5",
+        timeout=timeout,
+    )
+    page.wait_for_timeout(300)
