@@ -3,21 +3,21 @@ import streamlit as st
 
 from lpos import ui
 
-st.set_page_config(page_title="lpos — where does each token sit?", page_icon="📍", layout="wide")
+st.set_page_config(page_title="lpos — where does each token sit?", page_icon=":material/pin_drop:", layout="wide")
 
 PAGES = {
     "Start here": [
-        st.Page("pages/embeddings.py", title="Embeddings: token + position", icon="🧱", default=True),
-        st.Page("pages/lesson.py", title="Lesson: the story of positions", icon="🎓"),
+        st.Page("pages/embeddings.py", title="Embeddings: token + position", icon=":material/view_module:", default=True),
+        st.Page("pages/lesson.py", title="Lesson: the story of positions", icon=":material/school:"),
     ],
     "What each scheme is": [
-        st.Page("pages/sinusoids.py", title="Sinusoids", icon="〰️"),
-        st.Page("pages/similarity.py", title="Similarity and neighbours", icon="🧭"),
-        st.Page("pages/rope_alibi.py", title="RoPE & ALiBi in attention", icon="🔄"),
+        st.Page("pages/sinusoids.py", title="Sinusoids", icon=":material/waves:"),
+        st.Page("pages/similarity.py", title="Similarity and neighbours", icon=":material/explore:"),
+        st.Page("pages/rope_alibi.py", title="RoPE & ALiBi in attention", icon=":material/rotate_right:"),
     ],
     "Experiments": [
-        st.Page("pages/order_blindness.py", title="Order blindness (shuffle)", icon="🔀"),
-        st.Page("pages/extrapolation.py", title="Length extrapolation", icon="📏"),
+        st.Page("pages/order_blindness.py", title="Order blindness (shuffle)", icon=":material/shuffle:"),
+        st.Page("pages/extrapolation.py", title="Length extrapolation", icon=":material/straighten:"),
     ],
 }
 

@@ -2,7 +2,9 @@
 
 Every file goes through `torch.load(weights_only=True)`, which refuses to unpickle anything but
 tensors and plain containers: a file that tries to run code is refused, never executed. Before
-that, the archive's declared sizes are checked against a cap, so a zip bomb is refused unread.
+that, the archive's declared sizes are checked against a cap, so a zip bomb is refused unread,
+and a configuration is checked before any model is built, so a file cannot ask for more memory
+than the cap either. Whatever is wrong with a file, `load` raises CheckpointError with one sentence.
 
 lpos format (one file): {"format": "lpos", "version": 1, "config": {...GPTConfig fields},
 "state_dict": {...}, "meta": {...}}. When a model was trained over a corpus vocabulary
@@ -28,6 +30,8 @@ from lpos.tokenizer import VOCAB_SIZE
 CHECKPOINT_DIR = Path(__file__).resolve().parent.parent / "checkpoints"
 FORMAT_VERSION = 1
 MAX_BYTES = int(os.environ.get("LPOS_MAX_UPLOAD_MB", "600")) * 1024 * 1024
+MAX_CONFIG_BYTES = 1024 * 1024  # a Hugging Face config.json is a few kB
+SIZE_FIELDS = ("n_layer", "n_head", "n_embd", "block_size")
 
 
 class CheckpointError(ValueError):
@@ -67,7 +71,7 @@ def load(name_or_path: str | Path, *, max_bytes: int = MAX_BYTES) -> tuple[GPT, 
     if path.is_dir():
         model, meta = _load_hf_folder(path, max_bytes)
     elif path.is_file():
-        model, meta = _from_payload(read_payload(path, max_bytes=max_bytes), path.name)
+        model, meta = _from_payload(read_payload(path, max_bytes=max_bytes), path.name, max_bytes)
     else:
         raise CheckpointError(f"no checkpoint named {name!r}: use one of {available()} or a file path")
     model.eval()
@@ -101,19 +105,26 @@ def read_payload(path: Path, *, max_bytes: int = MAX_BYTES) -> dict:
     return payload
 
 
-def _from_payload(payload: dict, label: str) -> tuple[GPT, dict]:
+def _from_payload(payload: dict, label: str, max_bytes: int) -> tuple[GPT, dict]:
     if payload.get("format") == "lpos":
         if payload.get("version") != FORMAT_VERSION:
             raise CheckpointError(f"{label} is lpos format version {payload.get('version')}; this lpos reads {FORMAT_VERSION}")
-        config = _config(payload.get("config", {}), label)
-        return _build(config, dict(payload["state_dict"]), label), dict(payload.get("meta", {}))
+        config = _config(_mapping(payload.get("config"), label, "config"), label, max_bytes)
+        state = _mapping(payload.get("state_dict"), label, "state_dict")
+        return _build(config, state, label), _mapping(payload.get("meta", {}), label, "meta")
     if "model_args" in payload and "model" in payload:  # nanoGPT
-        args = dict(payload["model_args"])
-        config = _config({**args, "position": "learned", "activation": "gelu"}, label)
-        state = {k.removeprefix("_orig_mod."): v for k, v in payload["model"].items()}
+        args = _mapping(payload["model_args"], label, "model_args")
+        config = _config({**args, "position": "learned", "activation": "gelu"}, label, max_bytes)
+        state = {str(k).removeprefix("_orig_mod."): v for k, v in _mapping(payload["model"], label, "model").items()}
         meta = {"source": "nanoGPT", "iter_num": payload.get("iter_num"), "best_val_loss": _number(payload.get("best_val_loss"))}
         return _build(config, state, label), meta
     raise CheckpointError(f"{label} is neither an lpos checkpoint nor a nanoGPT ckpt.pt")
+
+
+def _mapping(value, label: str, what: str) -> dict:
+    if not isinstance(value, dict):
+        raise CheckpointError(f"{label}: {what} is not a dictionary, so this is not a usable checkpoint")
+    return dict(value)
 
 
 def _number(value):
@@ -126,6 +137,8 @@ def _load_hf_folder(folder: Path, max_bytes: int) -> tuple[GPT, dict]:
         raise CheckpointError(f"{folder.name} needs both config.json and model.safetensors (Hugging Face GPT-2)")
     if weights_file.stat().st_size > max_bytes:
         raise CheckpointError(f"model.safetensors is over the {max_bytes / 2**20:.0f} MB limit")
+    if config_file.stat().st_size > MAX_CONFIG_BYTES:
+        raise CheckpointError(f"config.json is over {MAX_CONFIG_BYTES // 1024} kB: it is not a GPT-2 configuration")
     try:
         hf = json.loads(config_file.read_text())
         from safetensors.torch import load_file
@@ -133,13 +146,15 @@ def _load_hf_folder(folder: Path, max_bytes: int) -> tuple[GPT, dict]:
         weights = load_file(str(weights_file))
     except Exception as e:
         raise CheckpointError(f"{folder.name} could not be read ({type(e).__name__}): check config.json and model.safetensors") from None
+    if not isinstance(hf, dict):
+        raise CheckpointError("config.json does not hold a JSON object: it is not a GPT-2 configuration")
     if hf.get("model_type", "gpt2") != "gpt2":
         raise CheckpointError(f"model_type {hf.get('model_type')!r} is not supported; lpos reads GPT-2 models")
     activation = "gelu_tanh" if hf.get("activation_function", "gelu_new") in ("gelu_new", "gelu_pytorch_tanh") else "gelu"
     config = _config(
         dict(vocab_size=hf.get("vocab_size", VOCAB_SIZE), block_size=hf.get("n_positions", 1024), n_layer=hf.get("n_layer"),
              n_head=hf.get("n_head"), n_embd=hf.get("n_embd"), position="learned", activation=activation, bias=True),
-        folder.name,
+        folder.name, max_bytes,
     )
     conv1d = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
     state = {}
@@ -153,37 +168,61 @@ def _load_hf_folder(folder: Path, max_bytes: int) -> tuple[GPT, dict]:
     return _build(config, state, folder.name), {"source": "Hugging Face GPT-2"}
 
 
-def _config(values: dict, label: str) -> GPTConfig:
+def _config(values: dict, label: str, max_bytes: int) -> GPTConfig:
     try:
         values = dict(values)
         vocab = int(values.get("vocab_size") or 0)
         if vocab < VOCAB_SIZE:
             raise CheckpointError(f"{label} has a vocabulary of {vocab}; lpos needs GPT-2's {VOCAB_SIZE} tokens")
         values["vocab_size"] = VOCAB_SIZE  # nanoGPT pads to 50304; the padding rows are never used
-        return GPTConfig.from_dict(values)
+        for field in SIZE_FIELDS:
+            value = values.get(field, getattr(GPTConfig, field))
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise CheckpointError(f"{label} has an unsupported configuration: {field} is "
+                                      f"{str(value)[:20]!r}, not a positive whole number")
+        config = GPTConfig.from_dict(values)
     except CheckpointError:
         raise
-    except (TypeError, ValueError) as e:
-        raise CheckpointError(f"{label} has an unsupported configuration: {e}") from None
+    except (TypeError, ValueError, ArithmeticError) as e:
+        raise CheckpointError(f"{label} has an unsupported configuration: {str(e)[:200]}") from None
+    _check_memory(config, label, max_bytes)
+    return config
+
+
+def _check_memory(config: GPTConfig, label: str, max_bytes: int) -> None:
+    """Refuse, before building anything, a configuration whose float32 weights exceed the cap:
+    a small file may declare a huge model (lpos rebuilds untrained token rows from a seed)."""
+    C = config.n_embd
+    parameters = config.vocab_size * C + 12 * config.n_layer * C * C
+    if config.position == "learned":
+        parameters += config.block_size * C
+    if 4 * parameters > max_bytes:
+        raise CheckpointError(f"{label} declares a model of {parameters / 1e6:,.0f} million parameters "
+                              f"({4 * parameters / 2**20:,.0f} MB in memory), over the {max_bytes / 2**20:.0f} MB limit")
 
 
 def _build(config: GPTConfig, state: dict, label: str) -> GPT:
-    model = GPT(config)
+    try:
+        model = GPT(config)
+    except (TypeError, ValueError, RuntimeError) as e:  # e.g. a dropout that is not a number
+        raise CheckpointError(f"{label} has an unsupported configuration: {str(e)[:200]}") from None
     wte = model.transformer.wte.weight
     if "transformer.wte.ids" in state:
-        ids, rows = state.pop("transformer.wte.ids"), state.pop("transformer.wte.rows")
-        if ids.ndim != 1 or rows.shape != (len(ids), config.n_embd) or (ids.numel() and int(ids.max()) >= config.vocab_size):
+        ids, rows = state.pop("transformer.wte.ids"), state.pop("transformer.wte.rows", None)
+        if (not isinstance(ids, torch.Tensor) or not isinstance(rows, torch.Tensor) or ids.ndim != 1
+                or ids.dtype not in (torch.int32, torch.int64) or rows.shape != (len(ids), config.n_embd)
+                or (ids.numel() and not 0 <= int(ids.min()) <= int(ids.max()) < config.vocab_size)):
             raise CheckpointError(f"{label} has token rows of the wrong shape")
         table = wte.detach().clone()  # the initial rows, rebuilt from config.init_seed
         table[ids] = rows.float()
         state["transformer.wte.weight"] = table
         model.output_vocab = ids.long()
-    elif "transformer.wte.weight" in state:
+    elif isinstance(state.get("transformer.wte.weight"), torch.Tensor):
         state["transformer.wte.weight"] = state["transformer.wte.weight"][: config.vocab_size]
     state["lm_head.weight"] = state.get("transformer.wte.weight")
     expected = model.state_dict()
     missing = sorted(set(expected) - set(state))
-    unexpected = sorted(set(state) - set(expected))
+    unexpected = sorted(str(key)[:80] for key in set(state) - set(expected))
     if missing or unexpected:
         raise CheckpointError(f"{label} does not match the architecture: missing {missing[:3]}, unexpected {unexpected[:3]}")
     for key, tensor in state.items():

@@ -52,6 +52,10 @@ def main(argv: list[str] | None = None) -> int:
     evaluate.add_argument("--data", nargs="+", help="corpus files (default: those the checkpoint was trained on)")
     evaluate.add_argument("--json", action="store_true")
 
+    card = commands.add_parser("card", help="rewrite checkpoints/README.md from the shipped checkpoints' meta")
+    card.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "checkpoints" / "README.md"))
+    card.add_argument("--rebuild-seconds", type=float, help="measured wall time of checkpoints/rebuild.sh")
+
     args = parser.parse_args(argv)
     try:
         return COMMANDS[args.command](args)
@@ -160,4 +164,12 @@ def run_eval(args) -> int:
     return 0
 
 
-COMMANDS = {"inspect": run_inspect, "shuffle": run_shuffle, "train": run_train, "eval": run_eval}
+def run_card(args) -> int:
+    from lpos.card import model_card
+
+    Path(args.out).write_text(model_card(rebuild_seconds=args.rebuild_seconds))
+    print(f"wrote {args.out}")
+    return 0
+
+
+COMMANDS = {"card": run_card, "inspect": run_inspect, "shuffle": run_shuffle, "train": run_train, "eval": run_eval}

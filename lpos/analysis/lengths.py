@@ -3,13 +3,17 @@
 Loss at length L is the mean next-token loss over non-overlapping windows of L tokens of the
 held-out stream (Press et al. 2021 evaluate the same way). When the model's softmax runs over a
 corpus vocabulary, targets outside it are left out and their share is reported separately:
-the model gives them probability zero.
+the model gives them probability zero. The readings at the end turn measured numbers into
+sentences, so the app never states a result it did not measure.
 """
 from __future__ import annotations
 
 import math
 from collections import Counter
+from dataclasses import dataclass
 
+import numpy as np
+import pandas as pd
 import torch
 import torch.nn.functional as F
 
@@ -62,3 +66,94 @@ def unigram_loss(counts: Counter, stream: torch.Tensor) -> float:
     total = sum(counts.values())
     known = [counts[t] for t in stream.tolist() if t in counts]
     return round(sum(-math.log(c / total) for c in known) / len(known), 4)
+
+
+@dataclass(frozen=True)
+class LossCurve:
+    losses: np.ndarray  # (N,) loss of predicting token i+1 from tokens 0..i; NaN outside the vocabulary
+    rolling: np.ndarray  # (N,) mean of the last `window` losses, NaN left out
+    window: int
+    text_tokens: int  # tokens in the whole text, scored or not
+    wall: int | None  # learned: the first position without a table row, when the text reaches it
+
+
+def loss_along_text(model: GPT, ids: list[int], *, window: int = 32) -> LossCurve:
+    """Per-token loss along `ids`; a learned table is scored up to its last row and no further."""
+    if len(ids) < 2:
+        raise ValueError("a loss along the text needs at least two tokens: one to read, one to predict")
+    rows = model.config.block_size
+    wall = rows if model.config.position == "learned" and len(ids) > rows + 1 else None
+    scored = ids[: rows + 1] if wall is not None else ids
+    losses = token_losses(model, torch.tensor(scored, dtype=torch.long)).numpy()
+    rolling = pd.Series(losses).rolling(window, min_periods=1).mean().to_numpy()
+    return LossCurve(losses=losses, rolling=rolling, window=window, text_tokens=len(ids), wall=wall)
+
+
+def training_length(meta: dict, model: GPT) -> int:
+    """The sequence length the model was trained at (its block size when meta does not say)."""
+    return int(meta.get("train_args", {}).get("block_size", model.config.block_size))
+
+
+def loss_table(meta: dict) -> dict[int, dict]:
+    """A model card's loss by evaluation length with int keys in increasing order ({} if absent)."""
+    table = meta.get("loss_by_length") or {}
+    return {int(length): dict(entry) for length, entry in sorted(table.items(), key=lambda item: int(item[0]))}
+
+
+def _mean(values: np.ndarray) -> float | None:
+    values = values[~np.isnan(values)]
+    return float(values.mean()) if values.size else None
+
+
+def curve_reading(curve: LossCurve, *, train_length: int) -> str:
+    """What the live curve shows, in numbers: mean loss within and beyond the training length."""
+    within, beyond = _mean(curve.losses[:train_length]), _mean(curve.losses[train_length:])
+    if within is None:
+        return "No token of this text is in the model's vocabulary, so there is no loss to show."
+    lines = [f"Mean loss over the first {min(train_length, len(curve.losses))} predictions: **{within:.2f}**."]
+    if beyond is not None:
+        change = beyond - within
+        lines.append(f"Beyond the training length ({train_length} tokens), over {len(curve.losses) - train_length} "
+                     f"more predictions: **{beyond:.2f}** ({change:+.2f}).")
+    if curve.wall is not None:
+        lines.append(f"The learned table has {curve.wall} rows, so the last {curve.text_tokens - curve.wall - 1} "
+                     "tokens of this text cannot be scored at all.")
+    elif beyond is None:
+        lines.append(f"This text is not longer than the training length ({train_length} tokens); "
+                     "paste a longer one or use the story to go past it.")
+    return " ".join(lines)
+
+
+def length_reading(tables: dict[str, dict[int, dict]], *, train_length: int) -> str:
+    """Markdown: what the loss-by-length tables of several schemes say, from their numbers."""
+    at_train = {name: t[train_length]["loss"] for name, t in tables.items()
+                if train_length in t and t[train_length]["loss"] is not None}
+    if not at_train:
+        return "No model card holds a loss at the training length yet."
+    best, worst = min(at_train, key=at_train.get), max(at_train, key=at_train.get)
+    if best == worst:
+        lines = [f"- At the training length ({train_length} tokens) the loss is **{at_train[best]:.3f}** ({best})."]
+    else:
+        lines = [f"- At the training length ({train_length} tokens) the losses run from **{at_train[best]:.3f}** "
+                 f"({best}) to **{at_train[worst]:.3f}** ({worst})."]
+    longest = max(length for t in tables.values() for length in t)
+    change = {name: tables[name][longest]["loss"] - at_train[name] for name in at_train
+              if longest in tables[name] and tables[name][longest]["loss"] is not None}
+    for name in sorted(change, key=change.get):
+        lines.append(f"- **{name}** at {longest} tokens ({longest // train_length}× the training length): "
+                     f"{tables[name][longest]['loss']:.3f}, {change[name]:+.3f} against {train_length}.")
+    for name, table in tables.items():
+        if table.get(longest, {}).get("loss") is None and name in at_train:
+            note = table.get(longest, {}).get("note", "n/a").removeprefix("n/a: ")
+            lines.append(f"- **{name}** has no number past its wall: {note}.")
+    if change:
+        steadiest, frailest = min(change, key=change.get), max(change, key=change.get)
+        verdict = (f"Here **{steadiest}** holds up best and **{frailest}** degrades most from {train_length} to "
+                   f"{longest} tokens.")
+        if steadiest == "alibi":
+            verdict += " That echoes Press et al. (2021): ALiBi extrapolates where added positions do not."
+        else:
+            verdict += (" Press et al. (2021) found ALiBi best on a far larger model and corpus; this small, briefly "
+                        "trained model ranks differently.")
+        lines.append(f"- {verdict}")
+    return "\n".join(lines)

@@ -17,11 +17,18 @@ import torch
 from lpos.model import GPT
 from lpos.tokenizer import token_strings, visible
 
+ORDER_BLIND_TOLERANCE = 1e-5  # float32 reordering of a sum moves it by ~1e-7; any position signal moves it more
+
+
+def can_shuffle(ids: list[int]) -> bool:
+    """True when permuting the earlier tokens can change their order (two different ones)."""
+    return len(set(ids[:-1])) >= 2
+
 
 def shuffle_earlier(ids: list[int], *, seed: int = 0) -> list[int]:
     """Permute all tokens but the last; when possible the order of tokens really changes."""
     earlier, last = list(ids[:-1]), list(ids[-1:])
-    if len(set(earlier)) < 2:
+    if not can_shuffle(ids):
         return list(ids)
     generator = torch.Generator().manual_seed(seed)
     while True:
@@ -29,6 +36,20 @@ def shuffle_earlier(ids: list[int], *, seed: int = 0) -> list[int]:
         shuffled = [earlier[i] for i in order]
         if shuffled != earlier:
             return shuffled + last
+
+
+def moved_from(original: list[int], shuffled: list[int]) -> list[int]:
+    """For each position of `shuffled`, the position in `original` its token came from.
+
+    A token that occurs twice is matched first to first: two copies of one id have the same
+    row, so which copy went where cannot matter to a model without positions.
+    """
+    if sorted(original) != sorted(shuffled):
+        raise ValueError("the shuffled ids are not a permutation of the original ids")
+    unused: dict[int, list[int]] = {}
+    for position, token_id in enumerate(original):
+        unused.setdefault(token_id, []).append(position)
+    return [unused[token_id].pop(0) for token_id in shuffled]
 
 
 @torch.no_grad()
@@ -52,6 +73,10 @@ class ShuffleResult:
     top_before: pd.DataFrame  # top-5 next tokens and probabilities
     top_after: pd.DataFrame
 
+    @property
+    def order_blind(self) -> bool:
+        return self.attention_change < ORDER_BLIND_TOLERANCE
+
 
 @torch.no_grad()
 def top_predictions(model: GPT, ids: list[int], *, k: int = 5) -> pd.DataFrame:
@@ -68,6 +93,8 @@ def shuffle_experiment(model: GPT, ids: list[int], *, seed: int = 0, shuffled: l
     if len(ids) < 2:
         raise ValueError("the shuffle experiment needs at least two tokens")
     shuffled = shuffled if shuffled is not None else shuffle_earlier(ids, seed=seed)
+    if shuffled[-1] != ids[-1] or sorted(shuffled) != sorted(ids):
+        raise ValueError("the shuffled ids must permute the earlier tokens and keep the last one")
     out_before, weights_before = first_layer_attention(model, ids)
     out_after, weights_after = first_layer_attention(model, shuffled)
     logits_before, _ = model(torch.tensor([ids]))
@@ -86,13 +113,39 @@ def shuffle_experiment(model: GPT, ids: list[int], *, seed: int = 0, shuffled: l
     )
 
 
-def shuffle_table(results: list[ShuffleResult]) -> pd.DataFrame:
-    """One row per scheme: how much the first layer and the whole model moved."""
-    return pd.DataFrame(
+def shuffle_table(results: list[ShuffleResult], *, labels: list[str] | None = None) -> pd.DataFrame:
+    """One row per scheme: how much the first layer and the whole model moved.
+
+    `labels` names the model behind each row (a column is added when given).
+    """
+    table = pd.DataFrame(
         {
             "scheme": [r.scheme for r in results],
             "layer-1 attention output, max |change|": [r.attention_change for r in results],
-            "order-blind at layer 1": [r.attention_change < 1e-5 for r in results],
+            "order-blind at layer 1": [r.order_blind for r in results],
             "full-model logits, max |change|": [r.logits_change for r in results],
+        }
+    )
+    if labels is not None:
+        table.insert(1, "model", labels)
+    return table
+
+
+def _percent(probability: float) -> str:
+    return f"{probability:.1%}" if probability >= 0.001 else f"{probability:.0e}"
+
+
+def _ranked(top: pd.DataFrame) -> str:
+    return "  ".join(f"{token} {_percent(p)}" for token, p in zip(top["token"], top["probability"]))
+
+
+def predictions_table(results: list[ShuffleResult]) -> pd.DataFrame:
+    """One row per scheme: the full model's top-5 next tokens before and after the shuffle."""
+    return pd.DataFrame(
+        {
+            "scheme": [r.scheme for r in results],
+            "top-5 next tokens, original order": [_ranked(r.top_before) for r in results],
+            "top-5 next tokens, shuffled": [_ranked(r.top_after) for r in results],
+            "same top-1": [r.top_before["token"].iloc[0] == r.top_after["token"].iloc[0] for r in results],
         }
     )

@@ -1,0 +1,131 @@
+"""Inside attention: the weights per layer and head, what RoPE does to a query, and what ALiBi's
+bias does to the weights.
+
+RoPE turns pair i of a query at position m by m w_i and of a key at n by n w_i; a rotation
+preserves dot products up to the difference of the angles, so q·k depends on m - n alone.
+ALiBi adds -slope_h (m - n) to the scores of head h before the softmax: the same scores, tilted
+towards recent tokens, more steeply in heads with larger slopes.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from lpos.model import GPT
+from lpos.positions import alibi_bias, alibi_slopes, pair_frequencies, rope_rotate
+
+
+@dataclass(frozen=True)
+class AlibiEffect:
+    slopes: np.ndarray  # (nh,) per-head slope
+    bias: np.ndarray  # (nh, T, T) -slope * distance, 0 above the diagonal
+    with_bias: np.ndarray  # (nh, T, T) softmax(scores + bias), causal
+    without_bias: np.ndarray  # (nh, T, T) softmax(scores), causal: the same scores, bias removed
+
+
+def check_layer(model: GPT, layer: int) -> None:
+    if not 0 <= layer < model.config.n_layer:
+        raise ValueError(f"layer {layer} is out of range; this model has layers 0 to {model.config.n_layer - 1}")
+
+
+@torch.no_grad()
+def layer_input(model: GPT, ids: list[int], *, layer: int) -> torch.Tensor:
+    """What enters block `layer` for the sentence (1, T, C)."""
+    check_layer(model, layer)
+    x = model.embed_parts(torch.tensor([ids], dtype=torch.long)).total  # (1, T, C)
+    for block in model.transformer.h[:layer]:
+        x, _ = block(x)
+    return x
+
+
+@torch.no_grad()
+def attention_maps(model: GPT, ids: list[int], *, layer: int) -> np.ndarray:
+    """The attention weights of one layer, (nh, T, T): row = query position, column = key position."""
+    x = layer_input(model, ids, layer=layer)
+    block = model.transformer.h[layer]
+    _, weights = block.attn(block.ln_1(x))  # (1, nh, T, T)
+    return weights[0].numpy()
+
+
+@torch.no_grad()
+def queries_and_keys(model: GPT, ids: list[int], *, layer: int, rotate: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """The queries and keys of one layer, (nh, T, hs) each; rotated by RoPE only if `rotate`."""
+    x = layer_input(model, ids, layer=layer)
+    block = model.transformer.h[layer]
+    B, T, C = x.shape
+    nh = model.config.n_head
+    q, k, _ = block.attn.c_attn(block.ln_1(x)).split(C, dim=2)
+    q = q.view(B, T, nh, C // nh).transpose(1, 2)[0]  # (nh, T, hs)
+    k = k.view(B, T, nh, C // nh).transpose(1, 2)[0]  # (nh, T, hs)
+    if rotate:
+        positions = torch.arange(T)
+        q, k = rope_rotate(q, positions), rope_rotate(k, positions)
+    return q, k
+
+
+def causal_softmax(scores: torch.Tensor) -> torch.Tensor:
+    """Softmax over keys with keys after the query hidden, as in the model."""
+    T = scores.shape[-1]
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    return F.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
+
+
+@torch.no_grad()
+def alibi_effect(model: GPT, ids: list[int], *, layer: int) -> AlibiEffect:
+    """The layer's scores with and without ALiBi's bias. For an alibi model `with_bias` is its own
+    attention; for any other it is what the bias would do to the same scores."""
+    q, k = queries_and_keys(model, ids, layer=layer, rotate=model.config.position == "rope")
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (nh, T, T)
+    bias = alibi_bias(model.config.n_head, len(ids)).to(scores)  # (nh, T, T)
+    return AlibiEffect(
+        slopes=alibi_slopes(model.config.n_head).numpy(),
+        bias=bias.numpy(),
+        with_bias=causal_softmax(scores + bias).numpy(),
+        without_bias=causal_softmax(scores).numpy(),
+    )
+
+
+def rope_angle_frame(head_dim: int, *, base: float = 10000.0) -> pd.DataFrame:
+    """Per pair of a head's columns: the angle it turns per position (radians, degrees) and its
+    wavelength in positions."""
+    frequencies = pair_frequencies(head_dim, base).numpy()
+    return pd.DataFrame({"pair": np.arange(head_dim // 2), "radians": frequencies,
+                         "degrees": np.degrees(frequencies), "wavelength": 2 * math.pi / frequencies})
+
+
+def rotating_pair(vector: torch.Tensor, *, pair: int, positions: int, base: float = 10000.0) -> pd.DataFrame:
+    """Columns (2 pair, 2 pair + 1) of `vector` (hs,) after RoPE at positions 0..positions-1.
+
+    Columns: position, x, y, angle (radians turned). The length of the arrow never changes.
+    """
+    hs = vector.shape[-1]
+    if not 0 <= pair < hs // 2:
+        raise ValueError(f"pair {pair} is out of range; a head of {hs} columns has pairs 0 to {hs // 2 - 1}")
+    steps = torch.arange(positions)
+    rotated = rope_rotate(vector.to(torch.float64).expand(positions, hs), steps, base)  # (positions, hs)
+    return pd.DataFrame({"position": steps.numpy(), "x": rotated[:, 2 * pair].numpy(),
+                         "y": rotated[:, 2 * pair + 1].numpy(),
+                         "angle": (steps * pair_frequencies(hs, base)[pair]).numpy()})
+
+
+def offset_scores(query: torch.Tensor, key: torch.Tensor, *, offsets: list[int], length: int,
+                  base: float = 10000.0) -> pd.DataFrame:
+    """q·k after RoPE with the query at m and the key at n = m - offset, for every m that fits.
+
+    Columns: offset, m, n, score. For each offset the score is the same number at every m.
+    """
+    hs = query.shape[-1]
+    positions = torch.arange(length)
+    queries = rope_rotate(query.to(torch.float64).expand(length, hs), positions, base)  # (length, hs)
+    keys = rope_rotate(key.to(torch.float64).expand(length, hs), positions, base)  # (length, hs)
+    frames = []
+    for offset in offsets:
+        m = torch.arange(offset, length)
+        frames.append(pd.DataFrame({"offset": offset, "m": m.numpy(), "n": (m - offset).numpy(),
+                                    "score": (queries[m] * keys[m - offset]).sum(dim=-1).numpy()}))
+    return pd.concat(frames, ignore_index=True)

@@ -1,0 +1,135 @@
+"""Which rows look alike: cosine maps of positions and tokens, nearest neighbours, and a PCA of
+the position rows.
+
+A learned table starts as random rows (all pairs near cosine 0); training carves a smooth band
+along the diagonal, because neighbouring positions must mean nearly the same thing. The
+sinusoidal table has that band by construction, and RoPE has no rows at all: its counterpart is
+the kernel cos-similarity of one vector rotated to positions m and n, which depends on m - n only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from lpos.analysis.sinusoids import block_average
+from lpos.model import GPT
+from lpos.positions import pair_frequencies, sinusoidal_table
+from lpos.tokenizer import token_strings, visible
+
+FULL_RESOLUTION = 256  # maps up to this size are drawn cell by cell; larger ones are block-averaged
+
+
+@dataclass(frozen=True)
+class SimilarityMap:
+    values: np.ndarray  # (n, n) cosine similarities, block-averaged when block > 1
+    block: int  # rows/positions averaged into one cell (1: full resolution)
+    size: int  # rows of the full map
+    title: str  # what was compared, for the figure
+
+
+@dataclass(frozen=True)
+class Projection:
+    coordinates: np.ndarray  # (T, k) the rows projected on their first k principal components
+    explained: np.ndarray  # (k,) share of the variance each component explains
+
+
+def cosine_similarity_map(rows: np.ndarray | torch.Tensor) -> np.ndarray:
+    """Cosine similarity of every pair of rows, (n, n); a zero row has similarity 0 to all."""
+    rows = torch.as_tensor(rows, dtype=torch.float64)
+    norms = rows.norm(dim=-1, keepdim=True)  # (n, 1)
+    unit = rows / norms.clamp(min=1e-12)
+    return (unit @ unit.T).clamp(-1.0, 1.0).numpy()  # (n, n)
+
+
+def similarity_map(rows: np.ndarray | torch.Tensor, *, title: str, max_size: int = FULL_RESOLUTION) -> SimilarityMap:
+    """Cosine map of the rows, block-averaged to at most max_size x max_size cells for drawing."""
+    full = cosine_similarity_map(rows)
+    values, block, _ = block_average(full, max_rows=max_size, max_columns=max_size)
+    return SimilarityMap(values.astype(np.float32), block, len(full), title)
+
+
+def position_rows(model: GPT, length: int) -> np.ndarray | None:
+    """The rows this model adds for positions 0..length-1, or None when it adds none (rope, alibi, none)."""
+    config = model.config
+    if config.position == "learned":
+        return model.transformer.wpe.weight.detach()[: min(length, config.block_size)].numpy()
+    if config.position == "sinusoidal":
+        return sinusoidal_table(length, config.n_embd).numpy()
+    return None
+
+
+def initial_position_rows(length: int, width: int, *, seed: int = 0) -> np.ndarray:
+    """Rows of a learned table before training: N(0, 0.02), as GPT-2 initialises them."""
+    generator = torch.Generator().manual_seed(seed)
+    return (torch.randn(length, width, generator=generator) * 0.02).numpy()
+
+
+def rope_kernel(length: int, head_dim: int, *, base: float = 10000.0) -> np.ndarray:
+    """Cosine similarity of one vector rotated by RoPE to positions m and n, (length, length).
+
+    For a vector whose pairs have equal length this is mean_i cos((m - n) w_i): a function of
+    m - n alone, the rotary counterpart of a position similarity map.
+    """
+    frequencies = pair_frequencies(head_dim, base)  # (head_dim/2,)
+    positions = torch.arange(length, dtype=torch.float64)
+    offsets = positions[:, None] - positions[None, :]  # (length, length)
+    return torch.cos(offsets[..., None] * frequencies).mean(dim=-1).numpy()
+
+
+def nearest(table: torch.Tensor, row: int, *, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Indices and cosine similarities of the k rows most like `row`, itself excluded."""
+    unit = table / table.norm(dim=-1, keepdim=True).clamp(min=1e-12)  # (n, C)
+    scores = unit @ unit[row]  # (n,)
+    scores[row] = -float("inf")
+    top = torch.topk(scores, min(k, len(table) - 1))
+    return top.indices.numpy(), top.values.numpy()
+
+
+@torch.no_grad()
+def nearest_tokens(model: GPT, token_id: int, *, k: int = 10, counts: dict[int, int] | None = None) -> pd.DataFrame:
+    """The k token rows closest to `token_id`'s row, over the whole vocabulary.
+
+    Columns: rank, id, token, cosine, count (training count; None when the model has none).
+    A row never seen in training is still its random initial row, so its neighbours mean nothing.
+    """
+    table = model.transformer.wte.weight.detach()
+    if not 0 <= token_id < len(table):
+        raise ValueError(f"token id {token_id} is outside the vocabulary of {len(table)} rows")
+    indices, scores = nearest(table, token_id, k=k)
+    return pd.DataFrame({
+        "rank": np.arange(1, len(indices) + 1),
+        "id": indices,
+        "token": [visible(t) for t in token_strings(indices.tolist())],
+        "cosine": scores,
+        "count": [counts.get(int(i), 0) if counts is not None else None for i in indices],
+    })
+
+
+def nearest_positions(rows: np.ndarray, position: int, *, k: int = 10) -> pd.DataFrame:
+    """The k position rows closest to `position`'s row. Columns: rank, position, distance, cosine."""
+    if not 0 <= position < len(rows):
+        raise ValueError(f"position {position} is outside the table's {len(rows)} rows")
+    indices, scores = nearest(torch.as_tensor(rows, dtype=torch.float64), position, k=k)
+    return pd.DataFrame({"rank": np.arange(1, len(indices) + 1), "position": indices,
+                         "distance": np.abs(indices - position), "cosine": scores})
+
+
+def pca(rows: np.ndarray, *, components: int = 3) -> Projection:
+    """Project centred rows on their first principal components (at most min(T, C) of them)."""
+    centred = torch.as_tensor(rows, dtype=torch.float64)
+    centred = centred - centred.mean(dim=0, keepdim=True)  # (T, C)
+    U, S, _ = torch.linalg.svd(centred, full_matrices=False)  # (T, r), (r,)
+    k = min(components, len(S))
+    total = float((S**2).sum())
+    explained = (S[:k] ** 2 / total).numpy() if total > 0 else np.zeros(k)
+    return Projection(coordinates=(U[:, :k] * S[:k]).numpy(), explained=explained)
+
+
+def rope_kernel_by_offset(max_offset: int, head_dim: int, *, base: float = 10000.0) -> pd.DataFrame:
+    """The rope kernel as a line: mean_i cos(k w_i) for k = 0..max_offset. Columns: offset, similarity."""
+    offsets = np.arange(max_offset + 1)
+    frequencies = pair_frequencies(head_dim, base).numpy()
+    return pd.DataFrame({"offset": offsets, "similarity": np.cos(offsets[:, None] * frequencies).mean(axis=1)})

@@ -1,0 +1,96 @@
+"""The sinusoidal table taken apart: its frequency bands, their wavelengths, and why the dot
+product of two rows depends only on their distance.
+
+Row t holds, for every pair i, (sin(t w_i), cos(t w_i)) with w_i = base^(-2i/width). The dot
+product of rows t and t+k is sum_i [sin(t w_i) sin((t+k) w_i) + cos(t w_i) cos((t+k) w_i)]
+= sum_i cos(k w_i): t has cancelled, only the distance k is left.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from lpos.positions import pair_frequencies, sinusoidal_table, wavelengths
+
+
+@dataclass(frozen=True)
+class TableView:
+    values: np.ndarray  # (rows, columns) shown, block-averaged when the table is larger than the limits
+    row_block: int  # table rows averaged into one shown row (1: every row shown as it is)
+    column_block: int  # table columns averaged into one shown column
+    length: int  # rows of the full table
+    width: int  # columns of the full table
+
+
+def block_average(matrix: np.ndarray, *, max_rows: int, max_columns: int) -> tuple[np.ndarray, int, int]:
+    """Average square-ish blocks so the result has at most max_rows x max_columns cells.
+
+    Returns the averaged matrix and the block size along each axis; a last, partial block is the
+    mean of the cells it has.
+    """
+    rows, columns = matrix.shape
+    row_block, column_block = max(1, math.ceil(rows / max_rows)), max(1, math.ceil(columns / max_columns))
+    if row_block == column_block == 1:
+        return matrix, 1, 1
+    row_starts, column_starts = np.arange(0, rows, row_block), np.arange(0, columns, column_block)
+    sums = np.add.reduceat(np.add.reduceat(matrix.astype(np.float64), row_starts, axis=0), column_starts, axis=1)
+    counts = np.outer(np.diff(np.append(row_starts, rows)), np.diff(np.append(column_starts, columns)))
+    return (sums / counts).astype(np.float32), row_block, column_block
+
+
+def table_view(length: int, width: int, *, base: float = 10000.0, max_rows: int = 256, max_columns: int = 256) -> TableView:
+    """The sinusoidal table [length, width], block-averaged down to the given size for drawing."""
+    table = sinusoidal_table(length, width, base).numpy()  # (length, width)
+    values, row_block, column_block = block_average(table, max_rows=max_rows, max_columns=max_columns)
+    return TableView(values, row_block, column_block, length, width)
+
+
+def frequency_bands(length: int, width: int, *, pairs: list[int], base: float = 10000.0) -> pd.DataFrame:
+    """Long table of the sin and cos columns of the chosen pairs: position, pair, part, value."""
+    table = sinusoidal_table(length, width, base).numpy()  # (length, width)
+    frames = []
+    for pair in pairs:
+        if not 0 <= pair < width // 2:
+            raise ValueError(f"pair {pair} is out of range; width {width} has pairs 0 to {width // 2 - 1}")
+        for part, column in (("sin", 2 * pair), ("cos", 2 * pair + 1)):
+            frames.append(pd.DataFrame({"position": np.arange(length), "pair": pair, "part": part,
+                                        "column": column, "value": table[:, column]}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def wavelength_frame(width: int, *, base: float = 10000.0) -> pd.DataFrame:
+    """Per pair: its columns, angular frequency (radians per position) and wavelength (positions per turn)."""
+    pairs = np.arange(width // 2)
+    return pd.DataFrame({
+        "pair": pairs,
+        "columns": [f"{2 * i}, {2 * i + 1}" for i in pairs],
+        "frequency": pair_frequencies(width, base).numpy(),
+        "wavelength": wavelengths(width, base).numpy(),
+    })
+
+
+def expected_offset_dot(offsets: np.ndarray, width: int, *, base: float = 10000.0) -> np.ndarray:
+    """sum_i cos(k w_i) for each offset k: the dot product of any two rows k apart."""
+    frequencies = pair_frequencies(width, base).numpy()  # (width/2,)
+    return np.cos(np.asarray(offsets, dtype=np.float64)[:, None] * frequencies[None, :]).sum(axis=1)
+
+
+def offset_dot_products(width: int, *, starts: list[int], max_offset: int, base: float = 10000.0) -> pd.DataFrame:
+    """Dot product of rows t and t+k for each start t and offsets k = 0..max_offset, from the table itself.
+
+    Columns: start, offset, dot. The curves for different starts coincide (see the module docstring).
+    """
+    if min(starts, default=0) < 0 or max_offset < 0:
+        raise ValueError("starts and max_offset must not be negative")
+    length = max(starts) + max_offset + 1
+    table = sinusoidal_table(length, width, base).to(torch.float64)  # (length, width)
+    offsets = np.arange(max_offset + 1)
+    frames = []
+    for start in starts:
+        rows = table[start : start + max_offset + 1]  # (max_offset+1, width)
+        frames.append(pd.DataFrame({"start": start, "offset": offsets, "dot": (rows @ table[start]).numpy()}))
+    return pd.concat(frames, ignore_index=True)

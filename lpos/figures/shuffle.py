@@ -1,0 +1,57 @@
+"""Figures of the order-blindness experiment: how much layer 1 moved per scheme, and the last
+position's attention weights before and after the shuffle."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.colors import qualitative
+from plotly.subplots import make_subplots
+
+from lpos.analysis.shuffle import ORDER_BLIND_TOLERANCE, ShuffleResult, moved_from
+from lpos.figures.common import finish, safe
+from lpos.figures.lengths import SCHEME_COLOURS, OTHER_COLOUR
+from lpos.tokenizer import token_strings, visible
+
+LOG_FLOOR = 1e-12  # an exact zero has no place on a log axis; it is drawn here and labelled as zero
+
+
+def change_figure(table: pd.DataFrame) -> go.Figure:
+    """Layer-1 change per scheme on a log axis, with the float-error line: `none` sits below it."""
+    changes = table["layer-1 attention output, max |change|"].to_numpy(dtype=float)
+    shown = np.maximum(changes, LOG_FLOOR)
+    colours = [SCHEME_COLOURS.get(s, OTHER_COLOUR) for s in table["scheme"]]
+    fig = go.Figure(go.Bar(x=list(table["scheme"]), y=shown, marker_color=colours, customdata=changes,
+                           text=[f"{c:.1e}" for c in changes], textposition="outside",
+                           hovertemplate="%{x}<br>max |change| %{customdata:.3g}<extra></extra>"))
+    fig.add_hline(y=ORDER_BLIND_TOLERANCE, line=dict(color="black", dash="dash"),
+                  annotation_text="below: unchanged up to float error", annotation_position="bottom left")
+    fig.update_yaxes(type="log", title_text="max |change| of layer-1 output (log)",
+                     range=[np.log10(shown.min()) - 1.5, np.log10(shown.max()) + 1])
+    fig.update_xaxes(title_text="position scheme")
+    return finish(fig, title="Last position, layer-1 attention output: how much the shuffle moved it", height=380)
+
+
+def attention_bars(result: ShuffleResult, *, head: int) -> go.Figure:
+    """The last position's layer-1 weights over every token, before (top) and after (bottom) the
+    shuffle; each token keeps its colour, so a weight that travels with its token is easy to see."""
+    tokens_before = [visible(t) for t in token_strings(result.original)]
+    tokens_after = [visible(t) for t in token_strings(result.shuffled)]
+    origin = moved_from(result.original, result.shuffled)  # shuffled position -> original position
+    palette = qualitative.Plotly + qualitative.D3
+    colour_before = [palette[i % len(palette)] for i in range(len(tokens_before))]
+    colour_after = [colour_before[i] for i in origin]
+    fig = make_subplots(rows=2, cols=1, shared_yaxes=True, vertical_spacing=0.2,
+                        subplot_titles=["original order", "earlier tokens shuffled (the last token stays)"])
+    panels = [(tokens_before, result.weights_before[head], colour_before, list(range(len(tokens_before)))),
+              (tokens_after, result.weights_after[head], colour_after, origin)]
+    for row, (tokens, weights, colours, came_from) in enumerate(panels, start=1):
+        labels = [f"{p} {safe(t)}" for p, t in enumerate(tokens)]
+        hover = [f"{safe(t)}: now at position {p}, originally at {o}" for p, (t, o) in enumerate(zip(tokens, came_from))]
+        fig.add_trace(go.Bar(x=labels, y=weights, marker_color=colours, text=[safe(t) for t in tokens],
+                             textposition="outside", hovertext=hover, showlegend=False,
+                             hovertemplate="%{hovertext}<br>weight %{y:.3f}<extra></extra>"), row=row, col=1)
+        fig.update_xaxes(title_text="position and token", type="category", row=row, col=1)
+        fig.update_yaxes(title_text="attention weight", row=row, col=1,
+                         range=[0, 1.25 * float(max(result.weights_before[head].max(), result.weights_after[head].max()))])
+    return finish(fig, title=f"Layer 1, head {head}: where the last token looks, before and after", height=560)
