@@ -94,7 +94,9 @@ def read_payload(path: Path, *, max_bytes: int = MAX_BYTES) -> dict:
         )
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError:
+    except pickle.UnpicklingError as e:
+        if "Weights only load failed" not in str(e) or "Unsupported operand" in str(e):  # damaged, not refused
+            raise CheckpointError(f"{path.name} could not be read (UnpicklingError): the file is damaged") from None
         raise CheckpointError(
             f"{path.name} contains Python objects other than tensors; lpos refuses to unpickle them"
         ) from None
@@ -115,7 +117,8 @@ def _from_payload(payload: dict, label: str, max_bytes: int) -> tuple[GPT, dict]
     if "model_args" in payload and "model" in payload:  # nanoGPT
         args = _mapping(payload["model_args"], label, "model_args")
         config = _config({**args, "position": "learned", "activation": "gelu"}, label, max_bytes)
-        state = {str(k).removeprefix("_orig_mod."): v for k, v in _mapping(payload["model"], label, "model").items()}
+        state = {str(k).removeprefix("_orig_mod."): v for k, v in _mapping(payload["model"], label, "model").items()
+                 if not str(k).endswith(".attn.bias")}  # nanoGPT's causal-mask buffer, saved without flash attention
         meta = {"source": "nanoGPT", "iter_num": payload.get("iter_num"), "best_val_loss": _number(payload.get("best_val_loss"))}
         return _build(config, state, label), meta
     raise CheckpointError(f"{label} is neither an lpos checkpoint nor a nanoGPT ckpt.pt")
@@ -160,8 +163,8 @@ def _load_hf_folder(folder: Path, max_bytes: int) -> tuple[GPT, dict]:
     state = {}
     for key, tensor in weights.items():
         key = key.removeprefix("transformer.")
-        if key.endswith(("attn.bias", "attn.masked_bias")) or key == "lm_head.weight":
-            continue  # causal-mask buffers and the tied head
+        if key.endswith((".attn.bias", ".attn.masked_bias")) or key == "lm_head.weight":
+            continue  # causal-mask buffers (not c_attn.bias) and the tied head
         if key.endswith(conv1d):
             tensor = tensor.T  # HF's Conv1D stores (in, out); nn.Linear wants (out, in)
         state[f"transformer.{key}"] = tensor

@@ -17,13 +17,13 @@ def main(argv: list[str] | None = None) -> int:
 
     inspect = commands.add_parser("inspect", help="each token, its id and the norms of its token, position and summed rows")
     inspect.add_argument("text")
-    inspect.add_argument("--scheme", choices=SCHEMES, default="learned")
+    inspect.add_argument("--scheme", choices=SCHEMES, help="default learned; a checkpoint's own scheme wins")
     inspect.add_argument("--checkpoint", help="a shipped name or a path (default: a freshly initialised model, seed 0)")
     inspect.add_argument("--json", action="store_true")
 
     shuffle = commands.add_parser("shuffle", help="permute all tokens but the last; what changes?")
     shuffle.add_argument("text")
-    shuffle.add_argument("--scheme", choices=SCHEMES, default="learned")
+    shuffle.add_argument("--scheme", choices=SCHEMES, help="default learned; a checkpoint's own scheme wins")
     shuffle.add_argument("--checkpoint", help="a shipped name or a path (default: a freshly initialised model, seed 0)")
     shuffle.add_argument("--seed", type=int, default=0)
     shuffle.add_argument("--json", action="store_true")
@@ -56,6 +56,13 @@ def main(argv: list[str] | None = None) -> int:
     card.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "checkpoints" / "README.md"))
     card.add_argument("--rebuild-seconds", type=float, help="measured wall time of checkpoints/rebuild.sh")
 
+    bench = commands.add_parser("bench", help="speed of training and evaluation; the app measured in headless Chromium")
+    bench.add_argument("--runs", type=int, default=5, help="repetitions of each browser measurement")
+    bench.add_argument("--quick", action="store_true", help="a short smoke version: one run, fewer steps")
+    bench.add_argument("--model-only", action="store_true", help="skip the browser (no Playwright or Chromium needed)")
+    bench.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
+    bench.add_argument("--out", help="also write the results as JSON to this file")
+
     args = parser.parse_args(argv)
     try:
         return COMMANDS[args.command](args)
@@ -73,11 +80,11 @@ def model_for(args):
 
     if args.checkpoint:
         model, _ = checkpoints.load(args.checkpoint)
-        if model.config.position != args.scheme and "--scheme" in sys.argv:
+        if args.scheme is not None and model.config.position != args.scheme:
             print(f"note: {args.checkpoint} uses the {model.config.position!r} scheme", file=sys.stderr)
         return model
     torch.manual_seed(0)
-    return GPT(GPTConfig(position=args.scheme)).eval()
+    return GPT(GPTConfig(position=args.scheme or "learned")).eval()
 
 
 def run_inspect(args) -> int:
@@ -172,4 +179,20 @@ def run_card(args) -> int:
     return 0
 
 
-COMMANDS = {"card": run_card, "inspect": run_inspect, "shuffle": run_shuffle, "train": run_train, "eval": run_eval}
+def run_bench(args) -> int:
+    from lpos import bench
+
+    if not args.model_only:
+        try:
+            bench.check_browser()
+        except RuntimeError as e:
+            raise ValueError(f"{e} (or pass --model-only)") from None
+    results = bench.run(runs=args.runs, quick=args.quick, browser=not args.model_only,
+                        progress=lambda message: print(message, file=sys.stderr))
+    if args.out:
+        Path(args.out).write_text(json.dumps(results, indent=2))
+    print(json.dumps(results, indent=2) if args.json else bench.table(results))
+    return 0
+
+
+COMMANDS = {"bench": run_bench, "card": run_card, "inspect": run_inspect, "shuffle": run_shuffle, "train": run_train, "eval": run_eval}

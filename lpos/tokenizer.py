@@ -9,6 +9,7 @@ sentence is data, never a control sequence.
 from __future__ import annotations
 
 import functools
+import hashlib
 from pathlib import Path
 
 import tiktoken
@@ -26,6 +27,9 @@ VOCAB_SIZE = 50257
 @functools.cache
 def encoding() -> tiktoken.Encoding:
     """The GPT-2 encoding built from the bundled ranks (loaded once per process)."""
+    # tiktoken's loader checks the hash too, but it may read a cached copy; check the file itself
+    if hashlib.sha256(RANKS_PATH.read_bytes()).hexdigest() != RANKS_SHA256:
+        raise ValueError(f"hash mismatch: {RANKS_PATH} is damaged; reinstall lpos")
     ranks = load_tiktoken_bpe(str(RANKS_PATH), expected_hash=RANKS_SHA256)
     return tiktoken.Encoding(
         name="gpt2",

@@ -169,8 +169,10 @@ def train(args: TrainArgs, corpus: Corpus | None = None, *, progress: bool = Tru
             bar.set_postfix(loss=f"{loss.item():.3f}", tok_s=f"{(step + 1 - start) * tokens_per_step / max(seconds - elapsed, 1e-9):,.0f}")
         done = step + 1
         if rank == 0 and (done % args.save_every == 0 and done < args.steps):
+            snapshot = resume_path.with_suffix(".tmp")  # a kill mid-write must not spoil the last good snapshot
             torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": done,
-                        "elapsed": time.perf_counter() - began}, resume_path)
+                        "elapsed": time.perf_counter() - began}, snapshot)
+            snapshot.replace(resume_path)
     wall = time.perf_counter() - began
     model.eval()
     meta = {}

@@ -116,7 +116,8 @@ def test_token_strings_and_visible():
 
 
 def test_bundled_file_checksum(tmp_path, monkeypatch):
-    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "cache"))  # no cached copy can stand in
+    # lpos hashes the file itself, so a good copy in tiktoken's cache cannot stand in for a damaged file
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "cache"))
     good = tmp_path / "good.tiktoken"
     shutil.copy(tokenizer.RANKS_PATH, good)
     bad = tmp_path / "bad.tiktoken"

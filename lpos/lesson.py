@@ -1,0 +1,93 @@
+"""The lesson: ten short steps from "a row lookup" to "why ALiBi extrapolates".
+
+Content only (titles, plain sentences, what to notice, which scheme a step is about); the
+figures come from lpos.figures through the page, so the lesson adds no maths of its own.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Step:
+    title: str
+    text: str  # 2-4 plain sentences
+    notice: str  # "what to notice"
+    scheme: str | None  # the scheme this step is about; None = the sidebar's
+
+
+STEPS: tuple[Step, ...] = (
+    Step(
+        "Text becomes token ids",
+        "GPT-2 splits your sentence into tokens and gives each one an id. Each id picks one row of the "
+        "token table: a lookup, not a multiplication. Nothing in those rows says where the token sits.",
+        "A space belongs to the token after it (“␣dog”), and “The” and “␣the” are different ids. "
+        "Red chips are tokens the model never saw in training: their rows are still random.",
+        None,
+    ),
+    Step(
+        "Attention without positions is blind to order",
+        "Attention lets the last token look back at every earlier token and take a weighted average of "
+        "what it finds. With no position information, that average does not care about order: shuffle the "
+        "earlier tokens and the first layer's output for the last token is exactly the same.",
+        "Under “none” the bars keep their heights and move with their tokens, and the change is zero up "
+        "to rounding: “The dog bit the man” and “The man bit the dog” look alike to the first layer.",
+        "none",
+    ),
+    Step(
+        "Add a second table, indexed by position",
+        "GPT-2's fix is a learned table with one row per position. The input to the model is the token "
+        "row plus the position row, so the same word at two positions gets two different inputs.",
+        "Look at a word that occurs twice: its token rows are identical, its summed rows are not.",
+        "learned",
+    ),
+    Step(
+        "A learned table stops at its last row",
+        "A table has as many rows as it was built with: 128 here. At token 129 there is simply no row "
+        "to add, and the model cannot run at all.",
+        "The error message names both numbers; the other schemes run at any length.",
+        "learned",
+    ),
+    Step(
+        "A formula instead of a table: sinusoids",
+        "The original Transformer computed position rows from sines and cosines of many frequencies. Left "
+        "columns turn fast, right columns slowly, so every position gets its own pattern, at any length.",
+        "The dot product of rows t and t+k is the same curve for every t: it depends only on the distance k.",
+        "sinusoidal",
+    ),
+    Step(
+        "RoPE: rotate queries and keys",
+        "RoPE adds nothing to the embeddings. Inside attention it rotates each pair of query and key "
+        "columns by an angle proportional to the position.",
+        "After rotation, the score q·k depends only on m − n: the lines for fixed offsets are flat.",
+        "rope",
+    ),
+    Step(
+        "ALiBi: a distance penalty per head",
+        "ALiBi adds no vectors at all. Each head subtracts its own slope times the distance from every "
+        "attention score, so far-away tokens get less attention.",
+        "Steep heads look only at their neighbours; gentle heads look far back.",
+        "alibi",
+    ),
+    Step(
+        "What training learned",
+        "An untrained table is random noise. After training, neighbouring positions get similar rows, and "
+        "tokens used alike get similar token rows.",
+        "Compare the trained and untrained similarity maps: training draws a bright band along the diagonal.",
+        "learned",
+    ),
+    Step(
+        "Train short, test long",
+        "All five models were trained on 128-token windows. Evaluated on longer text, some keep working "
+        "and some fall apart.",
+        "The learned table cannot go past 128 at all; look at which curve stays flattest at 1024.",
+        None,
+    ),
+    Step(
+        "The twist: the mask leaks order",
+        "A model with no positions is order-blind only in its first layer. Each earlier token can see only "
+        "the tokens before it, so from layer 2 on the model knows something about order after all.",
+        "Under “none”, the full model's predictions change after the shuffle, though layer 1 did not.",
+        "none",
+    ),
+)

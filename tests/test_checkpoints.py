@@ -1,0 +1,401 @@
+"""Checkpoints: the lpos round trip (with the compact token table), files that must be refused
+before anything runs, and imports of nanoGPT and Hugging Face GPT-2 checked against a GPT-2
+forward pass written out here with plain torch ops."""
+from __future__ import annotations
+
+import json
+import math
+import struct
+import zipfile
+
+import pytest
+import torch
+from safetensors.torch import save_file
+from torch.testing import assert_close
+
+from lpos import checkpoints
+from lpos.checkpoints import CheckpointError, available, load, save
+from lpos.model import GPT, initial_token_table
+from lpos.positions import SCHEMES
+
+VOCAB = 50257
+IDS = torch.tensor([[464, 3797, 3332, 319, 262, 2603, 13, 50256, 40, 1101]])  # "The cat sat on the mat.<eot>I'm"
+
+
+# ---------------------------------------------------------------------------------------------
+# an independent GPT-2: weights in Hugging Face layout (Conv1D: y = x @ W + b, W is (in, out))
+
+def random_gpt2_weights(*, n_layer=2, n_head=2, n_embd=16, n_positions=32, vocab=VOCAB, bias=True, seed=0) -> dict:
+    """Weights large enough that a wrong activation, transpose or mask shows in the logits."""
+    g = torch.Generator().manual_seed(seed)
+    C = n_embd
+
+    def randn(*shape, std):
+        return torch.randn(*shape, generator=g) * std
+
+    w = {"wte.weight": randn(vocab, C, std=0.5), "wpe.weight": randn(n_positions, C, std=0.5)}
+    for i in range(n_layer):
+        p = f"h.{i}."
+        w[p + "ln_1.weight"] = 1 + randn(C, std=0.2)
+        w[p + "attn.c_attn.weight"] = randn(C, 3 * C, std=0.6)
+        w[p + "attn.c_proj.weight"] = randn(C, C, std=0.3)
+        w[p + "ln_2.weight"] = 1 + randn(C, std=0.2)
+        w[p + "mlp.c_fc.weight"] = randn(C, 4 * C, std=0.6)
+        w[p + "mlp.c_proj.weight"] = randn(4 * C, C, std=0.3)
+        if bias:
+            for name, size in [("ln_1", C), ("attn.c_attn", 3 * C), ("attn.c_proj", C), ("ln_2", C),
+                               ("mlp.c_fc", 4 * C), ("mlp.c_proj", C)]:
+                w[p + name + ".bias"] = randn(size, std=0.1)
+    w["ln_f.weight"] = 1 + randn(C, std=0.2)
+    if bias:
+        w["ln_f.bias"] = randn(C, std=0.1)
+    return w
+
+
+def gelu_exact(x):
+    return 0.5 * x * (1 + torch.erf(x / math.sqrt(2)))
+
+
+def gelu_tanh(x):
+    return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+
+
+def reference_logits(w: dict, ids: list[int], *, n_head: int, gelu) -> torch.Tensor:
+    """GPT-2's forward pass, float64, one sequence -> (T, vocab)."""
+    w = {k: v.double() for k, v in w.items()}
+    T, C = len(ids), w["wte.weight"].shape[1]
+    hs = C // n_head
+    n_layer = len({k.split(".")[1] for k in w if k.startswith("h.")})
+
+    def linear(x, name):
+        return x @ w[name + ".weight"] + w.get(name + ".bias", 0)
+
+    def layer_norm(x, name):
+        mean, var = x.mean(-1, keepdim=True), x.var(-1, unbiased=False, keepdim=True)
+        return (x - mean) / torch.sqrt(var + 1e-5) * w[name + ".weight"] + w.get(name + ".bias", 0)
+
+    x = w["wte.weight"][ids] + w["wpe.weight"][:T]  # (T, C)
+    for i in range(n_layer):
+        p = f"h.{i}."
+        q, k, v = linear(layer_norm(x, p + "ln_1"), p + "attn.c_attn").split(C, dim=-1)
+        heads = []
+        for h in range(n_head):
+            cols = slice(h * hs, (h + 1) * hs)
+            scores = q[:, cols] @ k[:, cols].T / math.sqrt(hs)  # (T, T)
+            scores = scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+            heads.append(torch.softmax(scores, dim=-1) @ v[:, cols])
+        x = x + linear(torch.cat(heads, dim=-1), p + "attn.c_proj")
+        x = x + linear(gelu(linear(layer_norm(x, p + "ln_2"), p + "mlp.c_fc")), p + "mlp.c_proj")
+    return layer_norm(x, "ln_f") @ w["wte.weight"].T  # tied head
+
+
+CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+
+
+def logits_of(model: GPT, ids: torch.Tensor = IDS) -> torch.Tensor:
+    with torch.no_grad():
+        return model(ids)[0][0]
+
+
+# ---------------------------------------------------------------------------------------------
+# lpos format
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_round_trip(tmp_path, tiny_model, scheme):
+    model = tiny_model(scheme)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)  # not the initial values
+    meta = {"val_loss": 3.25, "token_counts": {464: 12, 3797: 1}, "loss_by_length": {64: {"loss": 3.1}, 128: {"loss": None}}}
+    save(model, meta, tmp_path / "m.pt")
+    assert not (tmp_path / "m.pt.tmp").exists()
+    loaded, loaded_meta = load(tmp_path / "m.pt")
+    assert loaded.config == model.config
+    assert loaded_meta == meta
+    assert not loaded.training
+    assert loaded.output_vocab is None
+    for key, tensor in model.state_dict().items():
+        assert torch.equal(loaded.state_dict()[key], tensor), key
+    assert torch.equal(logits_of(loaded), logits_of(model))
+    payload = torch.load(tmp_path / "m.pt", weights_only=True)  # a plain dict, as the design says
+    assert payload["format"] == "lpos" and payload["version"] == 1
+    assert "lm_head.weight" not in payload["state_dict"]  # tied, stored once
+
+
+def test_compact_token_table(tmp_path, tiny_model):
+    model = tiny_model("learned", init_seed=5)
+    vocab = torch.tensor([13, 262, 464, 2603, 3332, 3797, 50256])
+    model.output_vocab = vocab
+    with torch.no_grad():
+        trained = torch.randn(len(vocab), 32) * 0.3
+        model.transformer.wte.weight[vocab] = trained.half().float()  # what float16 storage keeps
+        model.transformer.wpe.weight.mul_(3)
+    save(model, {}, tmp_path / "compact.pt")
+    loaded, _ = load(tmp_path / "compact.pt")
+
+    assert torch.equal(loaded.output_vocab, vocab)
+    initial = initial_token_table(model.config)
+    untouched = torch.ones(VOCAB, dtype=torch.bool)
+    untouched[vocab] = False
+    table = loaded.transformer.wte.weight
+    assert torch.equal(table[untouched], initial[untouched])  # rebuilt from init_seed, bit for bit
+    assert torch.equal(table[vocab], trained.half().float())
+    assert loaded.lm_head.weight is loaded.transformer.wte.weight
+    assert torch.equal(logits_of(loaded, IDS[:, :7]), logits_of(model, IDS[:, :7]))
+    assert torch.all(logits_of(loaded)[:, untouched] == float("-inf"))
+
+    model.output_vocab = None
+    save(model, {}, tmp_path / "full.pt")
+    assert (tmp_path / "compact.pt").stat().st_size < (tmp_path / "full.pt").stat().st_size / 5
+
+
+def test_compact_rows_are_stored_as_float16(tmp_path, tiny_model):
+    model = tiny_model("none")
+    model.output_vocab = torch.tensor([1, 2, 3])
+    with torch.no_grad():
+        model.transformer.wte.weight[1:4] = torch.randn(3, 32)
+    save(model, {}, tmp_path / "m.pt")
+    loaded, _ = load(tmp_path / "m.pt")
+    rows = model.transformer.wte.weight[1:4].detach()
+    assert torch.equal(loaded.transformer.wte.weight[1:4], rows.half().float())
+    assert_close(loaded.transformer.wte.weight[1:4], rows, rtol=1e-3, atol=1e-4)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(CheckpointError, match="no checkpoint named"):
+        load(tmp_path / "nowhere.pt")
+    with pytest.raises(CheckpointError, match="no checkpoint named"):
+        load("not-a-shipped-name")
+
+
+def test_not_a_zip(tmp_path):
+    path = tmp_path / "text.pt"
+    path.write_text("hello, I am not a checkpoint\n" * 10)
+    with pytest.raises(CheckpointError, match="not a PyTorch checkpoint"):
+        load(path)
+
+
+@pytest.mark.parametrize("keep", [0.3, 0.6, 0.95])
+def test_truncated_file(tmp_path, tiny_model, keep):
+    save(tiny_model("alibi"), {}, tmp_path / "m.pt")
+    data = (tmp_path / "m.pt").read_bytes()
+    (tmp_path / "cut.pt").write_bytes(data[: int(len(data) * keep)])
+    with pytest.raises(CheckpointError, match="cut.pt"):
+        load(tmp_path / "cut.pt")
+
+
+class WritesAMarker:
+    """Unpickling this would create `path`: what a malicious checkpoint does."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_malicious_pickle_is_refused_unrun(tmp_path, tiny_model):
+    marker = tmp_path / "marker"
+    model = tiny_model("learned")
+    state = {k: v for k, v in model.state_dict().items() if k != "lm_head.weight"}
+    payload = {"format": "lpos", "version": 1, "config": {"position": "learned"}, "state_dict": state,
+               "meta": {"note": WritesAMarker(marker)}}
+    torch.save(payload, tmp_path / "evil.pt")
+    with pytest.raises(CheckpointError, match="refuses to unpickle"):
+        load(tmp_path / "evil.pt")
+    assert not marker.exists()
+    # the file really is malicious: a careless loader would have run it
+    torch.load(tmp_path / "evil.pt", weights_only=False)["meta"]["note"].close()
+    assert marker.exists()
+
+
+def test_zip_bomb_is_refused_before_loading(tmp_path, monkeypatch):
+    path = tmp_path / "bomb.pt"
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        with archive.open("bomb/data.pkl", "w") as member:
+            for _ in range(40):
+                member.write(bytes(1 << 20))  # 40 MB of zeros
+    assert path.stat().st_size < 1 << 20  # small on disk
+    monkeypatch.setattr(torch, "load", lambda *a, **k: pytest.fail("torch.load must not be reached"))
+    with pytest.raises(CheckpointError, match="unpacks to 40 MB, over the 10 MB limit"):
+        load(path, max_bytes=10 << 20)
+
+
+def test_declared_huge_size_is_refused_before_loading(tmp_path, tiny_model, monkeypatch):
+    path = tmp_path / "m.pt"
+    save(tiny_model("rope"), {}, path)
+    data = bytearray(path.read_bytes())
+    entry = data.find(b"PK\x01\x02")  # first central-directory record
+    struct.pack_into("<I", data, entry + 24, 0xFFFF0000)  # its uncompressed size: ~4 GB
+    path.write_bytes(bytes(data))
+    monkeypatch.setattr(torch, "load", lambda *a, **k: pytest.fail("torch.load must not be reached"))
+    with pytest.raises(CheckpointError, match=r"m.pt unpacks to 4\d{3} MB, over the \d+ MB limit"):
+        load(path)
+
+
+def test_file_over_the_size_cap(tmp_path, tiny_model):
+    save(tiny_model("none"), {}, tmp_path / "m.pt")
+    with pytest.raises(CheckpointError, match="the limit is 1 MB"):
+        load(tmp_path / "m.pt", max_bytes=1 << 20)
+
+
+def test_wrong_shapes_and_missing_tensors(tmp_path, tiny_model):
+    save(tiny_model("learned"), {}, tmp_path / "m.pt")
+    payload = torch.load(tmp_path / "m.pt", weights_only=True)
+
+    payload["state_dict"]["transformer.h.0.attn.c_attn.weight"] = torch.zeros(96, 16)
+    torch.save(payload, tmp_path / "shape.pt")
+    with pytest.raises(CheckpointError, match=r"c_attn.weight has shape \(96, 16\), expected \(96, 32\)"):
+        load(tmp_path / "shape.pt")
+
+    payload["state_dict"].pop("transformer.h.0.attn.c_attn.weight")
+    torch.save(payload, tmp_path / "missing.pt")
+    with pytest.raises(CheckpointError, match="does not match the architecture"):
+        load(tmp_path / "missing.pt")
+
+    payload = torch.load(tmp_path / "m.pt", weights_only=True)
+    payload["config"]["n_embd"] = 64  # the tensors are 32 wide
+    torch.save(payload, tmp_path / "config.pt")
+    with pytest.raises(CheckpointError, match="has shape"):
+        load(tmp_path / "config.pt")
+
+
+def test_compact_rows_of_the_wrong_shape(tmp_path, tiny_model):
+    model = tiny_model("learned")
+    model.output_vocab = torch.tensor([5, 6])
+    save(model, {}, tmp_path / "m.pt")
+    payload = torch.load(tmp_path / "m.pt", weights_only=True)
+    payload["state_dict"]["transformer.wte.rows"] = torch.zeros(3, 32, dtype=torch.float16)
+    torch.save(payload, tmp_path / "rows.pt")
+    with pytest.raises(CheckpointError, match="token rows of the wrong shape"):
+        load(tmp_path / "rows.pt")
+
+
+# ---------------------------------------------------------------------------------------------
+# nanoGPT ckpt.pt
+
+def nanogpt_checkpoint(w: dict, *, n_head: int, block_size: int, bias: bool, compiled: bool, mask_buffer: bool) -> dict:
+    """What nanoGPT's train.py writes: Linear layout, vocabulary padded to 50304, tied head."""
+    prefix = "_orig_mod." if compiled else ""
+    C = w["wte.weight"].shape[1]
+    padded = torch.cat([w["wte.weight"], torch.randn(50304 - VOCAB, C)])
+    state = {f"{prefix}transformer.wte.weight": padded, f"{prefix}lm_head.weight": padded}
+    for key, tensor in w.items():
+        if key != "wte.weight":
+            state[f"{prefix}transformer.{key}"] = tensor.T.contiguous() if key.endswith(CONV1D) else tensor
+    n_layer = len({k.split(".")[1] for k in w if k.startswith("h.")})
+    if mask_buffer:  # nanoGPT without flash attention keeps its causal mask as a buffer
+        for i in range(n_layer):
+            state[f"{prefix}transformer.h.{i}.attn.bias"] = torch.ones(block_size, block_size).tril().view(1, 1, block_size, block_size)
+    model_args = dict(n_layer=n_layer, n_head=n_head, n_embd=C, block_size=block_size, bias=bias, vocab_size=50304, dropout=0.1)
+    return {"model": state, "model_args": model_args, "iter_num": 5000, "best_val_loss": torch.tensor(1.4697),
+            "optimizer": {"state": {}, "param_groups": [{"lr": 6e-4, "betas": (0.9, 0.95), "params": [0, 1]}]},
+            "config": {"dataset": "openwebtext", "batch_size": 12, "compile": compiled}}
+
+
+@pytest.mark.parametrize(
+    "bias,compiled,mask_buffer", [(True, True, False), (True, False, True), (False, True, False)]
+)
+def test_nanogpt_checkpoint(tmp_path, bias, compiled, mask_buffer):
+    w = random_gpt2_weights(bias=bias, n_positions=24, seed=1)
+    torch.save(nanogpt_checkpoint(w, n_head=2, block_size=24, bias=bias, compiled=compiled, mask_buffer=mask_buffer),
+               tmp_path / "ckpt.pt")
+    model, meta = load(tmp_path / "ckpt.pt")
+    assert model.config.vocab_size == VOCAB and model.config.activation == "gelu"
+    assert model.config.position == "learned" and model.config.block_size == 24 and model.config.bias == bias
+    assert meta == {"source": "nanoGPT", "iter_num": 5000, "best_val_loss": pytest.approx(1.4697)}
+    expected = reference_logits(w, IDS[0].tolist(), n_head=2, gelu=gelu_exact)
+    assert_close(logits_of(model).double(), expected, rtol=0, atol=1e-4)
+    # the check has teeth: GPT-2's tanh GELU gives visibly different logits
+    wrong = reference_logits(w, IDS[0].tolist(), n_head=2, gelu=gelu_tanh)
+    assert float((wrong - expected).abs().max()) > 1e-3
+
+
+def test_nanogpt_character_vocabulary_is_refused(tmp_path):
+    w = random_gpt2_weights(n_positions=8)
+    payload = nanogpt_checkpoint(w, n_head=2, block_size=8, bias=True, compiled=False, mask_buffer=False)
+    payload["model_args"]["vocab_size"] = 65
+    torch.save(payload, tmp_path / "ckpt.pt")
+    with pytest.raises(CheckpointError, match="vocabulary of 65; lpos needs GPT-2's 50257 tokens"):
+        load(tmp_path / "ckpt.pt")
+
+
+# ---------------------------------------------------------------------------------------------
+# Hugging Face GPT-2 folder
+
+def hf_folder(path, w: dict, *, n_head: int, n_positions: int, activation="gelu_new", prefix="", buffers=True,
+              vocab_size=VOCAB):
+    """config.json + model.safetensors as transformers writes them for GPT-2."""
+    path.mkdir()
+    C = w["wte.weight"].shape[1]
+    n_layer = len({k.split(".")[1] for k in w if k.startswith("h.")})
+    tensors = {prefix + k: v.contiguous() for k, v in w.items()}
+    if buffers:  # older transformers saved the causal mask and masked_bias with the weights
+        for i in range(n_layer):
+            tensors[f"{prefix}h.{i}.attn.bias"] = torch.ones(n_positions, n_positions).tril().view(1, 1, n_positions, n_positions)
+            tensors[f"{prefix}h.{i}.attn.masked_bias"] = torch.tensor(-1e4)
+    save_file(tensors, str(path / "model.safetensors"))
+    config = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": vocab_size,
+              "n_positions": n_positions, "n_ctx": n_positions, "n_embd": C, "n_layer": n_layer, "n_head": n_head,
+              "activation_function": activation, "layer_norm_epsilon": 1e-5, "resid_pdrop": 0.1}
+    (path / "config.json").write_text(json.dumps(config))
+    return path
+
+
+@pytest.mark.parametrize("prefix,buffers", [("", True), ("transformer.", False)])
+def test_hugging_face_folder(tmp_path, prefix, buffers):
+    w = random_gpt2_weights(n_positions=32, seed=2)
+    folder = hf_folder(tmp_path / "gpt2-tiny", w, n_head=2, n_positions=32, prefix=prefix, buffers=buffers)
+    model, meta = load(folder)
+    assert meta == {"source": "Hugging Face GPT-2"}
+    assert model.config.activation == "gelu_tanh" and model.config.block_size == 32
+    expected = reference_logits(w, IDS[0].tolist(), n_head=2, gelu=gelu_tanh)
+    assert_close(logits_of(model).double(), expected, rtol=0, atol=1e-4)
+    assert float((reference_logits(w, IDS[0].tolist(), n_head=2, gelu=gelu_exact) - expected).abs().max()) > 1e-3
+
+
+def test_hugging_face_exact_gelu(tmp_path):
+    w = random_gpt2_weights(n_positions=16, seed=3)
+    model, _ = load(hf_folder(tmp_path / "m", w, n_head=2, n_positions=16, activation="gelu"))
+    assert model.config.activation == "gelu"
+    assert_close(logits_of(model).double(), reference_logits(w, IDS[0].tolist(), n_head=2, gelu=gelu_exact), rtol=0, atol=1e-4)
+
+
+def test_hugging_face_small_vocabulary_is_refused(tmp_path):
+    w = random_gpt2_weights(n_positions=8, vocab=1000)
+    with pytest.raises(CheckpointError, match="vocabulary of 1000"):
+        load(hf_folder(tmp_path / "m", w, n_head=2, n_positions=8, vocab_size=1000))
+
+
+def test_hugging_face_folder_needs_both_files(tmp_path):
+    (tmp_path / "half").mkdir()
+    (tmp_path / "half" / "config.json").write_text("{}")
+    with pytest.raises(CheckpointError, match="needs both config.json and model.safetensors"):
+        load(tmp_path / "half")
+
+
+# ---------------------------------------------------------------------------------------------
+# shipped checkpoints (trained in the background; each test runs once its file exists)
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_shipped_checkpoint(scheme):
+    if scheme not in available():
+        pytest.skip(f"checkpoints/{scheme}.pt is not trained yet")
+    path = checkpoints.CHECKPOINT_DIR / f"{scheme}.pt"
+    assert path.stat().st_size < 8 * 2**20
+    model, meta = load(scheme)
+    assert model.config.position == scheme
+    assert model.output_vocab is not None
+    assert set(meta["token_counts"]) == set(model.output_vocab.tolist())
+    untouched = torch.ones(VOCAB, dtype=torch.bool)
+    untouched[model.output_vocab] = False
+    assert torch.equal(model.transformer.wte.weight[untouched], initial_token_table(model.config)[untouched])
+    for key in ("val_loss", "unigram_val_loss", "val_oov_share", "tokens_trained", "steps", "wall_seconds", "machine"):
+        assert key in meta, key
+    assert meta["val_loss"] < meta["unigram_val_loss"]  # it learned more than word frequencies
+    by_length = meta["loss_by_length"]
+    assert set(by_length) >= {64, 128, 256, 512, 1024}
+    if scheme == "learned":
+        assert by_length[1024] == {"loss": None, "note": f"n/a: the table has {model.config.block_size} rows"}
+    else:
+        assert by_length[1024]["loss"] is not None

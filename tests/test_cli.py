@@ -1,0 +1,144 @@
+"""`python -m lpos inspect|shuffle`: the numbers it prints, its JSON, and one-line errors."""
+from __future__ import annotations
+
+import json
+import math
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from lpos.cli import main
+from lpos.model import GPT, GPTConfig, initial_token_table
+
+ROOT = Path(__file__).resolve().parent.parent
+SENTENCE = "The dog bit the man"
+TOKENS = ["The", "␣dog", "␣bit", "␣the", "␣man"]
+IDS = [464, 3290, 1643, 262, 582]
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "lpos", *args], cwd=ROOT, capture_output=True, text=True, timeout=180)
+
+
+def inspect_json(capsys, *args: str) -> list[dict]:
+    assert main(["inspect", SENTENCE, "--json", *args]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_inspect_prints_tokens_ids_and_norms():
+    done = run_cli("inspect", SENTENCE)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "scheme learned, 5 tokens"
+    assert lines[1].split() == ["position", "token", "id", "token_norm", "position_norm", "sum_norm"]
+    table = initial_token_table(GPTConfig())
+    torch.manual_seed(0)
+    wpe = GPT(GPTConfig()).transformer.wpe.weight.detach()
+    for t, (line, token, token_id) in enumerate(zip(lines[2:], TOKENS, IDS)):
+        position, shown_token, shown_id, token_norm, position_norm, sum_norm = line.split()
+        assert (int(position), shown_token, int(shown_id)) == (t, token, token_id)
+        assert float(token_norm) == pytest.approx(float(table[token_id].norm()), abs=1e-4)
+        assert float(position_norm) == pytest.approx(float(wpe[t].norm()), abs=1e-4)
+        assert float(sum_norm) == pytest.approx(float((table[token_id] + wpe[t]).norm()), abs=1e-4)
+    assert len(lines) == 7
+
+
+def test_inspect_json_sinusoidal(capsys):
+    records = inspect_json(capsys, "--scheme", "sinusoidal")
+    table = initial_token_table(GPTConfig())
+    assert [r["token"] for r in records] == TOKENS and [r["id"] for r in records] == IDS
+    for record in records:
+        # each sin/cos pair has norm 1, so every position row has norm sqrt(C / 2) = 8
+        assert record["position_norm"] == pytest.approx(8.0, abs=1e-5)
+        assert record["token_norm"] == pytest.approx(math.sqrt(128) * float(table[record["id"]].norm()), rel=1e-5)
+    assert records[0]["sum_norm"] == pytest.approx(
+        float((math.sqrt(128) * table[464] + torch.tensor([0.0, 1.0] * 64)).norm()), rel=1e-5)  # position 0: sin 0, cos 0
+
+
+@pytest.mark.parametrize("scheme", ["rope", "alibi", "none"])
+def test_inspect_json_without_position_rows(capsys, scheme):
+    records = inspect_json(capsys, "--scheme", scheme)
+    assert [r["id"] for r in records] == IDS
+    assert all(r["position_norm"] is None for r in records)
+    assert all(r["sum_norm"] == pytest.approx(r["token_norm"]) for r in records)
+
+
+def shuffle_change(capsys, scheme: str) -> tuple[float, float, str]:
+    assert main(["shuffle", SENTENCE, "--scheme", scheme]) == 0
+    out = capsys.readouterr().out
+    first = float(re.search(r"\(a\) last position, layer-1 attention output: max \|change\| = (\S+)", out).group(1))
+    full = float(re.search(r"\(b\) last position, full-model logits: +max \|change\| = (\S+)", out).group(1))
+    return first, full, out
+
+
+def test_shuffle_none_is_order_blind_at_layer_one(capsys):
+    first, full, out = shuffle_change(capsys, "none")
+    assert first < 1e-6
+    assert full > 1e-3  # the causal mask leaks order from layer 2 on
+    assert "blind to the order of earlier tokens" in out
+    assert "scheme:   none" in out and "original: 'The dog bit the man'" in out
+
+
+@pytest.mark.parametrize("scheme", ["learned", "sinusoidal", "rope", "alibi"])
+def test_shuffle_other_schemes_change(capsys, scheme):
+    first, _, out = shuffle_change(capsys, scheme)
+    assert first > 1e-4
+    assert "blind to the order" not in out
+
+
+def test_shuffle_json(capsys):
+    assert main(["shuffle", SENTENCE, "--scheme", "alibi", "--json", "--seed", "3"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert set(summary) == {"scheme", "original", "shuffled", "layer1_attention_output_max_abs_change",
+                            "full_model_logits_max_abs_change"}
+    assert summary["scheme"] == "alibi" and summary["original"] == SENTENCE
+    assert summary["shuffled"] != SENTENCE and summary["shuffled"].endswith(" man")
+    assert sorted(summary["shuffled"]) == sorted(SENTENCE)  # the same tokens, so the same characters
+    assert summary["layer1_attention_output_max_abs_change"] > 1e-4
+
+
+def assert_one_line_error(done: subprocess.CompletedProcess, *, contains: str) -> None:
+    assert done.returncode == 2
+    assert done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("error: ") and contains in lines[0]
+    assert "Traceback" not in done.stderr
+
+
+def test_empty_text_exits_2_with_one_line():
+    assert_one_line_error(run_cli("inspect", ""), contains="the text is empty")
+
+
+def test_bad_checkpoint_path_exits_2_with_one_line(tmp_path):
+    assert_one_line_error(run_cli("inspect", SENTENCE, "--checkpoint", str(tmp_path / "missing.pt")),
+                          contains="no checkpoint named")
+
+
+def test_damaged_checkpoint_and_short_text_exit_2(tmp_path, capsys):
+    damaged = tmp_path / "damaged.pt"
+    damaged.write_bytes(b"PK\x03\x04 this is not really a zip")
+    assert main(["shuffle", SENTENCE, "--checkpoint", str(damaged)]) == 2
+    assert capsys.readouterr().err.strip().startswith("error: damaged.pt is not a PyTorch checkpoint")
+    assert main(["shuffle", "Hi"]) == 2
+    assert "at least two tokens" in capsys.readouterr().err
+    assert main(["inspect", "word" + " word" * 199]) == 2  # 200 tokens: past the learned table's 128 rows
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "128 rows" in err and "200 tokens" in err
+
+
+def test_a_checkpoint_keeps_its_own_scheme(tmp_path, capsys, tiny_model):
+    from lpos.checkpoints import save
+
+    save(tiny_model("rope"), {}, tmp_path / "rope.pt")
+    assert main(["inspect", SENTENCE, "--checkpoint", str(tmp_path / "rope.pt"), "--scheme", "learned"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith("scheme rope, 5 tokens")
+    assert captured.err == f"note: {tmp_path / 'rope.pt'} uses the 'rope' scheme\n"
+    assert main(["inspect", SENTENCE, "--checkpoint", str(tmp_path / "rope.pt")]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith("scheme rope, 5 tokens") and captured.err == ""

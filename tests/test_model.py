@@ -1,0 +1,216 @@
+"""The GPT: shapes for every scheme, attention weights, embed_parts, length limits, the
+order-blindness of `none` at layer 1, and the corpus-vocabulary loss."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.testing import assert_close
+
+from lpos.analysis.shuffle import first_layer_attention, shuffle_earlier, shuffle_experiment
+from lpos.model import GPT, GPTConfig, initial_token_table
+from lpos.positions import SCHEMES, sinusoidal_table
+
+
+def random_ids(B: int, T: int, seed: int = 0, high: int = 50257) -> torch.Tensor:
+    return torch.randint(0, high, (B, T), generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_forward_shapes(tiny_model, scheme):
+    model = tiny_model(scheme)
+    idx = random_ids(3, 10)
+    logits, loss = model(idx)
+    assert logits.shape == (3, 10, 50257)
+    assert loss is None
+    logits, loss = model(idx, targets=random_ids(3, 10, seed=1))
+    assert loss.shape == () and torch.isfinite(loss)
+    # untrained: close to the uniform guess ln(50257) = 10.82
+    assert 10.0 < loss.item() < 11.6
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_loss_is_cross_entropy_of_the_logits(tiny_model, scheme):
+    model = tiny_model(scheme)
+    idx, targets = random_ids(2, 7), random_ids(2, 7, seed=5)
+    logits, loss = model(idx, targets=targets)
+    by_hand = -F.log_softmax(logits, dim=-1).gather(2, targets[..., None]).mean()
+    assert_close(loss, by_hand)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_attention_weights(tiny_model, scheme):
+    model = tiny_model(scheme, n_layer=3)
+    T = 9
+    logits, loss, attention = model(random_ids(2, T), return_attention=True)
+    assert loss is None and logits.shape == (2, T, 50257)
+    assert len(attention) == 3
+    for weights in attention:
+        assert weights.shape == (2, 4, T, T)
+        assert_close(weights.sum(-1), torch.ones(2, 4, T))
+        above_diagonal = ~torch.ones(T, T, dtype=torch.bool).tril()
+        assert torch.all(weights[..., above_diagonal] == 0)  # causal: no weight on later tokens
+        assert torch.all(weights[..., 0, 0] == 1)  # the first token can only see itself
+
+
+@pytest.mark.parametrize("scheme", ["rope", "alibi", "none"])
+def test_embed_parts_without_position_rows(tiny_model, scheme):
+    model = tiny_model(scheme)
+    idx = random_ids(2, 6)
+    parts = model.embed_parts(idx)
+    assert parts.position is None
+    assert torch.equal(parts.token, model.transformer.wte.weight[idx])
+    assert torch.equal(parts.total, parts.token)
+
+
+def test_embed_parts_learned(tiny_model):
+    model = tiny_model("learned")
+    idx = random_ids(2, 6)
+    parts = model.embed_parts(idx)
+    assert torch.equal(parts.token, model.transformer.wte.weight[idx])
+    assert torch.equal(parts.position, model.transformer.wpe.weight[:6])
+    assert torch.equal(parts.total, parts.token + parts.position)
+
+
+def test_embed_parts_sinusoidal(tiny_model):
+    model = tiny_model("sinusoidal")
+    idx = random_ids(2, 6)
+    parts = model.embed_parts(idx)
+    assert_close(parts.token, model.transformer.wte.weight[idx] * 32 ** 0.5)  # scaled by sqrt(C)
+    assert torch.equal(parts.position, sinusoidal_table(6, 32))
+    assert torch.equal(parts.total, parts.token + parts.position)
+    assert not hasattr(model.transformer, "wpe")  # nothing to train
+
+
+def test_same_token_at_two_positions(tiny_model):
+    idx = torch.tensor([[464, 3797, 464]])  # "The cat The"
+    for scheme in SCHEMES:
+        parts = tiny_model(scheme).embed_parts(idx)
+        assert torch.equal(parts.token[0, 0], parts.token[0, 2])
+        if scheme in ("learned", "sinusoidal"):
+            assert not torch.allclose(parts.total[0, 0], parts.total[0, 2])
+        else:
+            assert torch.equal(parts.total[0, 0], parts.total[0, 2])
+
+
+def test_learned_table_length_limit(tiny_model):
+    model = tiny_model("learned", block_size=16)
+    model(random_ids(1, 16))  # exactly the table is fine
+    with pytest.raises(ValueError) as error:
+        model(random_ids(1, 17))
+    message = str(error.value)
+    assert "16 rows" in message and "17 tokens" in message
+    for scheme in ("sinusoidal", "rope", "alibi", "none"):
+        assert scheme in message
+    with pytest.raises(ValueError):
+        model.embed_parts(random_ids(1, 17))
+
+
+@pytest.mark.parametrize("scheme", ["sinusoidal", "rope", "alibi", "none"])
+def test_other_schemes_run_past_block_size(tiny_model, scheme):
+    model = tiny_model(scheme, block_size=16)
+    logits, _, attention = model(random_ids(1, 24), return_attention=True)
+    assert logits.shape == (1, 24, 50257) and torch.isfinite(logits).all()
+    assert attention[0].shape == (1, 4, 24, 24)
+
+
+def sharpened(model: GPT) -> GPT:
+    """Scale the query/key/value projections up so attention is far from uniform (an untrained
+    model spreads attention almost evenly, which would hide any effect of order)."""
+    with torch.no_grad():
+        for block in model.transformer.h:
+            block.attn.c_attn.weight.mul_(10)
+    return model
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_none_is_order_blind_at_layer_one(tiny_model, seed):
+    model = sharpened(tiny_model("none"))
+    ids = random_ids(1, 12, seed=seed)[0].tolist()
+    output, weights = first_layer_attention(model, ids)
+    for shuffle_seed in range(4):
+        shuffled = shuffle_earlier(ids, seed=shuffle_seed)
+        assert shuffled != ids and shuffled[-1] == ids[-1] and sorted(shuffled) == sorted(ids)
+        output_after, weights_after = first_layer_attention(model, shuffled)
+        assert_close(torch.from_numpy(output_after), torch.from_numpy(output), rtol=0, atol=1e-6)
+        # the same weights, moved with their tokens
+        order = [ids[:-1].index(t) for t in shuffled[:-1]] if len(set(ids)) == len(ids) else None
+        if order is not None:
+            assert_close(torch.from_numpy(weights_after[:, :-1]), torch.from_numpy(weights[:, order]), rtol=0, atol=1e-6)
+    result = shuffle_experiment(model, ids, seed=seed)
+    assert result.attention_change < 1e-6
+    assert result.logits_change > 1e-3  # from layer 2 on the causal mask leaks order
+
+
+@pytest.mark.parametrize("scheme", ["learned", "sinusoidal", "rope", "alibi"])
+def test_other_schemes_see_order_at_layer_one(tiny_model, scheme):
+    model = sharpened(tiny_model(scheme))
+    for seed in range(3):
+        ids = random_ids(1, 12, seed=seed)[0].tolist()
+        output, _ = first_layer_attention(model, ids)
+        output_after, _ = first_layer_attention(model, shuffle_earlier(ids, seed=seed))
+        change = float(abs(output_after - output).max())
+        assert change > 1e-3, (scheme, seed, change)
+
+
+def test_vocab_loss_equals_forward_loss(tiny_model):
+    model = tiny_model("rope")
+    vocab = torch.tensor(sorted({13, 262, 464, 3797, 3332, 50256, 999, 12345}))
+    model.output_vocab = vocab
+    g = torch.Generator().manual_seed(3)
+    idx = vocab[torch.randint(0, len(vocab), (2, 9), generator=g)]
+    targets = vocab[torch.randint(0, len(vocab), (2, 9), generator=g)]
+    logits, loss = model(idx, targets=targets)
+    outside = torch.ones(50257, dtype=torch.bool)
+    outside[vocab] = False
+    assert torch.all(logits[..., outside] == float("-inf"))
+    assert torch.isfinite(logits[..., vocab]).all()
+    assert_close(model.vocab_loss(idx, targets), loss)
+    per_token = model.vocab_loss(idx, targets, reduction="none")
+    assert per_token.shape == (2, 9)
+    assert_close(per_token.mean(), loss)
+    # a target outside the vocabulary has probability zero: left out of vocab_loss's mean
+    targets_with_outsider = targets.clone()
+    targets_with_outsider[0, 0] = 7
+    per_token = model.vocab_loss(idx, targets_with_outsider, reduction="none")
+    assert torch.isnan(per_token[0, 0]) and not torch.isnan(per_token).flatten()[1:].any()
+    assert_close(model.vocab_loss(idx, targets_with_outsider), per_token.flatten()[1:].mean())
+    assert model(idx, targets=targets_with_outsider)[1].item() == float("inf")
+
+
+def test_vocab_loss_without_output_vocab(tiny_model):
+    model = tiny_model("learned")
+    idx, targets = random_ids(2, 5), random_ids(2, 5, seed=9)
+    assert_close(model.vocab_loss(idx, targets), model(idx, targets=targets)[1])
+
+
+def test_token_table_starts_from_its_own_generator(tiny_model):
+    model = tiny_model("alibi", init_seed=7)
+    assert torch.equal(model.transformer.wte.weight, initial_token_table(model.config))
+    assert model.lm_head.weight is model.transformer.wte.weight  # tied
+    torch.manual_seed(123)  # the global seed does not move the token table
+    assert torch.equal(GPT(model.config).transformer.wte.weight, initial_token_table(model.config))
+
+
+def test_config_is_frozen_and_validated():
+    config = GPTConfig(n_layer=1, n_head=2, n_embd=8)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.position = "rope"
+    assert dataclasses.replace(config, position="rope").position == "rope"
+    with pytest.raises(ValueError, match="unknown activation 'relu'"):
+        GPTConfig(activation="relu")
+    with pytest.raises(ValueError, match="unknown position scheme 'absolute'"):
+        GPTConfig(position="absolute")
+    with pytest.raises(ValueError, match="divisible"):
+        GPTConfig(n_embd=30, n_head=4)
+    with pytest.raises(ValueError, match="even head size"):
+        GPTConfig(n_embd=12, n_head=4, position="rope")
+    assert GPTConfig.from_dict({"n_layer": 2, "unknown_field": 1}).n_layer == 2
+
+
+def test_gelu_variants_differ(tiny_model):
+    exact, tanh = tiny_model("learned"), tiny_model("learned", activation="gelu_tanh")
+    assert exact.transformer.h[0].mlp.gelu.approximate == "none"
+    assert tanh.transformer.h[0].mlp.gelu.approximate == "tanh"
