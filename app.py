@@ -3,7 +3,7 @@ import streamlit as st
 
 from lpos import ui
 
-st.set_page_config(page_title="lpos — where does each token sit?", page_icon=":material/pin_drop:", layout="wide")
+st.set_page_config(page_title="lpos — where does each token sit?", page_icon="📍", layout="wide")
 
 PAGES = {
     "Start here": [

@@ -1,61 +1,91 @@
 """Embeddings: the sentence's token rows, position rows and their sum."""
 import streamlit as st
 
-from lpos import figures, ui
-from lpos.analysis.embeddings import lookalike_tokens, repeated_tokens, rows_frame
+from lpos.analysis.embeddings import lookalike_tokens, never_seen, repeated_tokens, rows_frame
+from lpos.figures.embeddings import NEVER_SEEN, embedding_heatmaps, token_chips
+from lpos.ui.cached import embedding_view
+from lpos.ui.guards import literal, usable_ids
+from lpos.ui.state import selection as current_selection
 
-selection = ui.selection()
+WHERE_IT_ACTS = {  # schemes that add nothing to the embeddings, and the page where they do act
+    "rope": ("pages/rope_alibi.py", "RoPE rotates queries and keys inside attention: see it on the RoPE & ALiBi page",
+             ":material/rotate_right:"),
+    "alibi": ("pages/rope_alibi.py", "ALiBi subtracts a distance penalty from attention scores: see it on the "
+              "RoPE & ALiBi page", ":material/rotate_right:"),
+    "none": ("pages/order_blindness.py", "With no positions, attention cannot tell the order of earlier tokens: "
+             "see the order-blindness experiment", ":material/shuffle:"),
+}
+
+selection = current_selection()
 st.title("Token row + position row = what the model reads")
 st.caption(
     "Each token id picks one row of the token table (a lookup, not a multiplication). Schemes that add "
     "positions pick a second row by position and add the two; that sum is the input to the first block."
 )
-ids = ui.usable_ids(selection)
-view = ui.embedding_view(selection, ids)
+ids = usable_ids(selection)
+view = embedding_view(selection, ids)
 
-st.plotly_chart(figures.token_chips(view), key="chips")
+st.plotly_chart(token_chips(view), key="chips", config={"displayModeBar": False})
+unseen = never_seen(view)
 if not selection.model.trained:
-    st.caption("Untrained model: no training counts, every row is its random initial value.")
+    st.caption("Untrained model: no training counts, every row is its random initial value. "
+               "Pick a trained model in the sidebar to see how often each token was seen.")
+elif view.counts[0] is None:
+    st.caption("This checkpoint carries no per-token training counts, so the chips show text and id only. "
+               "The shipped models have them.")
+elif unseen:
+    named = ", ".join(f"“{literal(view.tokens[p])}” (position {p})" for p in unseen[:10])
+    st.caption(f"Red chips, {NEVER_SEEN}: {named}"
+               + (f" and {len(unseen) - 10} more." if len(unseen) > 10 else "."))
+else:
+    st.caption("Every token here was seen in training; hover a chip for the exact count.")
 
 st.subheader("Same word, two positions")
 repeats = repeated_tokens(view)
-for repeat in repeats:
+for repeat in repeats[:3]:
     i, j = repeat.positions
+    word = literal(repeat.token)
     if view.position_rows is None:
-        st.info(f"“{repeat.token}” at positions {i} and {j}: identical token rows, and with {selection.scheme!r} "
+        st.info(f"“{word}” at positions {i} and {j}: identical token rows, and with {selection.scheme!r} "
                 f"nothing is added, so the summed rows are identical too (cosine {repeat.summed_cosine:.4f}). "
                 "This scheme tells them apart only inside attention, if at all.")
     else:
-        st.success(f"“{repeat.token}” at positions {i} and {j}: identical token rows (largest difference "
+        st.success(f"“{word}” at positions {i} and {j}: identical token rows (largest difference "
                    f"{repeat.token_rows_max_difference:g}), different summed rows: cosine similarity "
                    f"{repeat.summed_cosine:.4f}. The position row is what tells them apart.")
+if len(repeats) > 3:
+    st.caption(f"{len(repeats) - 3} more tokens occur more than once; the same holds for each of them.")
 if not repeats:
     pairs = lookalike_tokens(view)
     if pairs:
         i, j = pairs[0]
-        st.info(f"No token occurs twice. “{view.tokens[i]}” (id {view.ids[i]}) and “{view.tokens[j]}” "
-                f"(id {view.ids[j]}) read as the same word, but GPT-2 keeps case and the leading space, so they "
-                "are different tokens with different rows. Try “The dog saw the cat and the man”.")
+        st.info(f"No token occurs twice. “{literal(view.tokens[i])}” (id {view.ids[i]}) and "
+                f"“{literal(view.tokens[j])}” (id {view.ids[j]}) read as the same word, but GPT-2 keeps case and "
+                "the leading space, so they are different tokens with different rows. "
+                "Try “The dog saw the cat and the man”, where “␣the” occurs twice.")
     else:
         st.info("No token occurs twice in this sentence. Try “The dog saw the cat and the man”.")
 
 st.subheader("The three tables")
-st.plotly_chart(figures.embedding_heatmaps(view, scheme=selection.scheme), key="heatmaps")
+heatmaps = embedding_heatmaps(view, scheme=selection.scheme)
+st.plotly_chart(heatmaps, key="heatmaps")
 if view.position_rows is None:
-    st.caption({
-        "rope": "RoPE rotates queries and keys inside attention: see the RoPE & ALiBi page.",
-        "alibi": "ALiBi biases attention scores by distance: see the RoPE & ALiBi page.",
-        "none": "With no positions, attention cannot tell the order of earlier tokens: see the order-blindness page.",
-    }[selection.scheme])
+    st.caption(f"With {selection.scheme!r} the summed rows are the token rows: nothing here says where a token sits, "
+               "so a repeated token gets the same row at every position.")
+    page, label, icon = WHERE_IT_ACTS[selection.scheme]
+    st.page_link(page, label=label, icon=icon)
+else:
+    st.caption("One colour scale for all three panels: read a row across to see the position row shift the token "
+               "row. Hover any cell for its value.")
 
-with st.expander("The raw numbers"):
+with st.expander("The raw numbers", icon=":material/table:"):
     frame = rows_frame(view)
     st.dataframe(frame.iloc[:, :12], hide_index=True)
-    st.caption(f"{len(frame)} rows × {frame.shape[1] - 4} dimensions; the download has every column.")
+    st.caption(f"{len(frame):,} rows (position × part) and {frame.shape[1] - 4} dimensions; "
+               f"the first 8 dimensions are shown, the download has every column.")
     left, right = st.columns(2)
     left.download_button("Download all numbers (CSV)", lambda: frame.to_csv(index=False), file_name="embeddings.csv",
-                         mime="text/csv", key="download_csv")
-    heatmaps = figures.embedding_heatmaps(view, scheme=selection.scheme)
+                         mime="text/csv", key="download_csv", icon=":material/download:")
     right.download_button("Download the figure (HTML, works offline)",
                           lambda: heatmaps.to_html(include_plotlyjs=True), file_name="embeddings.html",
-                          mime="text/html", key="download_figure")
+                          mime="text/html", key="download_figure", icon=":material/download:")

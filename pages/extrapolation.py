@@ -1,4 +1,72 @@
+"""Length extrapolation: trained at 128 tokens, evaluated up to 1024. Which schemes carry on?"""
 import streamlit as st
 
-st.title("extrapolation")
-st.info("This page is being built.")
+from lpos import ui
+from lpos.analysis.lengths import curve_reading, length_reading, story, training_length
+from lpos.figures.lengths import length_curves_figure, token_loss_figure
+from lpos.positions import SCHEMES
+from lpos.tokenizer import encode, token_strings, visible
+from lpos.ui import cached_experiments
+from lpos.ui.state import MAX_TOKENS
+
+PRESS_2021 = ("Press, Smith & Lewis (2021), “Train Short, Test Long: Attention with Linear Biases Enables Input "
+              "Length Extrapolation”, [arXiv:2108.12409](https://arxiv.org/abs/2108.12409).")
+
+selection = ui.selection()
+st.title("Train short, test long")
+st.caption(
+    "Every shipped model was trained on windows of 128 tokens. Here they read longer windows than they ever saw: "
+    "a scheme that extrapolates keeps its loss; one that does not gets worse, or cannot run at all."
+)
+
+st.subheader("Loss against evaluation length, from the model cards")
+tables = cached_experiments.shipped_loss_tables()
+if not tables:
+    st.info("No shipped checkpoint is installed yet, so there are no model cards to plot. The live view below "
+            "works with any model.", icon=":material/hourglass_empty:")
+else:
+    card_model, card = cached_experiments.shipped_card(next(iter(tables)))
+    train_length, unigram = training_length(card, card_model), card.get("unigram_val_loss")
+    plot_column, reading_column = st.columns([3, 2])
+    plot_column.plotly_chart(length_curves_figure(tables, train_length=train_length, unigram=unigram),
+                             key="length_curves")
+    plot_column.caption("Left of the dashed line the models read no more than they were trained on; right of it, "
+                        "up to 8× more.\n\nA line that climbs fails to extrapolate; `learned` has no row past 128.")
+    reading_column.markdown("**What the numbers say**")
+    reading_column.markdown(length_reading(tables, train_length=train_length))
+    reading_column.caption(f"Measured on held-out stories, non-overlapping windows. Reference: {PRESS_2021}")
+    missing = [s for s in SCHEMES if s not in tables]
+    if missing:
+        st.caption(f"Not shipped yet: {', '.join(missing)}.")
+
+st.subheader("Live: loss along one long text")
+sources = {"story": f"The built-in story ({len(encode(story())):,} tokens)", "paste": "Your own text"}
+source = st.radio("Text", list(sources), format_func=sources.get, key="extrapolation_source", horizontal=True)
+if source == "story":
+    text = story()
+else:
+    text = st.text_area("Paste a long text (English prose works best)", key="extrapolation_text", height=150,
+                        max_chars=20_000)
+ids = encode(text)
+if len(ids) < 2:
+    st.info("The live view needs at least two tokens: one to read and one to predict. "
+            + ("Paste some text above." if not ids else "Paste a longer text above."), icon=":material/edit:")
+    st.stop()
+if len(ids) > MAX_TOKENS:
+    st.caption(f"Scoring the first {MAX_TOKENS:,} of {len(ids):,} tokens (8× the training length).")
+    ids = ids[:MAX_TOKENS]
+
+model = selection.model
+curve = cached_experiments.loss_curve(selection, ids)
+trained_at = training_length(model.meta, model.model)
+predicted = [visible(t) for t in token_strings(ids[1 : len(curve.losses) + 1])]
+plot_column, reading_column = st.columns([3, 2])
+plot_column.plotly_chart(token_loss_figure(curve, tokens=predicted, train_length=trained_at, label=model.label),
+                         key="token_losses")
+plot_column.caption(f"Faint: the loss of each token; dark: the mean of the last {curve.window}. Gaps are tokens "
+                    "outside the model's vocabulary.\n\nWatch the dark line past the dashed training length.")
+reading_column.markdown(f"**{selection.scheme} · {model.label}**")
+reading_column.markdown(curve_reading(curve, train_length=trained_at))
+if not model.trained:
+    reading_column.caption("An untrained model guesses uniformly, so its loss sits near ln(50,257) ≈ 10.8 "
+                           "everywhere: pick a trained model to see a scheme fail.")

@@ -1,4 +1,103 @@
+"""RoPE & ALiBi: the two schemes that act inside attention instead of adding rows."""
 import streamlit as st
 
-st.title("rope_alibi")
-st.info("This page is being built.")
+from lpos import ui
+from lpos.analysis.attention import offset_scores, rope_angle_frame, rotating_pair
+from lpos.figures.attention import (BIAS_COLOURS, alibi_slopes_figure, matrix_panels, offset_scores_figure,
+                                    rope_angle_figure, rope_arrow_figure)
+from lpos.tokenizer import token_strings, visible
+from lpos.ui import cached_positions
+
+INSTEAD = {
+    "learned": "The learned scheme adds a trained row per position to each token row before the first block; "
+               "attention itself is position-free and reads position from those rows.",
+    "sinusoidal": "The sinusoidal scheme adds a fixed sin/cos row per position to each token row before the first "
+                  "block (see the Sinusoids page); attention itself is position-free.",
+    "none": "This model gets no position information: attention sees only the causal mask, which hides later tokens.",
+}
+
+selection = ui.selection()
+model, config = selection.model.model, selection.model.model.config
+st.title("RoPE & ALiBi: positions inside attention")
+st.caption("RoPE rotates queries and keys by their position, so q·k depends on m − n. ALiBi subtracts "
+           "slope × distance from each head's scores. Neither adds anything to the token rows.")
+ids = ui.usable_ids(selection)
+tokens = [visible(t) for t in token_strings(ids)]
+head_dim = config.n_embd // config.n_head
+
+left, right = st.columns(2)
+layer = left.selectbox("Layer", range(config.n_layer), key=f"ra_layer_{config.n_layer}")
+head = right.selectbox("Head", range(config.n_head), key=f"ra_head_{config.n_head}")
+if selection.scheme in INSTEAD:
+    st.info(INSTEAD[selection.scheme] + " Below: this model's attention, then what RoPE and ALiBi would do instead.",
+            icon=":material/info:")
+
+
+def rope_section(own: bool) -> None:
+    if head_dim % 2:
+        st.info(f"RoPE needs an even head size; this model's heads have {head_dim} columns.", icon=":material/info:")
+        return
+    a, b, c = st.columns(3)
+    position = a.selectbox("Token", range(len(ids)), format_func=lambda p: f"{p}: {tokens[p]}", key=f"ra_token_{len(ids)}")
+    pair = b.slider("Column pair of the head", 0, head_dim // 2 - 1, 0, key=f"ra_pair_{head_dim}")
+    steps = c.slider("Positions to draw", 2, 32, 8, key="ra_steps")
+    query, key = cached_positions.query_and_key(selection, ids, layer=layer, head=head, position=position)
+    st.plotly_chart(rope_arrow_figure(rotating_pair(query, pair=pair, positions=steps), pair=pair, token=tokens[position]),
+                    key="ra_arrow")
+    st.caption(("This token's query in " if own else "This model's query (it does not rotate it) in ")
+               + f"layer {layer}, head {head}, before rotation, placed at positions 0, 1, 2, …\n"
+               "The arrow keeps its length and turns by the same angle per step: position is an angle, not an added row.")
+    st.plotly_chart(rope_angle_figure(rope_angle_frame(head_dim)), key="ra_angles")
+    st.caption(f"Each of the head's {head_dim // 2} pairs turns at its own speed: pair 0 one radian per position, "
+               "the last almost not at all.\nThe same geometric ladder as the sinusoidal table, applied to q and k.")
+    length = max(len(ids), 64)
+    offsets = [offset for offset in (0, 1, 4, 16) if offset < length]
+    st.plotly_chart(offset_scores_figure(offset_scores(query, key, offsets=offsets, length=length)), key="ra_flat")
+    st.caption("The token's query at position m against its own key at n = m − offset, after rotation.\n"
+               "Every line is flat: moving both by the same amount changes nothing, only m − n counts.")
+
+
+def alibi_section(own: bool) -> None:
+    effect = cached_positions.alibi_effect(selection, ids, layer=layer)
+    st.plotly_chart(alibi_slopes_figure(effect.slopes), key="ra_slopes")
+    st.caption(f"For {config.n_head} heads the slopes are {', '.join(f'{s:.3g}' for s in effect.slopes)}.\n"
+               "Steep heads look only at the last few tokens; gentle heads can reach far back.")
+    lowest = float(effect.bias[head].min()) or -1.0
+    st.plotly_chart(matrix_panels([(f"bias, head {head}", effect.bias[head])], tokens=tokens, value_name="bias",
+                                  title=f"ALiBi bias for your sentence, head {head}: −{effect.slopes[head]:.3g} × distance",
+                                  zmin=lowest, zmax=0.0, colorscale=BIAS_COLOURS), key="ra_bias")
+    st.caption("Zero on the diagonal, more negative the further back the key is; above the diagonal the causal mask hides keys.\n"
+               "The penalty grows linearly with distance, with no table: it works at any length.")
+    if own:
+        st.plotly_chart(matrix_panels([("same scores, bias removed", effect.without_bias[head]),
+                                       ("with bias (what the model does)", effect.with_bias[head])],
+                                      tokens=tokens, value_name="weight", zmin=0.0, zmax=1.0,
+                                      title=f"How the bias tilts attention: layer {layer}, head {head}"),
+                        key="ra_tilt")
+        st.caption("Left: softmax of the same query·key scores without the bias. Right: with it.\n"
+                   "The bias shifts weight towards recent tokens, more strongly in heads with larger slopes.")
+
+
+if selection.scheme == "rope":
+    st.header("RoPE in this model")
+    rope_section(own=True)
+elif selection.scheme == "alibi":
+    st.header("ALiBi in this model")
+    alibi_section(own=True)
+
+st.header("This model's attention weights")
+weights = cached_positions.attention_maps(selection, ids, layer=layer)
+st.plotly_chart(matrix_panels([(f"layer {layer}, head {head}", weights[head])], tokens=tokens, value_name="weight",
+                              zmin=0.0, zmax=1.0, title=f"Attention weights ({selection.model.label})"), key="ra_attention")
+st.caption("Each row is one query token's attention over the keys up to itself; each row sums to 1.\n"
+           + ("Untrained: random, small scores spread the weights evenly over the visible keys"
+              + (", tilted towards recent keys by the bias." if selection.scheme == "alibi" else ".")
+              if not selection.model.trained else
+              "Switch layers and heads: some heads look at the previous token, some at the first, some spread out."))
+
+if selection.scheme != "rope":
+    with st.expander("What RoPE would do (not what this model does)"):
+        rope_section(own=False)
+if selection.scheme != "alibi":
+    with st.expander("What ALiBi would do (not what this model does)"):
+        alibi_section(own=False)

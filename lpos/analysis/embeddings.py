@@ -72,6 +72,11 @@ def repeated_tokens(view: EmbeddingView) -> list[RepeatedToken]:
     return found
 
 
+def never_seen(view: EmbeddingView) -> list[int]:
+    """Positions whose token never occurred in training: their rows are still random init."""
+    return [p for p, count in enumerate(view.counts) if count == 0]
+
+
 def rows_frame(view: EmbeddingView) -> pd.DataFrame:
     """Long table of every number drawn: one row per (position, part), one column per dimension."""
     parts = {"token": view.token_rows, "position": view.position_rows, "sum": view.summed_rows}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -157,3 +158,11 @@ def length_reading(tables: dict[str, dict[int, dict]], *, train_length: int) -> 
                         "trained model ranks differently.")
         lines.append(f"- {verdict}")
     return "\n".join(lines)
+
+
+STORY_PATH = Path(__file__).resolve().parent.parent / "assets" / "story.txt"
+
+
+def story() -> str:
+    """An original children's story of about 1,400 tokens, longer than any training window."""
+    return STORY_PATH.read_text(encoding="utf-8")

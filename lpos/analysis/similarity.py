@@ -118,14 +118,19 @@ def nearest_positions(rows: np.ndarray, position: int, *, k: int = 10) -> pd.Dat
 
 
 def pca(rows: np.ndarray, *, components: int = 3) -> Projection:
-    """Project centred rows on their first principal components (at most min(T, C) of them)."""
+    """Project centred rows on their first principal components (at most min(T, C) of them).
+
+    Eigenvectors of the C x C covariance rather than an SVD of the T x C rows: the same axes,
+    and fast for a thousand rows.
+    """
     centred = torch.as_tensor(rows, dtype=torch.float64)
     centred = centred - centred.mean(dim=0, keepdim=True)  # (T, C)
-    U, S, _ = torch.linalg.svd(centred, full_matrices=False)  # (T, r), (r,)
-    k = min(components, len(S))
-    total = float((S**2).sum())
-    explained = (S[:k] ** 2 / total).numpy() if total > 0 else np.zeros(k)
-    return Projection(coordinates=(U[:, :k] * S[:k]).numpy(), explained=explained)
+    variances, axes = torch.linalg.eigh(centred.T @ centred)  # ascending, (C,), (C, C)
+    variances, axes = variances.flip(0).clamp(min=0), axes.flip(1)
+    k = min(components, *centred.shape)
+    total = float(variances.sum())
+    explained = (variances[:k] / total).numpy() if total > 0 else np.zeros(k)
+    return Projection(coordinates=(centred @ axes[:, :k]).numpy(), explained=explained)
 
 
 def rope_kernel_by_offset(max_offset: int, head_dim: int, *, base: float = 10000.0) -> pd.DataFrame:

@@ -20,6 +20,11 @@ def position_labels(tokens: list[str]) -> list[str]:
     return [f"{i} {safe(t)}" for i, t in enumerate(tokens)]
 
 
+def tick_step(count: int, *, pixels: int, spacing: int = 14) -> int:
+    """Label every step-th of `count` rows drawn in `pixels` so labels sit `spacing` px apart."""
+    return max(1, -(-count * spacing // max(pixels, 1)))
+
+
 def finish(fig: go.Figure, *, title: str, height: int | None = None) -> go.Figure:
     fig.update_layout(title=dict(text=title, x=0.0, xanchor="left"), margin=dict(l=10, r=10, t=60, b=10),
                       template="plotly_white")

@@ -1,6 +1,8 @@
 """Figures of length extrapolation: loss against evaluation length, loss along one text."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import plotly.graph_objects as go
 
@@ -26,17 +28,21 @@ def length_curves_figure(tables: dict[str, dict[int, dict]], *, train_length: in
                                  hovertemplate=f"{safe(name)}<br>length %{{x}} tokens<br>loss %{{y:.3f}}<extra></extra>"))
         missing = [entry.get("note", "n/a") for length, entry in table.items() if entry.get("loss") is None]
         if missing:
-            fig.add_annotation(x=np.log10(lengths[-1]), y=losses[-1], text=f"{safe(name)} stops here:<br>{safe(missing[0])}",
-                               showarrow=True, arrowhead=2, ax=70, ay=-40, font=dict(color=colour),
+            fig.add_annotation(x=math.log10(lengths[-1]), y=losses[-1], text=f"{safe(name)} stops here:<br>{safe(missing[0])}",
+                               showarrow=True, arrowhead=2, ax=80, ay=-90, font=dict(color=colour),
                                bgcolor="rgba(255,255,255,0.85)")
-    fig.add_vline(x=train_length, line=dict(color="black", dash="dash"),
-                  annotation_text=f"training length {train_length}", annotation_position="top left")
+    # on a log axis, annotations are placed in log10 units; traces and shapes take plain lengths
+    fig.add_shape(type="line", x0=train_length, x1=train_length, y0=0, y1=1, yref="paper",
+                  line=dict(color="black", dash="dash"))
+    fig.add_annotation(x=math.log10(train_length), y=1, yref="paper", text=f"training length {train_length}",
+                       showarrow=False, xanchor="right", yanchor="top")
     if unigram is not None:
         fig.add_hline(y=unigram, line=dict(color="#999999", dash="dot"),
                       annotation_text=f"unigram baseline {unigram:.2f}", annotation_position="bottom right")
-    all_lengths = sorted({length for table in tables.values() for length in table})
+    all_lengths = sorted({length for table in tables.values() for length in table} | {train_length})
     fig.update_xaxes(type="log", title_text="evaluation length (tokens, log scale)", tickvals=all_lengths,
-                     ticktext=[str(length) for length in all_lengths])
+                     ticktext=[str(length) for length in all_lengths],
+                     range=[math.log10(all_lengths[0]) - 0.1, math.log10(all_lengths[-1]) + 0.1])
     fig.update_yaxes(title_text="mean next-token loss on held-out stories (nats)")
     return finish(fig, title="Held-out loss against evaluation length (trained at "
                              f"{train_length} tokens)", height=460)

@@ -26,10 +26,10 @@ def change_figure(table: pd.DataFrame) -> go.Figure:
                            hovertemplate="%{x}<br>max |change| %{customdata:.3g}<extra></extra>"))
     fig.add_hline(y=ORDER_BLIND_TOLERANCE, line=dict(color="black", dash="dash"),
                   annotation_text="below: unchanged up to float error", annotation_position="bottom left")
-    fig.update_yaxes(type="log", title_text="max |change| of layer-1 output (log)",
+    fig.update_yaxes(type="log", title_text="max |change| (log scale)", tickformat=".0e", dtick=2,
                      range=[np.log10(shown.min()) - 1.5, np.log10(shown.max()) + 1])
     fig.update_xaxes(title_text="position scheme")
-    return finish(fig, title="Last position, layer-1 attention output: how much the shuffle moved it", height=380)
+    return finish(fig, title="Layer-1 output: how far the shuffle moved it", height=380)
 
 
 def attention_bars(result: ShuffleResult, *, head: int) -> go.Figure:
@@ -54,4 +54,4 @@ def attention_bars(result: ShuffleResult, *, head: int) -> go.Figure:
         fig.update_xaxes(title_text="position and token", type="category", row=row, col=1)
         fig.update_yaxes(title_text="attention weight", row=row, col=1,
                          range=[0, 1.25 * float(max(result.weights_before[head].max(), result.weights_after[head].max()))])
-    return finish(fig, title=f"Layer 1, head {head}: where the last token looks, before and after", height=560)
+    return finish(fig, title=f"{result.scheme}: layer 1, head {head}, weights of the last token", height=560)

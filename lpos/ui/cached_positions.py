@@ -59,3 +59,13 @@ def _nearest_tokens(key: str, scheme: str, token_id: int, k: int, _selection: Se
 
 def nearest_tokens(selection: Selection, token_id: int, *, k: int) -> pd.DataFrame:
     return _nearest_tokens(selection.model.key, selection.scheme, token_id, k, selection)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def similarity_map(rows: np.ndarray, *, title: str) -> similarity.SimilarityMap:
+    return similarity.similarity_map(rows, title=title)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def pca(rows: np.ndarray) -> similarity.Projection:
+    return similarity.pca(rows, components=3)

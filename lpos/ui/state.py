@@ -5,6 +5,8 @@ and `model`, so `?text=The+cat+sat&scheme=rope&model=rope` reopens that view on 
 Values from the URL are checked against fixed lists; anything else falls back to the default
 with a visible notice. A shipped or uploaded model fixes its own scheme, so the two boxes
 follow each other: picking a scheme picks its trained model, picking a model sets its scheme.
+The sidebar also holds the upload box (lpos.ui.upload): an uploaded model joins the model box for
+this session only. A model file that cannot be read is reported and the default is used instead.
 """
 from __future__ import annotations
 
@@ -12,9 +14,11 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from lpos.checkpoints import CheckpointError
 from lpos.positions import HINTS, SCHEMES
 from lpos.tokenizer import encode
 from lpos.ui.models import UNTRAINED, LoadedModel, label, load_offered, offered, untrained
+from lpos.ui.upload import uploader
 
 DEFAULT_TEXT = "The dog bit the man"
 MAX_CHARS = 20_000  # longer text is cut, with a notice (about 5,000 tokens of English)
@@ -42,7 +46,13 @@ def _model_and_meta(key: str, scheme: str):
 
 
 def _scheme_of(key: str) -> str | None:
-    return None if key == UNTRAINED else _model_and_meta(key, "none")[0].config.position
+    """The scheme a model was built with; None for the untrained model or a file that cannot be read."""
+    if key == UNTRAINED:
+        return None
+    try:
+        return _model_and_meta(key, "none")[0].config.position
+    except CheckpointError:
+        return None  # sidebar() reports it
 
 
 def _default_model(scheme: str) -> str:
@@ -92,6 +102,13 @@ def sidebar() -> Selection:
     init_from_url()
     if st.session_state.get("model") not in model_options():  # e.g. an upload that was removed
         st.session_state["model"] = _default_model(st.session_state["scheme"])
+    try:
+        _model_and_meta(st.session_state["model"], st.session_state["scheme"])
+    except CheckpointError as e:  # a damaged file in LPOS_CHECKPOINT_DIR: say so, keep working
+        st.session_state["url_notices"] = [*st.session_state.get("url_notices", []),
+                                           f"{label(st.session_state['model'])} could not be loaded ({e}); "
+                                           "showing another model instead."]
+        st.session_state["model"] = _default_model(st.session_state["scheme"])
     with st.sidebar:
         st.text_area("Sentence", key="sentence", max_chars=MAX_CHARS, height=90,
                      help="Any text: it is split into GPT-2 tokens.")
@@ -99,9 +116,11 @@ def sidebar() -> Selection:
                      format_func=lambda s: f"{s} — {HINTS[s]}",
                      help="How the model knows where each token sits.")
         st.selectbox("Model", model_options(), key="model", on_change=_on_model_change, format_func=label,
-                     help="A shipped model trained on children's stories, or the same size untrained.")
+                     help="A shipped model trained on children's stories, the same size untrained, "
+                          "or a model you upload below.")
+        uploader()
     for notice in st.session_state.pop("url_notices", []):
-        st.warning(notice, icon="⚠️")
+        st.warning(notice, icon=":material/warning:")
     scheme, key = st.session_state["scheme"], st.session_state["model"]
     model, meta = _model_and_meta(key, scheme)
     text = st.session_state["sentence"]
@@ -111,4 +130,13 @@ def sidebar() -> Selection:
 
 def selection() -> Selection:
     """The selection app.py computed for this run (pages call this)."""
+    if "selection" not in st.session_state:
+        # Streamlit's first run in a fresh server, opened straight on a page's URL, still treats
+        # pages/ as an old-style pages folder and runs the page without app.py. Switch that
+        # mode off (app.py's st.navigation would have done it) and rerun: the same URL then
+        # runs through app.py and lands on the same page with the same query string.
+        from streamlit.runtime.pages_manager import PagesManager
+
+        PagesManager.uses_pages_directory = False
+        st.rerun()
     return st.session_state["selection"]

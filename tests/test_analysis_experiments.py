@@ -1,0 +1,191 @@
+"""The shuffle experiment and the length evaluation, checked with numbers."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from lpos.analysis.lengths import (curve_reading, length_losses, length_reading, loss_along_text, loss_table, story,
+                                   token_losses, training_length)
+from lpos.analysis.shuffle import (ORDER_BLIND_TOLERANCE, can_shuffle, moved_from, predictions_table,
+                                   shuffle_earlier, shuffle_experiment, shuffle_table)
+from lpos.tokenizer import encode
+
+SCHEMES = ["learned", "sinusoidal", "rope", "alibi", "none"]
+SENTENCES = ["The dog bit the man.", "Once upon a time there was a little girl who loved the sea",
+             "a b c d e f g h"]
+SEEDS = [0, 1, 7]
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_only_none_is_order_blind_at_layer_one(tiny_model, scheme):
+    # head size 32: an untrained rope model's scores are tiny, and narrower heads move even less
+    model = tiny_model(scheme, n_layer=1, n_head=2, n_embd=64)
+    for sentence in SENTENCES:
+        for seed in SEEDS:
+            result = shuffle_experiment(model, encode(sentence), seed=seed)
+            assert result.shuffled != result.original
+            if scheme == "none":
+                assert result.attention_change < ORDER_BLIND_TOLERANCE, (sentence, seed)
+                assert result.order_blind
+            else:
+                assert result.attention_change > ORDER_BLIND_TOLERANCE, (sentence, seed)
+                assert not result.order_blind
+
+
+@pytest.mark.parametrize("sentence", SENTENCES)
+def test_shuffle_is_deterministic_keeps_the_last_token_and_permutes(sentence):
+    ids = encode(sentence)
+    shuffled = shuffle_earlier(ids, seed=3)
+    assert shuffled == shuffle_earlier(ids, seed=3)
+    assert shuffled != ids
+    assert shuffled[-1] == ids[-1]
+    assert sorted(shuffled) == sorted(ids)
+    assert len({tuple(shuffle_earlier(ids, seed=s)) for s in range(10)}) > 1
+
+
+def test_nothing_to_shuffle_when_earlier_tokens_are_all_equal():
+    ids = encode(" the the the.")
+    assert not can_shuffle(ids)
+    assert shuffle_earlier(ids, seed=0) == ids
+    assert not can_shuffle(encode("Hi."))
+    assert can_shuffle(encode("The dog."))
+
+
+def test_moved_from_maps_each_shuffled_position_to_its_origin():
+    original, shuffled = [5, 6, 7, 5, 9], [7, 5, 5, 6, 9]
+    origin = moved_from(original, shuffled)
+    assert origin == [2, 0, 3, 1, 4]
+    assert [original[i] for i in origin] == shuffled
+    with pytest.raises(ValueError):
+        moved_from(original, [5, 6, 7, 8, 9])
+
+
+def test_without_positions_each_weight_travels_with_its_token(tiny_model):
+    ids = encode("The man bit the dog.")
+    none = shuffle_experiment(tiny_model("none"), ids, seed=2)
+    origin = moved_from(none.original, none.shuffled)
+    torch.testing.assert_close(none.weights_after, none.weights_before[:, origin], atol=1e-6, rtol=1e-5)
+    learned = shuffle_experiment(tiny_model("learned"), ids, seed=2)
+    assert np.abs(learned.weights_after - learned.weights_before[:, origin]).max() > 1e-4
+    np.testing.assert_allclose(none.weights_before.sum(axis=1), 1.0, rtol=1e-5)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_the_full_model_sees_order_from_layer_two_even_without_positions(tiny_model, scheme):
+    result = shuffle_experiment(tiny_model(scheme, n_layer=2), encode("The dog bit the man."), seed=0)
+    assert result.logits_change > 1e-5  # float error is ~1e-8
+
+
+def test_a_one_layer_model_without_positions_is_blind_end_to_end(tiny_model):
+    result = shuffle_experiment(tiny_model("none", n_layer=1), encode("The dog bit the man."), seed=0)
+    assert result.logits_change < 1e-6
+    assert predictions_table([result])["same top-1"].tolist() == [True]
+
+
+def test_an_explicit_shuffle_must_keep_the_last_token(tiny_model):
+    model = tiny_model("none")
+    dog, man = encode("The dog bit the man."), encode("The man bit the dog.")
+    assert shuffle_experiment(model, dog, shuffled=man).attention_change < ORDER_BLIND_TOLERANCE
+    with pytest.raises(ValueError):
+        shuffle_experiment(model, encode("The dog bit the man"), shuffled=encode("The man bit the dog"))
+    with pytest.raises(ValueError):
+        shuffle_experiment(model, encode("Hi"))
+
+
+def test_tables_have_one_row_per_scheme(tiny_model):
+    ids = encode("The dog bit the man.")
+    results = [shuffle_experiment(tiny_model(s), ids, seed=1) for s in SCHEMES]
+    table = shuffle_table(results, labels=[f"model {s}" for s in SCHEMES])
+    assert table["scheme"].tolist() == SCHEMES
+    assert table["model"].tolist() == [f"model {s}" for s in SCHEMES]
+    assert table["order-blind at layer 1"].tolist() == [False, False, False, False, True]
+    predictions = predictions_table(results)
+    assert len(predictions) == 5
+    assert all(len(cell.split("  ")) == 5 for cell in predictions["top-5 next tokens, original order"])
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_token_losses_match_cross_entropy(tiny_model, scheme):
+    model = tiny_model(scheme)
+    ids = torch.tensor(encode("The cat sat on the mat and looked at the dog."))
+    losses = token_losses(model, ids)
+    assert losses.shape == (len(ids) - 1,)
+    logits, _ = model(ids[None, :-1])
+    torch.testing.assert_close(losses, F.cross_entropy(logits[0], ids[1:], reduction="none"))
+
+
+def test_token_losses_are_nan_for_targets_outside_the_vocabulary(tiny_model):
+    model = tiny_model("rope")
+    ids = torch.tensor(encode("The cat sat on the mat."))
+    model.output_vocab = torch.tensor(sorted(set(ids.tolist()) - {ids[3].item()}))
+    losses = token_losses(model, ids)
+    assert torch.isnan(losses[2]) and torch.isnan(losses).sum() == 1
+
+
+def test_loss_along_text_stops_a_learned_table_at_its_wall(tiny_model):
+    ids = encode(story())[:200]
+    learned = loss_along_text(tiny_model("learned", block_size=64), ids, window=8)
+    assert learned.wall == 64 and len(learned.losses) == 64 and learned.text_tokens == 200
+    alibi = loss_along_text(tiny_model("alibi", block_size=64), ids, window=8)
+    assert alibi.wall is None and len(alibi.losses) == 199
+    assert alibi.rolling[0] == pytest.approx(alibi.losses[0])
+    assert alibi.rolling[50] == pytest.approx(np.nanmean(alibi.losses[43:51]), rel=1e-5)
+    exact = loss_along_text(tiny_model("learned", block_size=64), ids[:65])
+    assert exact.wall is None and len(exact.losses) == 64
+    with pytest.raises(ValueError):
+        loss_along_text(tiny_model("none"), ids[:1])
+
+
+def test_curve_reading_reports_measured_means(tiny_model):
+    curve = loss_along_text(tiny_model("sinusoidal", block_size=64), encode(story())[:150])
+    reading = curve_reading(curve, train_length=64)
+    assert f"{np.nanmean(curve.losses[:64]):.2f}" in reading
+    assert f"{np.nanmean(curve.losses[64:]):.2f}" in reading
+    wall = curve_reading(loss_along_text(tiny_model("learned", block_size=64), encode(story())[:150]), train_length=64)
+    assert "64 rows" in wall and "85 tokens" in wall
+
+
+def test_length_losses_is_not_applicable_past_a_learned_table(tiny_model):
+    stream = torch.tensor(encode(story())[:300])
+    learned = length_losses(tiny_model("learned", block_size=64), stream, lengths=(32, 64, 128))
+    assert learned[32]["loss"] is not None and learned[64]["loss"] is not None
+    assert learned[128] == {"loss": None, "note": "n/a: the table has 64 rows"}
+    rope = length_losses(tiny_model("rope", block_size=64), stream, lengths=(128, 4096))
+    assert rope[128]["loss"] == pytest.approx(math.log(50257), abs=0.3)
+    assert rope[4096]["loss"] is None and "shorter" in rope[4096]["note"]
+
+
+def test_loss_table_sorts_integer_lengths_and_training_length_reads_meta(tiny_model):
+    table = loss_table({"loss_by_length": {"256": {"loss": 4.5}, "64": {"loss": 4.0}}})
+    assert list(table) == [64, 256]
+    assert loss_table({}) == {}
+    model = tiny_model("rope", block_size=64)
+    assert training_length({}, model) == 64
+    assert training_length({"train_args": {"block_size": 128}}, model) == 128
+
+
+def _card(losses):
+    return {length: ({"loss": loss} if loss is not None else {"loss": None, "note": "n/a: the table has 128 rows"})
+            for length, loss in zip((64, 128, 256, 512, 1024), losses)}
+
+
+def test_length_reading_is_written_from_the_numbers():
+    tables = {"learned": _card([4.2, 4.1, None, None, None]), "sinusoidal": _card([4.3, 4.2, 5.0, 6.0, 7.25]),
+              "alibi": _card([4.15, 4.05, 4.0, 4.0, 4.01])}
+    reading = length_reading(tables, train_length=128)
+    assert "**4.050** (alibi) to **4.200** (sinusoidal)" in reading
+    assert "7.250, +3.050 against 128" in reading and "4.010, -0.040 against 128" in reading
+    assert "**learned** has no number past its wall: the table has 128 rows" in reading
+    assert "Here **alibi** holds up best and **sinusoidal** degrades most" in reading
+    assert "echoes Press et al. (2021)" in reading
+    tables["alibi"] = _card([4.15, 4.05, 4.5, 9.0, 9.5])
+    assert "ranks differently" in length_reading(tables, train_length=128)
+    assert "No model card" in length_reading({}, train_length=128)
+
+
+def test_the_story_is_longer_than_the_longest_evaluation_length():
+    assert len(encode(story())) > 1024

@@ -1,0 +1,193 @@
+"""Numbers behind the sinusoids, similarity and RoPE & ALiBi pages, against references and properties."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from lpos.analysis import attention, similarity, sinusoids
+from lpos.positions import alibi_slopes, rope_rotate, sinusoidal_table
+
+SCHEMES = ["learned", "sinusoidal", "rope", "alibi", "none"]
+
+
+@pytest.mark.parametrize("width,base", [(8, 10000.0), (128, 10000.0), (1024, 10000.0), (64, 500.0)])
+def test_wavelengths_run_from_two_pi_to_two_pi_base_to_the_width_fraction(width, base):
+    frame = sinusoids.wavelength_frame(width, base=base)
+    assert len(frame) == width // 2
+    assert frame["wavelength"].iloc[0] == pytest.approx(2 * math.pi)
+    # the last pair i = width/2 - 1 has frequency base^(-(width-2)/width)
+    assert frame["wavelength"].iloc[-1] == pytest.approx(2 * math.pi * base ** ((width - 2) / width), rel=1e-9)
+    np.testing.assert_allclose(np.diff(np.log(frame["wavelength"])), 2 * math.log(base) / width)  # geometric
+
+
+def test_frequency_bands_are_the_table_columns():
+    bands = sinusoids.frequency_bands(50, 16, pairs=[0, 3])
+    table = sinusoidal_table(50, 16).numpy()
+    cos3 = bands[(bands["pair"] == 3) & (bands["part"] == "cos")]
+    np.testing.assert_allclose(cos3["value"], table[:, 7])
+    np.testing.assert_allclose(cos3["value"], np.cos(np.arange(50) * 10000 ** (-6 / 16)), atol=1e-6)
+    with pytest.raises(ValueError, match="out of range"):
+        sinusoids.frequency_bands(10, 16, pairs=[8])
+
+
+@pytest.mark.parametrize("width", [8, 128, 512])
+def test_dot_product_of_rows_depends_only_on_distance(width):
+    dots = sinusoids.offset_dot_products(width, starts=[0, 37, 1000], max_offset=300)
+    curves = {start: part["dot"].to_numpy() for start, part in dots.groupby("start")}
+    expected = sinusoids.expected_offset_dot(np.arange(301), width)
+    for curve in curves.values():  # the table is float32: error grows with t·width
+        np.testing.assert_allclose(curve, expected, atol=2e-4 * width)
+    assert curves[0][0] == pytest.approx(width / 2, rel=1e-6)  # |row|^2 = sum of sin^2 + cos^2 = width/2
+    assert curves[0].min() < 0.5 * width / 2  # not a trivial constant
+
+
+def test_block_average_keeps_small_maps_and_means_big_ones():
+    small = np.arange(12.0).reshape(3, 4)
+    same, r, c = sinusoids.block_average(small, max_rows=3, max_columns=4)
+    assert (r, c) == (1, 1) and same is small
+    big = np.arange(30.0).reshape(5, 6)
+    averaged, r, c = sinusoids.block_average(big, max_rows=2, max_columns=3)
+    assert (r, c) == (3, 2) and averaged.shape == (2, 3)
+    assert averaged[0, 0] == pytest.approx(big[:3, :2].mean())
+    assert averaged[1, 2] == pytest.approx(big[3:, 4:].mean())  # partial last block
+
+
+def test_table_view_is_at_most_the_drawing_limit():
+    view = sinusoids.table_view(4096, 1024)
+    assert view.values.shape == (256, 256) and (view.row_block, view.column_block) == (16, 4)
+    exact = sinusoids.table_view(100, 64)
+    np.testing.assert_array_equal(exact.values, sinusoidal_table(100, 64).numpy())
+
+
+@pytest.mark.parametrize("n,width", [(1, 4), (7, 16), (300, 32)])
+def test_cosine_map_is_symmetric_with_unit_diagonal(n, width):
+    rows = np.random.default_rng(n).normal(size=(n, width))
+    cosine = similarity.cosine_similarity_map(rows)
+    np.testing.assert_allclose(cosine, cosine.T)
+    np.testing.assert_allclose(np.diag(cosine), 1.0)
+    i, j = 0, n - 1
+    assert cosine[i, j] == pytest.approx(rows[i] @ rows[j] / np.linalg.norm(rows[i]) / np.linalg.norm(rows[j]))
+
+
+def test_large_similarity_map_is_block_averaged_to_256():
+    rows = sinusoidal_table(1024, 64)
+    drawn = similarity.similarity_map(rows, title="t")
+    assert drawn.block == 4 and drawn.values.shape == (256, 256) and drawn.size == 1024
+    full = similarity.cosine_similarity_map(rows)
+    assert drawn.values[3, 5] == pytest.approx(full[12:16, 20:24].mean(), abs=1e-6)
+
+
+def test_rope_kernel_matches_rotated_vectors_and_depends_on_distance():
+    head_dim, length = 16, 40
+    kernel = similarity.rope_kernel(length, head_dim)
+    vector = torch.ones(head_dim, dtype=torch.float64)  # every pair the same length
+    rotated = rope_rotate(vector.expand(length, head_dim), torch.arange(length))
+    np.testing.assert_allclose(kernel, similarity.cosine_similarity_map(rotated), atol=1e-12)
+    for offset in (0, 3, 17):
+        diagonal = np.diagonal(kernel, offset=-offset)
+        np.testing.assert_allclose(diagonal, diagonal[0], atol=1e-12)
+    line = similarity.rope_kernel_by_offset(length - 1, head_dim)
+    np.testing.assert_allclose(line["similarity"], kernel[:, 0], atol=1e-12)
+
+
+def test_nearest_tokens_finds_the_closest_rows(tiny_model):
+    model = tiny_model("learned")
+    with torch.no_grad():
+        model.transformer.wte.weight[500] = model.transformer.wte.weight[42] * 3  # same direction
+    frame = similarity.nearest_tokens(model, 42, k=5, counts={500: 7})
+    assert frame["id"].iloc[0] == 500 and frame["cosine"].iloc[0] == pytest.approx(1.0, abs=1e-5)
+    assert 42 not in frame["id"].tolist() and len(frame) == 5
+    assert frame["count"].tolist()[0] == 7 and frame["count"].tolist()[1] == 0
+    assert np.all(np.diff(frame["cosine"]) <= 0)
+    assert similarity.nearest_tokens(model, 42, k=3)["count"].isna().all()
+
+
+def test_nearest_positions_of_a_sinusoidal_table_are_its_neighbours():
+    table = sinusoidal_table(64, 64).numpy()
+    frame = similarity.nearest_positions(table, 30, k=2)
+    assert sorted(frame["position"]) == [29, 31] and frame["distance"].tolist() == [1, 1]
+
+
+def test_pca_explains_at_most_everything_and_orders_components(tiny_model):
+    rows = tiny_model("learned").transformer.wpe.weight.detach().numpy()
+    projection = similarity.pca(rows, components=3)
+    assert projection.coordinates.shape == (64, 3)
+    assert 0 < projection.explained.sum() <= 1 + 1e-9
+    assert np.all(np.diff(projection.explained) <= 0)
+    centred = rows - rows.mean(axis=0)
+    U, S, _ = np.linalg.svd(centred, full_matrices=False)  # reference: the SVD of the centred rows
+    np.testing.assert_allclose(np.abs(projection.coordinates), np.abs(U[:, :3] * S[:3]), atol=1e-8)
+    np.testing.assert_allclose(projection.explained, S[:3] ** 2 / (S**2).sum(), rtol=1e-6)
+    plane = similarity.pca(rows[:, :2], components=3)  # only two columns: two components, all variance
+    assert plane.coordinates.shape == (64, 2) and plane.explained.sum() == pytest.approx(1.0)
+    sinus = similarity.pca(sinusoidal_table(128, 64).numpy())
+    assert sinus.explained.sum() <= 1 + 1e-9
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_position_rows_exist_only_for_schemes_that_add_them(tiny_model, scheme):
+    model = tiny_model(scheme)
+    rows = similarity.position_rows(model, 100)
+    if scheme == "learned":
+        assert rows.shape == (64, 32)  # stops at the table's last row
+    elif scheme == "sinusoidal":
+        np.testing.assert_array_equal(rows, sinusoidal_table(100, 32).numpy())
+    else:
+        assert rows is None
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_attention_maps_are_the_models_own_weights(tiny_model, scheme):
+    model = tiny_model(scheme, n_head=2)
+    ids = [10, 20, 30, 10, 40]
+    _, _, weights = model(torch.tensor([ids]), return_attention=True)
+    for layer in range(2):
+        maps = attention.attention_maps(model, ids, layer=layer)
+        np.testing.assert_allclose(maps, weights[layer][0].detach().numpy(), atol=1e-6)
+    np.testing.assert_allclose(maps.sum(-1), 1.0, atol=1e-5)
+    with pytest.raises(ValueError, match="out of range"):
+        attention.attention_maps(model, ids, layer=2)
+
+
+def test_alibi_with_bias_is_the_models_attention_and_without_is_plain_softmax(tiny_model):
+    model = tiny_model("alibi", n_head=4)
+    ids = [5, 6, 7, 8, 9, 10]
+    effect = attention.alibi_effect(model, ids, layer=1)
+    np.testing.assert_allclose(effect.with_bias, attention.attention_maps(model, ids, layer=1), atol=1e-6)
+    np.testing.assert_allclose(effect.slopes, alibi_slopes(4).numpy())
+    assert effect.bias[2, 5, 1] == pytest.approx(-alibi_slopes(4)[2].item() * 4)
+    assert not np.allclose(effect.with_bias, effect.without_bias)
+    np.testing.assert_allclose(np.triu(effect.without_bias[0], 1), 0.0)  # still causal
+
+
+@pytest.mark.parametrize("head_dim", [2, 8, 64])
+def test_rope_scores_depend_only_on_offset(head_dim):
+    generator = torch.Generator().manual_seed(head_dim)
+    query, key = torch.randn(head_dim, generator=generator), torch.randn(head_dim, generator=generator)
+    frame = attention.offset_scores(query, key, offsets=[0, 1, 5, 30], length=200)
+    for offset, part in frame.groupby("offset"):
+        assert len(part) == 200 - offset and (part["m"] - part["n"] == offset).all()
+        assert part["score"].max() - part["score"].min() < 1e-5  # a flat line
+    zero = frame[frame["offset"] == 0]["score"].iloc[0]
+    assert zero == pytest.approx(float(query.double() @ key.double()))  # rotation by the same angle cancels
+
+
+def test_rotating_pair_keeps_length_and_turns_by_the_pair_frequency():
+    vector = torch.tensor([3.0, 4.0, 1.0, 0.0])
+    frame = attention.rotating_pair(vector, pair=0, positions=5)
+    np.testing.assert_allclose(np.hypot(frame["x"], frame["y"]), 5.0, atol=1e-12)
+    np.testing.assert_allclose(frame["angle"], np.arange(5.0))  # pair 0 turns one radian per position
+    np.testing.assert_allclose(frame["x"].iloc[1], 3 * math.cos(1) - 4 * math.sin(1))
+    slow = attention.rotating_pair(vector, pair=1, positions=3)
+    np.testing.assert_allclose(slow["angle"], np.arange(3) * 10000 ** (-2 / 4))
+    angles = attention.rope_angle_frame(64)
+    assert angles["radians"].iloc[0] == 1.0 and angles["wavelength"].iloc[0] == pytest.approx(2 * math.pi)
+
+
+def test_queries_and_keys_rebuild_the_models_scores(tiny_model):
+    model = tiny_model("rope")
+    ids = [1, 2, 3, 4]
+    q, k = attention.queries_and_keys(model, ids, layer=0, rotate=True)
+    weights = attention.causal_softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]))
+    np.testing.assert_allclose(weights.numpy(), attention.attention_maps(model, ids, layer=0), atol=1e-6)

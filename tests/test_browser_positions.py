@@ -1,0 +1,75 @@
+"""The Sinusoids, Similarity and RoPE & ALiBi pages in headless Chromium: the main figure renders,
+no console errors, and the 1024 × 1024 similarity map arrives quickly and light."""
+import time
+
+import pytest
+
+from conftest import wait_for_app
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+PAGES = [  # (navigation title, query, a title the main figure must show)
+    ("Sinusoids", "scheme=sinusoidal&model=untrained", "Sinusoidal table: 128 positions"),
+    ("Similarity and neighbours", "scheme=learned&model=untrained", "Cosine similarity, position × position"),
+    ("RoPE & ALiBi in attention", "scheme=alibi&model=untrained", "How the bias tilts attention"),
+    ("RoPE & ALiBi in attention", "scheme=rope&model=untrained", "q·k depends only on m − n"),
+]
+IGNORED = ("favicon", "ERR_NAME_NOT_RESOLVED", "status of 500")  # page icons the offline sandbox cannot fetch
+
+
+def count_bytes(page) -> dict:
+    """Bytes the page receives over Streamlit's websocket, in received["bytes"]."""
+    received = {"bytes": 0}
+
+    def on_socket(socket):
+        socket.on("framereceived", lambda payload: received.__setitem__(
+            "bytes", received["bytes"] + len(payload if isinstance(payload, bytes) else payload.encode())))
+    page.on("websocket", on_socket)
+    return received
+
+
+def open_page(page, url: str, title: str, query: str) -> None:
+    page.goto(f"{url}/?{query}")
+    wait_for_app(page)
+    page.get_by_role("link", name=title).first.click()
+    wait_for_app(page)
+
+
+def errors(page) -> list[str]:
+    return [e for e in page.console_errors if not any(i in e for i in IGNORED)]
+
+
+@pytest.mark.parametrize("title,query,figure_title", PAGES)
+def test_page_renders_its_main_figure(running_app, page, title, query, figure_title):
+    received = count_bytes(page)
+    open_page(page, running_app.url, title, query)
+    page.wait_for_selector(".js-plotly-plot", timeout=60_000)
+    page.get_by_text(figure_title).first.wait_for(timeout=60_000)
+    assert not page.locator("[data-testid='stException']").count()
+    assert not errors(page), errors(page)
+    print(f"\n{title} ({query}): {received['bytes'] / 1e6:.2f} MB received")
+    assert received["bytes"] < 4_000_000
+
+
+def test_a_1024_by_1024_similarity_map_is_fast_and_light(running_app, page):
+    received = count_bytes(page)
+    open_page(page, running_app.url, "Similarity and neighbours", "scheme=sinusoidal&model=untrained&text=a+b")
+    page.wait_for_selector(".js-plotly-plot", timeout=60_000)
+    received["bytes"] = 0
+    slider = page.get_by_role("slider").first
+    slider.wait_for()
+    box = slider.bounding_box()
+    start = time.perf_counter()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.down()
+    page.mouse.move(box["x"] + 2000, box["y"] + box["height"] / 2, steps=5)  # past the end: 1024 positions
+    page.mouse.up()
+    page.get_by_text("4×4 blocks averaged").first.wait_for(timeout=60_000)
+    appeared = time.perf_counter() - start
+    wait_for_app(page)
+    assert slider.get_attribute("aria-valuenow") == "1024"
+    print(f"\n1024 × 1024 similarity map: appeared after {appeared:.2f} s, page received "
+          f"{received['bytes'] / 1e6:.2f} MB for the rerun")
+    assert received["bytes"] < 2_000_000
+    assert appeared < 15  # about a second on a desktop; the shared 2-core CI machine is slower
+    assert not errors(page), errors(page)

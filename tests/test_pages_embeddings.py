@@ -1,0 +1,98 @@
+"""The Embeddings page through AppTest from app.py: what a learner reads for each kind of input."""
+import json
+
+from conftest import app_test
+
+from lpos.tokenizer import encode
+
+PAGE = "pages/embeddings.py"
+
+
+def figures(at) -> list[dict]:
+    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+
+
+def chips_title(at) -> str:
+    return figures(at)[0]["layout"]["title"]["text"]
+
+
+def typed(at, text: str):
+    at.text_area(key="sentence").set_value(text).run()
+    assert not at.exception
+    return at
+
+
+def test_default_sentence_shows_its_tokens_and_explains_lookalikes():
+    at = app_test(scheme="learned", model="untrained")
+    assert not at.exception
+    assert chips_title(at).startswith("5 tokens:")
+    assert len(figures(at)) == 2  # chips and heatmaps
+    assert [t["name"] for t in figures(at)[1]["data"] if t["type"] == "heatmap"] == \
+        ["token rows", "position rows", "summed rows"]
+    lookalike = at.info[0].value
+    assert "No token occurs twice" in lookalike and "(id 464)" in lookalike and "(id 262)" in lookalike
+    assert any("Untrained model" in c.value for c in at.caption)
+
+
+def test_a_repeated_token_gets_identical_token_rows_and_different_sums():
+    at = typed(app_test(scheme="sinusoidal", model="untrained"), "The dog saw the cat and the man")
+    assert chips_title(at).startswith("8 tokens:")
+    assert len(at.success) == 1
+    note = at.success[0].value
+    assert "at positions 3 and 6" in note and "largest difference 0)" in note and "cosine similarity" in note
+
+
+def test_without_positions_the_repeat_is_identical_and_the_page_links_to_where_rope_acts():
+    at = typed(app_test(scheme="rope", model="untrained"), "The dog saw the cat and the man")
+    assert "nothing is added, so the summed rows are identical too (cosine 1.0000)" in at.info[0].value
+    links = at.get("page_link")
+    assert [link.proto.page for link in links] == ["rope_alibi"]
+    heatmaps = figures(at)[1]
+    assert any("RoPE adds nothing" in a["text"] for a in heatmaps["layout"]["annotations"])
+
+
+def test_no_positions_links_to_order_blindness():
+    at = app_test(scheme="none", model="untrained")
+    assert [link.proto.page for link in at.get("page_link")] == ["order_blindness"]
+
+
+def test_learned_table_stops_at_128_and_the_toggle_shows_the_first_128():
+    text = " ".join(["word"] * 129)
+    assert len(encode(text)) == 129
+    at = typed(app_test(scheme="learned", model="untrained"), text)
+    assert "The learned table has 128 rows; your text has 129 tokens" in at.warning[0].value
+    assert not at.get("plotly_chart")  # nothing drawn until the learner asks
+    at.toggle(key="truncate_learned").set_value(True).run()
+    assert not at.exception
+    assert chips_title(at).startswith("128 tokens")
+
+
+def test_other_schemes_take_long_text_as_it_is():
+    at = typed(app_test(scheme="sinusoidal", model="untrained"), " ".join(["word"] * 300))
+    assert not at.warning
+    assert chips_title(at).startswith("300 tokens (the first 200 of 300)")
+    heatmaps = [t for t in figures(at)[1]["data"] if t["type"] == "heatmap"]
+    assert len(heatmaps[0]["y"]) == 300
+
+
+def test_empty_text_asks_for_a_sentence():
+    at = typed(app_test(model="untrained"), "")
+    assert "Type a sentence in the sidebar" in at.info[0].value
+    assert not at.get("plotly_chart")
+
+
+def test_html_is_shown_as_text_never_rendered():
+    at = typed(app_test(scheme="learned", model="untrained"), "<script>alert(1)</script> and <script>")
+    spec = json.dumps(figures(at))
+    assert "<script" not in spec and "&lt;" in spec
+    assert all(not m.proto.allow_html for m in at.markdown)
+    quoted = [s.value for s in at.success]  # "script" and ">" repeat; ">" is quoted with a Markdown escape
+    assert quoted[0].startswith("“script” at positions 1 and 7")
+    assert quoted[1].startswith("“\\>” at positions 2 and 8")
+
+
+def test_special_token_spelling_emoji_and_non_latin_text_work():
+    at = typed(app_test(scheme="alibi", model="untrained"), "<|endoftext|> 你好 🙂 ça va")
+    assert chips_title(at).startswith(f"{len(encode('<|endoftext|> 你好 🙂 ça va'))} tokens")
+    ids = [int(t.split("<br>")[1][3:]) for t in figures(at)[0]["data"][0]["text"]]
+    assert 50256 not in ids  # the spelling is plain text, never the separator
