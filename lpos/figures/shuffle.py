@@ -55,3 +55,17 @@ def attention_bars(result: ShuffleResult, *, head: int) -> go.Figure:
         fig.update_yaxes(title_text="attention weight", row=row, col=1,
                          range=[0, 1.25 * float(max(result.weights_before[head].max(), result.weights_after[head].max()))])
     return finish(fig, title=f"{result.scheme}: layer 1, head {head}, weights of the last token", height=560)
+
+
+def prediction_bars(result: ShuffleResult) -> go.Figure:
+    """The full model's top-5 next tokens before and after the shuffle, side by side."""
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.15,
+                        subplot_titles=["original order", "earlier tokens shuffled"])
+    for col, top in enumerate((result.top_before, result.top_after), start=1):
+        labels = [safe(t) for t in top["token"]]
+        fig.add_trace(go.Bar(x=top["probability"], y=labels, orientation="h", showlegend=False,
+                             marker_color="#4a6fa5" if col == 1 else "#d62728",
+                             hovertemplate="next token %{y}<br>probability %{x:.3f}<extra></extra>"), row=1, col=col)
+        fig.update_yaxes(autorange="reversed", type="category", row=1, col=col)
+        fig.update_xaxes(title_text="probability of the next token", row=1, col=col)
+    return finish(fig, title=f"{result.scheme}: the whole model's top-5 next tokens, before and after", height=360)

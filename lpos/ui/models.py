@@ -51,7 +51,7 @@ def label(key: str) -> str:
     if key.startswith("dir:"):
         return f"{key[4:]} (shared folder)"
     if key.startswith("upload:"):
-        return f"{key[7:]} (your upload)"
+        return f"{key[7:].rpartition('@')[0] or key[7:]} (your upload)"  # "upload:<name>@<digest>"
     return f"{key} (trained, shipped)"
 
 

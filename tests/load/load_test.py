@@ -1,0 +1,272 @@
+"""Many users at once: real websocket sessions (Playwright browser contexts in one Chromium)
+against `streamlit run app.py` on a local port.
+
+    python tests/load/load_test.py --sessions 20 --seconds 60
+
+Each session has its own sentence (marked by a number no other session uses) and loops, until
+the time is up: type a new sentence, switch the position scheme, visit another page, come back.
+Every action is timed from the change to the page redrawn and checked: the URL carries the new
+state, no exception box, and on the Embeddings page the session's own tokens and no other
+session's. Every fifth session uploads its own small model first; at the end every session opens
+the model box and must see its own upload only. The streamlit process tree's memory is sampled
+throughout. Prints a summary (and --json writes it); exits 1 on any error or leak.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+TESTS = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(TESTS), str(TESTS.parent)]
+
+from conftest import CHROMIUM, CHROMIUM_ARGS, start_app  # noqa: E402
+
+from lpos.positions import SCHEMES  # noqa: E402
+from lpos.tokenizer import encode  # noqa: E402
+
+VARIANTS = ["tree", "house", "river", "hill", "road", "lake", "garden", "field"]  # one GPT-2 token each
+OTHER_PAGES = [("Sinusoids", "/sinusoids"), ("Similarity and neighbours", "/similarity"),
+               ("RoPE & ALiBi in attention", "/rope_alibi"), ("Order blindness (shuffle)", "/order_blindness"),
+               ("Length extrapolation", "/extrapolation"), ("Lesson: the story of positions", "/lesson")]
+HOME = ("Embeddings: token + position", "/")
+TIMEOUT_MS = 120_000
+UPLOAD_EVERY = 5
+
+
+def markers(count: int) -> list[int]:
+    """Numbers that are one GPT-2 token each (" 731"), one per session: a chip "␣731" is unmistakable."""
+    found = [n for n in range(101, 1000) if len(encode(f" {n}")) == 1]
+    if len(found) < count:
+        raise SystemExit(f"at most {len(found)} sessions")
+    return found[:count]
+
+
+@dataclass
+class Report:
+    timings: dict[str, list[float]] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    leaks: list[str] = field(default_factory=list)
+    peak_rss: int = 0
+
+    def time(self, action: str, seconds: float) -> None:
+        self.timings.setdefault(action, []).append(seconds)
+
+
+class MemorySampler(threading.Thread):
+    """Peak RSS of the streamlit process and its children, sampled every quarter second."""
+
+    def __init__(self, pid: int, report: Report):
+        super().__init__(daemon=True)
+        self.process, self.report, self.done = psutil.Process(pid), report, threading.Event()
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            try:
+                tree = [self.process, *self.process.children(recursive=True)]
+                rss = sum(p.memory_info().rss for p in tree if p.is_running())
+                self.report.peak_rss = max(self.report.peak_rss, rss)
+            except psutil.Error:
+                pass
+            self.done.wait(0.25)
+
+
+def small_model_file(path: Path) -> bytes:
+    """A tiny lpos checkpoint (rope, width 32): a real upload, a few MB."""
+    import torch
+
+    from lpos.checkpoints import save
+    from lpos.model import GPT, GPTConfig
+
+    torch.manual_seed(0)
+    save(GPT(GPTConfig(position="rope", n_layer=1, n_head=2, n_embd=32)), {}, path)
+    return path.read_bytes()
+
+
+class Session:
+    def __init__(self, index: int, marker: int, all_markers: list[int], context, url: str, report: Report,
+                 model_bytes: bytes | None):
+        self.index, self.marker, self.context, self.url, self.report = index, marker, context, url, report
+        self.foreign = [m for m in all_markers if m != marker]
+        self.upload_name = f"ckpt-{index}.pt" if model_bytes is not None else None
+        self.model_bytes = model_bytes
+        self.step = 0
+
+    def sentence(self) -> str:
+        variant = VARIANTS[self.step % len(VARIANTS)]
+        return f"The {variant} and the {variant} near marker {self.marker}"
+
+    async def redrawn(self, page, *, url_has: str | None = None, path: str | None = None) -> None:
+        """Wait until the URL shows the new state and Streamlit has finished the run."""
+        if url_has is not None:
+            await page.wait_for_function("(s) => decodeURIComponent(location.href.replace(/\\+/g, ' ')).includes(s)",
+                                         arg=url_has, timeout=TIMEOUT_MS)
+        if path is not None:
+            await page.wait_for_function("(p) => location.pathname === p", arg=path, timeout=TIMEOUT_MS)
+        await page.wait_for_timeout(150)  # the run starts after the widget message arrives
+        await page.wait_for_function(
+            "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+            " && document.querySelectorAll('[data-testid=\"stMain\"] h1').length > 0",
+            timeout=TIMEOUT_MS)
+        if await page.locator("[data-testid='stException']").count():
+            raise RuntimeError(await page.locator("[data-testid='stException']").first.inner_text())
+
+    async def check_own_view(self, page, variant: str | None = None) -> None:
+        """The session's own tokens are drawn (Plotly draws after the run ends), and no one else's."""
+        wanted = [f"␣{self.marker}", *([f"␣{variant}"] if variant else [])]
+        await page.wait_for_function(
+            "(wanted) => { const main = document.querySelector('[data-testid=\"stMain\"]');"
+            " return main && wanted.every(w => main.textContent.includes(w)); }", arg=wanted, timeout=TIMEOUT_MS)
+        text = await page.locator("[data-testid='stMain']").text_content()
+        own = await page.locator("[data-testid='stSidebar'] textarea").input_value()
+        if own != self.sentence():
+            raise RuntimeError(f"session {self.index}: the sentence box holds {own[:80]!r}")
+        for other in self.foreign:
+            if f"␣{other}" in text or f"marker {other}" in own:
+                self.report.leaks.append(f"session {self.index} shows marker {other}")
+        sidebar = await page.locator("[data-testid='stSidebar']").inner_text()
+        for name in [f"ckpt-{i}.pt" for i in range(0, 1000, UPLOAD_EVERY)]:
+            if name in sidebar and name != self.upload_name:
+                self.report.leaks.append(f"session {self.index} shows the upload {name}")
+
+    async def timed(self, action: str, coroutine) -> None:
+        start = time.perf_counter()
+        try:
+            await coroutine
+            self.report.time(action, time.perf_counter() - start)
+        except Exception as e:  # every failure is counted and described, the session goes on
+            self.report.errors.append(f"session {self.index}, {action}: {type(e).__name__}: {str(e)[:300]}")
+
+    async def open(self, page) -> None:
+        await page.goto(f"{self.url}/?{urllib.parse.urlencode({'text': self.sentence()})}")
+        await self.redrawn(page)
+        await self.check_own_view(page)
+
+    async def upload(self, page) -> None:
+        await page.locator("[data-testid='stSidebar'] input[type=file]").set_input_files(
+            files=[{"name": self.upload_name, "mimeType": "application/octet-stream", "buffer": self.model_bytes}])
+        await page.get_by_text(f"Loaded {self.upload_name}").wait_for(timeout=TIMEOUT_MS)
+        await self.redrawn(page, url_has="scheme=rope")
+        await self.check_own_view(page)
+
+    async def type_sentence(self, page) -> None:
+        self.step += 1
+        box = page.locator("[data-testid='stSidebar'] textarea")
+        await box.fill(self.sentence())
+        await box.press("Control+Enter")
+        await self.redrawn(page, url_has=f"text={self.sentence()}")
+        await self.check_own_view(page, VARIANTS[self.step % len(VARIANTS)])
+
+    async def switch_scheme(self, page, scheme: str) -> None:
+        await page.locator("[data-testid='stSidebar'] [data-testid='stSelectbox']").first.click()
+        await page.get_by_role("option", name=f"{scheme} —").first.click()
+        await self.redrawn(page, url_has=f"scheme={scheme}")
+        await self.check_own_view(page)
+
+    async def visit(self, page, title: str, path: str) -> None:
+        await page.locator("[data-testid='stSidebarNav']").get_by_text(title, exact=True).click()
+        await self.redrawn(page, path=path)
+
+    async def own_uploads_only(self, page) -> None:
+        await page.locator("[data-testid='stSidebar'] [data-testid='stSelectbox']").nth(1).click()
+        options = await page.get_by_role("option").all_inner_texts()
+        await page.keyboard.press("Escape")
+        uploads = [o for o in options if "(your upload)" in o]
+        expected = [f"{self.upload_name} (your upload)"] if self.upload_name else []
+        if uploads != expected:
+            self.report.leaks.append(f"session {self.index} sees uploads {uploads}, expected {expected}")
+
+    async def start(self) -> None:
+        self.page = page = await self.context.new_page()
+        page.on("pageerror", lambda error: self.report.errors.append(f"session {self.index}: page error {error}"))
+        await self.timed("open", self.open(page))
+        if self.upload_name:
+            await self.timed("upload", self.upload(page))
+
+    async def run(self, deadline: float) -> None:
+        page, turn = self.page, self.index
+        while time.time() < deadline:
+            turn += 1
+            await self.timed("type", self.type_sentence(page))
+            await self.timed("scheme", self.switch_scheme(page, SCHEMES[turn % len(SCHEMES)]))
+            await self.timed("page", self.visit(page, *OTHER_PAGES[turn % len(OTHER_PAGES)]))
+            await self.timed("page", self.visit(page, *HOME))
+            await self.timed("check", self.check_own_view(page))
+        await self.timed("models", self.own_uploads_only(page))
+
+
+async def drive(url: str, sessions: int, seconds: float, report: Report) -> None:
+    from playwright.async_api import async_playwright
+
+    numbers = markers(sessions)
+    with tempfile.TemporaryDirectory() as folder:
+        model_bytes = small_model_file(Path(folder) / "small.pt")
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        contexts = [await browser.new_context(viewport={"width": 1280, "height": 900}) for _ in range(sessions)]
+        users = [Session(i, numbers[i], numbers, contexts[i], url, report,
+                         model_bytes if i % UPLOAD_EVERY == 0 else None) for i in range(sessions)]
+        await asyncio.gather(*[user.start() for user in users])  # every session open before the clock starts
+        deadline = time.time() + seconds
+        await asyncio.gather(*[user.run(deadline) for user in users])
+        await browser.close()
+
+
+def percentile(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else values[0]
+
+
+def summary(report: Report, sessions: int, seconds: float, wall: float) -> dict:
+    changes = [t for action, times in report.timings.items() if action in ("type", "scheme", "page") for t in times]
+    result = {
+        "sessions": sessions, "seconds": seconds, "wall_seconds": round(wall, 1),
+        "actions": sum(len(times) for times in report.timings.values()),
+        "errors": len(report.errors), "leaks": len(report.leaks),
+        "response_p50_s": round(percentile(changes, 50), 2) if changes else None,
+        "response_p95_s": round(percentile(changes, 95), 2) if changes else None,
+        "by_action": {action: {"count": len(times), "p50_s": round(percentile(times, 50), 2),
+                               "p95_s": round(percentile(times, 95), 2)} for action, times in report.timings.items()},
+        "server_peak_rss_mb": round(report.peak_rss / 2**20),
+        "cpu_count": psutil.cpu_count(), "error_messages": report.errors[:20], "leak_messages": report.leaks[:20],
+    }
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=20)
+    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--json", type=Path, help="also write the summary here")
+    args = parser.parse_args(argv)
+    report = Report()
+    with tempfile.TemporaryDirectory() as folder:
+        app = start_app(Path(folder))
+        sampler = MemorySampler(app.process.pid, report)
+        sampler.start()
+        start = time.time()
+        try:
+            asyncio.run(drive(app.url, args.sessions, args.seconds, report))
+        finally:
+            sampler.done.set()
+            sampler.join()
+            app.process.terminate()
+            app.process.wait(timeout=30)
+    result = summary(report, args.sessions, args.seconds, time.time() - start)
+    print(json.dumps(result, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    return 1 if result["errors"] or result["leaks"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""The upload box in a real browser: a nanoGPT file made here goes in, its token rows come out on
+the Embeddings page; a bad file is refused with the model kept; another session never sees it;
+HTML typed as a sentence stays text."""
+from __future__ import annotations
+
+import base64
+import urllib.parse
+
+import numpy as np
+import pytest
+import torch
+from conftest import wait_for_app
+from test_upload import hf_files, nanogpt_bytes
+
+from lpos.tokenizer import encode
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+SENTENCE = "The dog bit the man and the dog ran"
+
+
+def open_app(page, url: str, **query) -> None:
+    page.goto(url + "/?" + urllib.parse.urlencode(query))
+    wait_for_app(page)
+
+
+def add_files(page, files: list[tuple[str, bytes]]) -> None:
+    page.locator("[data-testid='stSidebar'] input[type=file]").set_input_files(
+        files=[{"name": name, "mimeType": "application/octet-stream", "buffer": data} for name, data in files])
+
+
+def model_box_text(page) -> str:
+    return page.locator("[data-testid='stSidebar'] [data-testid='stSelectbox']").nth(1).inner_text()
+
+
+def model_options(page) -> list[str]:
+    page.locator("[data-testid='stSidebar'] [data-testid='stSelectbox']").nth(1).click()
+    options = page.get_by_role("option").all_inner_texts()
+    page.keyboard.press("Escape")
+    return options
+
+
+def first_token_rows(page) -> torch.Tensor:
+    """The z values of the first panel (token rows) of the Embeddings page's heatmaps."""
+    z = page.evaluate("""() => {
+        const plots = [...document.querySelectorAll('.js-plotly-plot')];
+        const heat = plots.find(p => p.data && p.data[0] && p.data[0].type === 'heatmap');
+        return heat.data[0].z;
+    }""")
+    if isinstance(z, dict):  # Plotly sends arrays as {"dtype", "bdata" (base64), "shape"}
+        shape = [int(n) for n in str(z["shape"]).split(",")]
+        z = np.frombuffer(base64.b64decode(z["bdata"]), dtype=z["dtype"]).reshape(shape)
+    return torch.tensor(np.asarray(z, dtype=np.float32))
+
+
+def test_uploaded_nanogpt_file_drives_the_embeddings_page(running_app, page, browser):
+    data, source = nanogpt_bytes(n_embd=64, n_layer=2, block_size=256)
+    server_errors = []
+    page.on("response", lambda r: r.status >= 500 and "favicon" not in r.url and server_errors.append(r.url))
+    open_app(page, running_app.url, text=SENTENCE)
+    add_files(page, [("ckpt.pt", data)])
+    page.get_by_text("Loaded ckpt.pt").wait_for(timeout=90_000)
+    wait_for_app(page)
+    assert "ckpt.pt (your upload)" in model_box_text(page)
+    assert "2 layers, width 64, 256 position rows" in page.locator("[data-testid='stSidebar']").inner_text()
+
+    expected = source.transformer.wte.weight.detach()[encode(SENTENCE)]  # (T, 64) the upload's token rows
+    torch.testing.assert_close(first_token_rows(page), expected, rtol=0, atol=1e-6)
+
+    add_files(page, [("evil.pt", b"PK\x03\x04 not really a zip")])
+    page.get_by_text("The model in use has not changed").wait_for(timeout=60_000)
+    wait_for_app(page)
+    assert "evil.pt is not a PyTorch checkpoint" in page.locator("[data-testid='stAlertContentError']").inner_text()
+    assert "ckpt.pt (your upload)" in model_box_text(page)
+    torch.testing.assert_close(first_token_rows(page), expected, rtol=0, atol=1e-6)
+    assert not [e for e in page.console_errors if "Failed to load resource" not in e]  # (favicon.png: a 500)
+    assert server_errors == [], server_errors
+
+    other = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()  # another user
+    open_app(other, running_app.url, text=SENTENCE)
+    options = model_options(other)
+    assert options and not any("your upload" in option for option in options)
+    other.context.close()
+
+
+def test_hugging_face_pair_added_one_file_at_a_time(running_app, page):
+    config, weights, source = hf_files()
+    open_app(page, running_app.url, text=SENTENCE)
+    add_files(page, [("config.json", config)])
+    page.get_by_text("needs model.safetensors too").wait_for(timeout=60_000)
+    add_files(page, [("model.safetensors", weights)])  # the box now holds both
+    page.get_by_text("Loaded model.safetensors").wait_for(timeout=60_000)
+    wait_for_app(page)
+    assert "model.safetensors (your upload)" in model_box_text(page)
+    expected = source.transformer.wte.weight.detach()[encode(SENTENCE)]
+    torch.testing.assert_close(first_token_rows(page), expected, rtol=0, atol=1e-6)
+
+
+def test_html_in_the_sentence_stays_text(running_app, page):
+    text = '<img src=x onerror="window.__lpos_pwned=1"> <script>window.__lpos_pwned=2</script> **bold** $x$'
+    open_app(page, running_app.url, text=text)
+    assert page.evaluate("() => window.__lpos_pwned") is None
+    assert page.locator("img[src='x']").count() == 0 and page.locator("[data-testid='stMain'] script").count() == 0
+    assert page.locator("[data-testid='stSidebar'] textarea").input_value() == text
+    chips = page.locator(".js-plotly-plot").first.text_content()
+    assert "img" in chips and "␣<" in chips and "script" in chips  # shown as the characters they are
+    page.screenshot(path="/tmp/lpos_browser_hostile_text.png", full_page=True)

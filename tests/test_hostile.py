@@ -1,0 +1,338 @@
+"""Hostile files, URLs and text: each is refused or shown as text, with a message, and nothing runs.
+
+Files go through the same function the sidebar's upload box calls (lpos.ui.upload.load_upload),
+and the worst of them through the upload box itself (AppTest).
+"""
+from __future__ import annotations
+
+import collections
+import io
+import json
+import pickle
+import re
+import struct
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import ROOT, app_test
+from test_upload import FakeUpload, hf_files, lpos_bytes, nanogpt_bytes
+
+from lpos.checkpoints import CheckpointError
+from lpos.ui import upload
+
+
+def refused(files: list[tuple[str, bytes]]) -> str:
+    """The one-sentence message a set of files is refused with."""
+    with pytest.raises(CheckpointError) as error:
+        upload.load_upload([FakeUpload(name, data) for name, data in files])
+    message = str(error.value)
+    assert message and "\n" not in message and "Traceback" not in message
+    return message
+
+
+# --- files that would run code -------------------------------------------------------------------
+
+
+class RunsCode:
+    """Unpickling this calls subprocess.call(["touch", marker]): the proof that code ran."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return subprocess.call, (["touch", str(self.marker)],)
+
+
+def test_torch_file_with_code_is_refused_and_nothing_runs(tmp_path):
+    marker = tmp_path / "pwned"
+    data, _ = nanogpt_bytes(n_embd=32, block_size=64)
+    payload = torch.load(io.BytesIO(data), weights_only=True)
+    payload["iter_num"] = RunsCode(marker)
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    message = refused([("ckpt.pt", buffer.getvalue())])
+    assert message == "ckpt.pt contains Python objects other than tensors; lpos refuses to unpickle them"
+    assert not marker.exists()
+
+
+def test_plain_pickle_with_code_is_refused_unread(tmp_path):
+    marker = tmp_path / "pwned"
+    message = refused([("model.pt", pickle.dumps({"model": RunsCode(marker)}))])
+    assert "not a PyTorch checkpoint" in message
+    assert not marker.exists()
+
+
+def test_code_through_the_upload_box_runs_nothing(tmp_path):
+    marker = tmp_path / "pwned"
+    buffer = io.BytesIO()
+    torch.save({"format": "lpos", "version": 1, "config": RunsCode(marker)}, buffer)
+    at = app_test()
+    before = at.selectbox(key="model").value
+    at.sidebar.get("file_uploader")[0].set_value(("evil.pt", buffer.getvalue(), "application/octet-stream"))
+    at.run()
+    assert not at.exception
+    assert [e.value for e in at.error] == ["evil.pt contains Python objects other than tensors; lpos refuses to "
+                                           "unpickle them. The model in use has not changed."]
+    assert at.selectbox(key="model").value == before
+    assert not marker.exists()
+    assert "uploads" not in at.session_state
+
+
+# --- damaged files -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.01, 0.5, 0.999])
+def test_truncated_file_is_refused(fraction):
+    data, _ = nanogpt_bytes(n_embd=32, block_size=64)
+    message = refused([("ckpt.pt", data[: int(len(data) * fraction)])])
+    assert message == "ckpt.pt is not a PyTorch checkpoint (not a zip archive, or truncated)"
+
+
+def test_file_with_a_damaged_middle_is_refused():
+    data, _ = nanogpt_bytes(n_embd=32, block_size=64)
+    archive = zipfile.ZipFile(io.BytesIO(data))
+    pickled = next(i for i in archive.infolist() if i.filename.endswith("data.pkl"))
+    start = pickled.header_offset + 30 + len(pickled.filename) + len(pickled.extra)
+    damaged = data[:start] + b"\xff" * 64 + data[start + 64:]  # overwrite the pickle's first bytes
+    assert refused([("ckpt.pt", damaged)]) == "ckpt.pt could not be read (UnpicklingError): the file is damaged"
+
+
+def test_wrong_shapes_are_named():
+    data, _ = nanogpt_bytes(n_embd=32, block_size=64)
+    payload = torch.load(io.BytesIO(data), weights_only=True)
+    payload["model"]["_orig_mod.transformer.h.1.attn.c_attn.weight"] = torch.zeros(96, 16)
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    assert refused([("ckpt.pt", buffer.getvalue())]) == (
+        "ckpt.pt: transformer.h.1.attn.c_attn.weight has shape (96, 16), expected (96, 32)")
+
+
+def test_missing_weights_are_named():
+    data, _ = nanogpt_bytes(n_embd=32, block_size=64)
+    payload = torch.load(io.BytesIO(data), weights_only=True)
+    del payload["model"]["_orig_mod.transformer.ln_f.weight"]
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    assert "missing ['transformer.ln_f.weight']" in refused([("ckpt.pt", buffer.getvalue())])
+
+
+@pytest.mark.parametrize("ids, message", [
+    (torch.tensor([-1, 5]), "token rows of the wrong shape"),  # a negative id would wrap to the last row
+    (torch.tensor([5, 50257]), "token rows of the wrong shape"),
+    (torch.tensor([1.0, 2.0]), "token rows of the wrong shape"),
+])
+def test_lpos_token_rows_out_of_range(tiny_model, ids, message):
+    data = lpos_bytes(tiny_model("none"), {})
+    payload = torch.load(io.BytesIO(data), weights_only=True)
+    payload["state_dict"]["transformer.wte.ids"] = ids
+    payload["state_dict"]["transformer.wte.rows"] = torch.zeros(2, 32, dtype=torch.float16)
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    assert message in refused([("model.pt", buffer.getvalue())])
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(n_head=0), "n_head is '0', not a positive whole number"),
+    (dict(n_layer=-3), "n_layer is '-3', not a positive whole number"),
+    (dict(n_embd="32"), "n_embd is '32', not a positive whole number"),
+    (dict(n_layer=None), "n_layer is 'None', not a positive whole number"),
+    (dict(n_head=5), "unsupported configuration: n_embd (32) must be divisible by n_head (5)"),
+    (dict(vocab_size=float("inf")), "unsupported configuration"),
+    (dict(vocab_size=1000), "has a vocabulary of 1000; lpos needs GPT-2's 50257 tokens"),
+    (dict(dropout="lots"), "unsupported configuration"),
+])
+def test_hostile_nanogpt_configurations(change, message):
+    data, _ = nanogpt_bytes(n_embd=32, block_size=64)
+    payload = torch.load(io.BytesIO(data), weights_only=True)
+    payload["model_args"].update(change)
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    assert message in refused([("ckpt.pt", buffer.getvalue())])
+
+
+@pytest.mark.parametrize("payload, message", [
+    ({"format": "lpos", "version": 1, "config": [1, 2], "state_dict": {}}, "config is not a dictionary"),
+    ({"format": "lpos", "version": 1, "config": dict(vocab_size=50257, n_layer=1, n_head=1, n_embd=8),
+      "state_dict": "weights"},
+     "state_dict is not a dictionary"),
+    ({"format": "lpos", "version": 99}, "lpos format version 99; this lpos reads 1"),
+    ({"model": {}, "model_args": "n_layer=2"}, "model_args is not a dictionary"),
+    ({"model": [], "model_args": dict(vocab_size=50304, n_layer=1, n_head=1, n_embd=8, block_size=8)},
+     "model is not a dictionary"),
+    ({"model": {}, "model_args": {}}, "has a vocabulary of 0"),
+    ({"weights": torch.zeros(3)}, "neither an lpos checkpoint nor a nanoGPT ckpt.pt"),
+    ([torch.zeros(3)], "does not hold a checkpoint dictionary"),
+])
+def test_wrong_structures_are_refused(payload, message):
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    assert message in refused([("model.pt", buffer.getvalue())])
+
+
+# --- files that ask for more memory than the cap -------------------------------------------------
+
+
+def test_huge_declared_model_is_refused_before_anything_is_built():
+    data, _ = nanogpt_bytes(n_embd=32, block_size=64)
+    payload = torch.load(io.BytesIO(data), weights_only=True)
+    payload["model_args"].update(n_embd=2**20, n_head=2**10, n_layer=1000)  # petabytes of weights
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    message = refused([("ckpt.pt", buffer.getvalue())])
+    assert re.fullmatch(r"ckpt\.pt declares a model of [\d,]+ million parameters \([\d,]+ MB in memory\), "
+                        r"over the 600 MB limit", message), message
+
+
+class _Storage:
+    def __init__(self, numel: int):
+        self.numel = numel
+
+
+class _Tensor:
+    """Pickles as torch's own tensor rebuild call, with whatever size it is told to claim."""
+
+    def __init__(self, storage: _Storage, size: tuple, stride: tuple):
+        self.args = (storage, 0, size, stride, False, collections.OrderedDict())
+
+    def __reduce__(self):
+        return torch._utils._rebuild_tensor_v2, self.args
+
+
+class _TorchPickler(pickle.Pickler):
+    def persistent_id(self, obj):
+        if isinstance(obj, _Storage):  # torch.save's storage reference: ("storage", type, key, location, numel)
+            return "storage", torch.FloatStorage, "0", "cpu", obj.numel
+        return None
+
+
+def declared_tensor_file(numel: int, size: tuple) -> bytes:
+    """A torch file whose one tensor claims `size` over a storage of `numel` floats, but holds 16 bytes."""
+    template = io.BytesIO()
+    torch.save({"x": torch.zeros(4)}, template)
+    source = zipfile.ZipFile(io.BytesIO(template.getvalue()))
+    pickled = io.BytesIO()
+    stride = tuple(int(torch.tensor(size[i + 1:]).prod()) for i in range(len(size)))
+    _TorchPickler(pickled, protocol=2).dump({"model_args": {}, "model": {"x": _Tensor(_Storage(numel), size, stride)}})
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        for info in source.infolist():
+            archive.writestr(info, pickled.getvalue() if info.filename.endswith("data.pkl") else source.read(info))
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("numel, size", [(10**12, (10**6, 10**6)), (4, (10**6, 10**6))])
+def test_huge_declared_tensor_is_refused(numel, size):
+    assert refused([("ckpt.pt", declared_tensor_file(numel, size))]) == (
+        "ckpt.pt could not be read (RuntimeError): the file is damaged")
+
+
+def test_zip_bomb_is_refused_unread(monkeypatch):
+    monkeypatch.setenv("LPOS_MAX_UPLOAD_MB", "2")
+    template = io.BytesIO()
+    torch.save({"model_args": {}, "model": {}}, template)
+    source = zipfile.ZipFile(template)
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for info in source.infolist():
+            archive.writestr(info.filename, source.read(info))
+        archive.writestr("archive/data/bomb", b"\0" * (64 * 2**20))  # 64 MB of zeros in ~64 kB
+    assert len(out.getvalue()) < 2 * 2**20
+    assert re.fullmatch(r"ckpt\.pt unpacks to \d+ MB, over the 2 MB limit", refused([("ckpt.pt", out.getvalue())]))
+
+
+def test_forged_declared_size_is_refused():
+    """A central directory that claims 10 GB for a 16-byte entry: refused by the declaration alone."""
+    data, _ = nanogpt_bytes(n_embd=32, block_size=64)
+    archive = zipfile.ZipFile(io.BytesIO(data))
+    entry = archive.infolist()[-1]
+    directory = [m.start() for m in re.finditer(rb"PK\x01\x02", data)][-1]  # the last central entry
+    assert data[directory + 46: directory + 46 + len(entry.filename)] == entry.filename.encode()
+    forged = data[:directory + 24] + struct.pack("<I", 0xFFFFFFF0) + data[directory + 28:]  # uncompressed size
+    assert re.fullmatch(r"ckpt\.pt unpacks to \d+ MB, over the 600 MB limit", refused([("ckpt.pt", forged)]))
+
+
+def test_hugging_face_header_declaring_a_huge_tensor():
+    config, _, _ = hf_files()
+    header = json.dumps({"wte.weight": {"dtype": "F32", "shape": [10**6, 10**6], "data_offsets": [0, 4 * 10**12]}})
+    weights = struct.pack("<Q", len(header)) + header.encode() + b"\0" * 16
+    assert "could not be read" in refused([("config.json", config), ("model.safetensors", weights)])
+    huge_header = struct.pack("<Q", 2**62) + b"{}"
+    assert "could not be read" in refused([("config.json", config), ("model.safetensors", huge_header)])
+
+
+@pytest.mark.parametrize("config, message", [
+    (b"[1, 2, 3]", "config.json does not hold a JSON object"),
+    (b"{not json", "could not be read (JSONDecodeError)"),
+    (json.dumps({"model_type": "bert"}).encode(), "model_type 'bert' is not supported"),
+    (json.dumps({"model_type": "gpt2", "n_layer": 2, "n_head": 4}).encode(), "n_embd is 'None'"),
+    (b" " * (2 * 2**20), "config.json is over 1024 kB"),
+])
+def test_hostile_hugging_face_configs(config, message):
+    _, weights, _ = hf_files()
+    assert message in refused([("config.json", config), ("model.safetensors", weights)])
+
+
+# --- hostile URLs and text -----------------------------------------------------------------------
+
+HOSTILE_TEXT = 'Hi <script>alert("x")</script> and <img src=x onerror=alert(1)> & <b>bold</b>'
+
+
+@pytest.mark.parametrize("query, notice", [
+    (dict(scheme="../../etc/passwd"), "Unknown position scheme '../../etc/passwd'"),
+    (dict(scheme="x" * 100_000), "Unknown position scheme 'xxxx"),
+    (dict(model="x" * 100_000), "Unknown model 'xxxx"),
+    (dict(model="/etc/passwd"), "Unknown model '/etc/passwd'"),
+    (dict(text="a" * 100_000), "cut to its first 20,000 characters"),
+    (dict(text="<script>" * 12_500), "cut to its first 20,000 characters"),
+])
+def test_hostile_url_values_become_notices(query, notice):
+    at = app_test(**query)
+    assert not at.exception
+    assert [w.value for w in at.warning if notice in w.value], [w.value for w in at.warning]
+    assert all(len(w.value) < 300 for w in at.warning)  # a huge value is never echoed whole
+
+
+FIGURE_MARKUP = re.compile(r"</?(br|b|i|em|sup|sub|extra)\s*/?>")  # the tags figure builders write themselves
+
+
+def figure_strings(figure_json: str | dict) -> list[str]:
+    """Every string in a Plotly figure's JSON: titles, labels, text, hover text, templates."""
+    found, stack = [], [json.loads(figure_json) if isinstance(figure_json, str) else figure_json]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            found.append(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
+
+
+def raw_markup(figure_json: str | dict) -> list[str]:
+    """Strings with a '<' that is not one of the figure's own tags: user text Plotly would render."""
+    return [text for text in figure_strings(figure_json) if "<" in FIGURE_MARKUP.sub("", text)]
+
+
+def test_html_in_the_sentence_is_shown_as_text():
+    at = app_test(text=HOSTILE_TEXT)
+    assert not at.exception
+    specs = [chart.proto.spec for chart in at.get("plotly_chart")]
+    assert specs
+    for spec in specs:
+        assert raw_markup(spec) == []
+    assert any("&lt;" in text for text in figure_strings(specs[0]))  # the '<' tokens, escaped
+    tokens = list(at.dataframe[0].value["token"])
+    assert "␣<" in tokens and "</" in tokens  # a table shows the characters themselves
+    assert not any("&lt;" in t for t in tokens)
+
+
+def test_no_unsafe_html_anywhere():
+    """Token text is user-controlled: no page may switch off Streamlit's HTML escaping."""
+    sources = [*ROOT.glob("*.py"), *ROOT.glob("pages/*.py"), *ROOT.glob("lpos/**/*.py")]
+    offenders = [str(p.relative_to(ROOT)) for p in sources if re.search(r"unsafe_allow_html\s*=\s*True", p.read_text())]
+    assert offenders == []
+    assert not [p for p in sources if "components.html" in p.read_text() or "st.html(" in p.read_text()]

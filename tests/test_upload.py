@@ -1,0 +1,334 @@
+"""Bring your own model: lpos / nanoGPT / Hugging Face uploads, the session they belong to, the shared folder.
+
+The file builders here (nanogpt_bytes, hf_files, lpos_bytes, FakeUpload) are also used by
+test_hostile.py and test_browser_upload.py.
+"""
+from __future__ import annotations
+
+import io
+import json
+import tempfile
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import ROOT, app_test, untrained_model
+
+from lpos.checkpoints import CheckpointError
+from lpos.tokenizer import encode
+from lpos.ui import upload
+from lpos.ui.models import label, offered, shared_dir_files
+
+NANOGPT_VOCAB = 50304  # nanoGPT pads GPT-2's 50257 up to a multiple of 64
+SENTENCE_IDS = encode("The dog bit the man")
+
+
+@dataclass
+class FakeUpload:
+    """Stands in for st.file_uploader's UploadedFile: a name, a size and the bytes."""
+
+    name: str
+    data: bytes
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+    def getvalue(self) -> bytes:
+        return self.data
+
+
+def nanogpt_bytes(*, n_embd: int = 64, n_layer: int = 2, n_head: int = 4, block_size: int = 256, seed: int = 0):
+    """A nanoGPT `ckpt.pt` as train.py writes it (compiled-model key prefix, padded vocabulary,
+    optimizer state), and the model whose weights it holds."""
+    model = untrained_model("learned", n_embd=n_embd, n_layer=n_layer, n_head=n_head, block_size=block_size,
+                            init_seed=seed)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    padded = torch.cat([state["transformer.wte.weight"], torch.zeros(NANOGPT_VOCAB - 50257, n_embd)])
+    state["transformer.wte.weight"] = state["lm_head.weight"] = padded
+    payload = {
+        "model": {f"_orig_mod.{k}": v for k, v in state.items()},
+        "optimizer": {"state": {}, "param_groups": [{"lr": 6e-4, "betas": (0.9, 0.95), "params": [0, 1]}]},
+        "model_args": dict(n_layer=n_layer, n_head=n_head, n_embd=n_embd, block_size=block_size, bias=True,
+                           vocab_size=NANOGPT_VOCAB, dropout=0.0),
+        "iter_num": 250,
+        "best_val_loss": torch.tensor(3.25),
+        "config": {"dataset": "shakespeare_char", "batch_size": 12},
+    }
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    return buffer.getvalue(), model
+
+
+def hf_files(*, n_embd: int = 32, n_layer: int = 2, n_head: int = 4, n_positions: int = 64):
+    """config.json and model.safetensors bytes in Hugging Face GPT-2 layout (Conv1D weights stored
+    (in, out), causal-mask buffers included), and the lpos model they should load as."""
+    from safetensors.torch import save
+
+    model = untrained_model("learned", n_embd=n_embd, n_layer=n_layer, n_head=n_head, block_size=n_positions,
+                            activation="gelu_tanh")
+    conv1d = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+    weights = {}
+    for key, tensor in model.state_dict().items():
+        if key == "lm_head.weight":
+            continue
+        key = key.removeprefix("transformer.")
+        weights[key] = (tensor.T if key.endswith(conv1d) else tensor).contiguous()
+    for layer in range(n_layer):
+        weights[f"h.{layer}.attn.bias"] = torch.ones(1, 1, n_positions, n_positions).tril()
+    config = {"model_type": "gpt2", "vocab_size": 50257, "n_positions": n_positions, "n_embd": n_embd,
+              "n_layer": n_layer, "n_head": n_head, "activation_function": "gelu_new"}
+    return json.dumps(config).encode(), save(weights), model
+
+
+def lpos_bytes(model, meta: dict) -> bytes:
+    from lpos.checkpoints import save
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "model.pt"
+        save(model, meta, path)
+        return path.read_bytes()
+
+
+def logits(model, ids=SENTENCE_IDS) -> torch.Tensor:
+    with torch.no_grad():
+        return model(torch.tensor([ids]))[0][0]
+
+
+def leftover_upload_folders() -> set[str]:
+    return {p.name for p in Path(tempfile.gettempdir()).glob("lpos-upload-*")}
+
+
+# --- the function the sidebar calls ---------------------------------------------------------------
+
+
+def test_nanogpt_checkpoint_loads_with_its_weights():
+    data, source = nanogpt_bytes()
+    before = leftover_upload_folders()
+    result = upload.load_upload([FakeUpload("ckpt.pt", data)])
+    assert result.key.startswith("upload:ckpt.pt@") and result.name == "ckpt.pt"
+    config = result.model.config
+    assert (config.position, config.n_layer, config.n_embd, config.block_size, config.vocab_size) == ("learned", 2, 64, 256, 50257)
+    torch.testing.assert_close(result.model.transformer.wte.weight, source.transformer.wte.weight)
+    torch.testing.assert_close(logits(result.model), logits(source))
+    assert result.meta == {"source": "nanoGPT", "iter_num": 250, "best_val_loss": pytest.approx(3.25)}
+    assert leftover_upload_folders() == before  # the temporary copy is gone
+
+
+def test_hugging_face_pair_loads_with_the_same_outputs():
+    config, weights, source = hf_files()
+    result = upload.load_upload([FakeUpload("model.safetensors", weights), FakeUpload("config.json", config)])
+    assert result.key.startswith("upload:model.safetensors@")
+    assert result.model.config.activation == "gelu_tanh" and result.model.config.block_size == 64
+    torch.testing.assert_close(logits(result.model), logits(source))
+
+
+def test_lpos_file_keeps_its_scheme_and_meta():
+    model = untrained_model("rope", n_layer=2, n_head=4, n_embd=32)
+    meta = {"val_loss": 4.5, "token_counts": {464: 12, 3290: 3}, "machine": "laptop"}
+    result = upload.load_upload([FakeUpload("my rope.pt", lpos_bytes(model, meta))])
+    assert result.model.config.position == "rope"
+    assert result.name == "my_rope.pt"
+    assert result.meta == {"val_loss": 4.5, "token_counts": {464: 12, 3290: 3}, "machine": "laptop"}
+    torch.testing.assert_close(logits(result.model), logits(model))
+
+
+def test_key_follows_the_bytes_not_only_the_name():
+    first, _ = nanogpt_bytes(seed=0)
+    second, _ = nanogpt_bytes(seed=1)
+    assert first != second
+    key = lambda data: upload.load_upload([FakeUpload("ckpt.pt", data)]).key  # noqa: E731
+    assert key(first) == key(first)
+    assert key(first) != key(second)  # two sessions' "ckpt.pt" never share a cache entry
+    assert label(key(first)) == "ckpt.pt (your upload)"
+
+
+@dataclass
+class Unread:
+    name: str
+    size: int
+
+    def getvalue(self) -> bytes:
+        raise AssertionError("an upload over the cap must be refused before it is read")
+
+
+def test_size_cap_is_named_and_checked_before_reading(monkeypatch):
+    monkeypatch.setenv("LPOS_MAX_UPLOAD_MB", "1")
+    with pytest.raises(CheckpointError, match=r"The upload is 3 MB; the limit is 1 MB per model\."):
+        upload.load_upload([Unread("ckpt.pt", 3 * 2**20)])
+    monkeypatch.setenv("LPOS_MAX_UPLOAD_MB", "600")
+    with pytest.raises(CheckpointError, match=r"The upload is 601 MB; the limit is 600 MB per model\."):
+        upload.load_upload([Unread("config.json", 2**20), Unread("model.safetensors", 600 * 2**20)])
+
+
+def test_cap_is_consistent_with_streamlit_config(monkeypatch):
+    monkeypatch.delenv("LPOS_MAX_UPLOAD_MB", raising=False)
+    settings = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    assert settings["server"]["maxUploadSize"] == upload.DEFAULT_CAP_MB == 600
+    monkeypatch.setattr(upload.st, "get_option", lambda name: settings["server"]["maxUploadSize"])
+    assert upload.cap_mb() == 600
+    monkeypatch.setenv("LPOS_MAX_UPLOAD_MB", "50")
+    assert upload.cap_mb() == 50  # the app's cap may be lower than Streamlit's...
+    monkeypatch.setenv("LPOS_MAX_UPLOAD_MB", "5000")
+    assert upload.cap_mb() == 600  # ...never higher: the browser would refuse the file first
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("../../etc/passwd", "passwd"),
+    ("C:\\Users\\me\\ckpt.pt", "ckpt.pt"),
+    ("<img src=x onerror=alert(1)>.pt", "_img_src_x_onerror_alert_1__.pt"),
+    (".hidden.pt", "hidden.pt"),
+    ("", "upload"),
+])
+def test_file_names_are_reduced_to_safe_names(name, expected):
+    assert upload.safe_name(name) == expected
+
+
+@pytest.mark.parametrize("names, message", [
+    (["notes.txt"], "Upload one .pt file"),
+    (["a.pt", "b.pt"], "Upload one .pt file"),
+    (["config.json"], "needs model.safetensors too"),
+    (["model.safetensors"], "needs config.json too"),
+])
+def test_unusable_file_sets_get_one_sentence(names, message):
+    with pytest.raises(CheckpointError, match=message) as error:
+        upload.load_upload([FakeUpload(n, b"x") for n in names])
+    assert str(error.value).count(". ") <= 1 and "\n" not in str(error.value)
+
+
+@dataclass
+class InBox:
+    name: str
+    file_id: str
+
+
+def test_only_files_just_added_are_loaded():
+    ckpt, evil = InBox("ckpt.pt", "1"), InBox("evil.pt", "2")
+    assert upload.files_to_load([ckpt], set()) == [ckpt]
+    assert upload.files_to_load([ckpt, evil], {"1"}) == [evil]  # the box keeps ckpt.pt; evil.pt is new
+    assert upload.files_to_load([ckpt], {"1", "2"}) == []  # a file was removed
+    config, weights, newer = InBox("config.json", "3"), InBox("model.safetensors", "4"), InBox("config.json", "5")
+    assert upload.files_to_load([ckpt, config], {"1"}) == [config]
+    assert upload.files_to_load([ckpt, config, weights], {"1", "3"}) == [config, weights]  # its partner too
+    assert upload.files_to_load([config, weights, newer], {"3", "4"}) == [newer, weights]  # the latest copy
+    assert upload.files_to_load([ckpt, evil], set()) == [ckpt, evil]  # two at once: load_upload refuses
+
+
+def test_hostile_meta_is_reduced_to_what_pages_can_read():
+    meta = {"val_loss": float("nan"), "steps": True, "tokens_trained": 1000, "token_counts": {"a": "b"},
+            "loss_by_length": {"64": {"loss": "3.5"}, "128": {"loss": None, "note": "n/a"}},
+            "machine": ["not", "text"], "evil": object()}
+    assert upload.clean_meta(meta) == {
+        "tokens_trained": 1000,
+        "loss_by_length": {64: {"loss": 3.5, "note": ""}, 128: {"loss": None, "note": "n/a"}},
+    }
+
+
+# --- the sidebar, through AppTest -----------------------------------------------------------------
+
+
+def model_box(at):
+    return at.selectbox(key="model")
+
+
+def upload_through_sidebar(at, files):
+    at.sidebar.get("file_uploader")[0].set_value(files)
+    return at.run()
+
+
+def test_sidebar_upload_selects_the_model_and_a_bad_file_keeps_it():
+    data, source = nanogpt_bytes()
+    at = app_test(text="The dog bit the man", scheme="rope")
+    assert at.selectbox(key="scheme").value == "rope"
+    upload_through_sidebar(at, ("ckpt.pt", data, "application/octet-stream"))
+    assert not at.exception
+    key = model_box(at).value
+    assert key.startswith("upload:ckpt.pt@")
+    assert "ckpt.pt (your upload)" in model_box(at).options
+    assert at.selectbox(key="scheme").value == "learned"  # the upload's own scheme
+    assert "2 layers, width 64, 256 position rows" in at.success[0].value
+    model, meta = at.session_state["uploads"][key]
+    torch.testing.assert_close(logits(model), logits(source))
+    assert at.query_params["model"] == ["untrained"]  # an upload never goes into a shareable link
+
+    upload_through_sidebar(at, ("evil.pt", b"PK\x03\x04 truncated", "application/octet-stream"))
+    assert not at.exception
+    assert [e.value for e in at.error] == [
+        "evil.pt is not a PyTorch checkpoint (not a zip archive, or truncated). The model in use has not changed."]
+    assert model_box(at).value == key  # still the good upload
+
+    fresh = app_test()  # another browser session
+    assert not any(option.endswith("(your upload)") for option in fresh.selectbox(key="model").options)
+    assert "uploads" not in fresh.session_state
+
+
+def test_hugging_face_pair_through_the_sidebar():
+    config, weights, _ = hf_files()
+    at = app_test()
+    upload_through_sidebar(at, [("config.json", config, "application/json")])
+    assert not at.exception
+    assert any("needs model.safetensors too" in i.value for i in at.info)
+    assert not model_box(at).value.startswith("upload:")
+    upload_through_sidebar(at, [("config.json", config, "application/json"),
+                                ("model.safetensors", weights, "application/octet-stream")])
+    assert not at.exception
+    assert model_box(at).value.startswith("upload:model.safetensors@")
+
+
+@pytest.mark.slow
+def test_every_page_works_with_an_upload():
+    data, _ = nanogpt_bytes()
+    at = app_test(text="The cat sat on the mat and the cat slept")
+    upload_through_sidebar(at, ("ckpt.pt", data, "application/octet-stream"))
+    for page in sorted((ROOT / "pages").glob("*.py")):
+        at.switch_page(f"pages/{page.name}").run()
+        assert not at.exception, (page.name, [e.value for e in at.exception])
+        assert at.title and at.title[0].value, page.name  # the page drew, not only the sidebar
+        # (AppTest drops the sidebar from its tree after switch_page; the selection is still there)
+        assert at.session_state["selection"].model.label == "ckpt.pt (your upload)", page.name
+
+
+# --- LPOS_CHECKPOINT_DIR: a folder offered to every user ------------------------------------------
+
+
+@pytest.fixture
+def shared_folder(tmp_path, monkeypatch):
+    data, _ = nanogpt_bytes(n_embd=32, block_size=64)
+    (tmp_path / "small-gpt.pt").write_bytes(data)
+    (tmp_path / "damaged.pt").write_bytes(data[: len(data) // 2])
+    (tmp_path / "notes.txt").write_text("not a model")
+    config, weights, _ = hf_files()
+    (tmp_path / "hf-gpt2").mkdir()
+    (tmp_path / "hf-gpt2" / "config.json").write_bytes(config)
+    (tmp_path / "hf-gpt2" / "model.safetensors").write_bytes(weights)
+    monkeypatch.setenv("LPOS_CHECKPOINT_DIR", str(tmp_path))
+    return tmp_path
+
+
+def test_shared_folder_offers_its_models_by_name(shared_folder):
+    assert sorted(shared_dir_files()) == ["dir:damaged.pt", "dir:hf-gpt2", "dir:small-gpt.pt"]
+    assert {"dir:small-gpt.pt", "dir:hf-gpt2", "untrained"} <= set(offered())
+    assert label("dir:small-gpt.pt") == "small-gpt.pt (shared folder)"
+
+
+def test_shared_folder_models_in_the_app(shared_folder):
+    at = app_test(model="dir:small-gpt.pt")
+    assert not at.exception and not at.warning
+    assert model_box(at).value == "dir:small-gpt.pt" and at.selectbox(key="scheme").value == "learned"
+    assert "small-gpt.pt (shared folder)" in model_box(at).options
+
+    model_box(at).set_value("dir:damaged.pt").run()
+    assert not at.exception
+    assert any("damaged.pt (shared folder) could not be loaded" in w.value for w in at.warning)
+    assert model_box(at).value != "dir:damaged.pt"
+
+
+@pytest.mark.parametrize("value", ["../../etc/passwd", "dir:../small-gpt.pt", f"dir:{'x' * 100_000}",
+                                   "/etc/passwd", "upload:ckpt.pt@0123456789ab"])
+def test_model_names_from_the_url_are_never_paths(shared_folder, value):
+    at = app_test(model=value)
+    assert not at.exception
+    assert model_box(at).value in ("learned", "untrained")
+    assert any("Unknown model" in w.value for w in at.warning)
