@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -102,13 +103,30 @@ def browser():
         browser.close()
 
 
+# Streamlit's frontend, opened on a page's own URL (/lesson), first probes /lesson/_stcore/health
+# and host-config before it finds the server root: harmless 404s that are not the app's.
+STREAMLIT_PATH_PROBE = re.compile(r"/[^/?]+/_stcore/(health|host-config)")
+
+
 @pytest.fixture
 def page(browser):
-    """A fresh browser page that records console errors in `page.console_errors`."""
+    """A fresh browser page recording JavaScript/console errors in `page.console_errors` and failed
+    requests (status >= 400, Streamlit's own path probes left out) in `page.failed_requests`."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
-    page.console_errors = []
-    page.on("console", lambda message: message.type == "error" and page.console_errors.append(message.text))
+    page.console_errors, page.failed_requests = [], []
+
+    def on_console(message):
+        # a failed resource is reported with its URL by on_response
+        if message.type == "error" and not message.text.startswith("Failed to load resource"):
+            page.console_errors.append(message.text)
+
+    def on_response(response):
+        if response.status >= 400 and not STREAMLIT_PATH_PROBE.search(response.url):
+            page.failed_requests.append(f"{response.status} {response.url}")
+
+    page.on("console", on_console)
+    page.on("response", on_response)
     page.on("pageerror", lambda error: page.console_errors.append(str(error)))
     yield page
     context.close()
