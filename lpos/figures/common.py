@@ -26,8 +26,9 @@ def tick_step(count: int, *, pixels: int, spacing: int = 14) -> int:
 
 
 def finish(fig: go.Figure, *, title: str, height: int | None = None) -> go.Figure:
-    fig.update_layout(title=dict(text=title, x=0.0, xanchor="left"), margin=dict(l=10, r=10, t=60, b=10),
-                      template="plotly_white")
+    """Title and margins for every figure. No named template: assigning one costs ~0.1 s per figure
+    (Plotly validates the whole template), and st.plotly_chart applies Streamlit's theme anyway."""
+    fig.update_layout(title=dict(text=title, x=0.0, xanchor="left"), margin=dict(l=10, r=10, t=60, b=10))
     if height is not None:
         fig.update_layout(height=height)
     return fig
