@@ -6,6 +6,7 @@ disagree; `python -m lpos card` rewrites it after a rebuild.
 from __future__ import annotations
 
 from lpos import checkpoints
+from lpos.analysis.lengths import length_reading, loss_table
 from lpos.positions import SCHEMES
 
 REBUILD = "bash checkpoints/rebuild.sh ../shared/data/*.txt"
@@ -65,12 +66,18 @@ def model_card(*, rebuild_seconds: float | None = None) -> str:
     for name in shipped:
         _, meta = metas[name]
         lines.append(f"| {name} | " + " | ".join(_loss(meta["loss_by_length"][n]) for n in lengths) + " |")
+    tables = {name: loss_table(metas[name][1]) for name in shipped}
     lines += [
+        "",
+        "What these numbers say (written by `lpos.analysis.lengths.length_reading` from the table above):",
+        "",
+        length_reading(tables, train_length=first["train_args"]["block_size"]),
         "",
         f"Machine: {first['machine']}, one process per run.",
     ]
     if rebuild_seconds is not None:
-        lines.append(f"Rebuilding all five (training and evaluation, one after another) took {rebuild_seconds / 60:.1f} minutes, measured by `checkpoints/rebuild.sh`.")
+        lines.append(f"Rebuilding all five, one after another (training and evaluation), took {rebuild_seconds / 60:.1f} "
+                     "minutes on this machine: the sum of the five runs' measured wall times.")
     lines += [
         "",
         "## Rebuild",
