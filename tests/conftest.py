@@ -37,6 +37,26 @@ def tiny_model():
     return make
 
 
+@pytest.fixture(autouse=True)
+def server_navigation_mode(monkeypatch):
+    """Keep AppTest in the navigation mode of a running server.
+
+    Before every run AppTest forgets whether st.navigation was called and re-detects the pages/
+    folder beside app.py, so a page opened with switch_page runs on its own, without app.py.
+    A real server does that only for its very first request (lpos.ui.state.selection reruns that
+    one through app.py; tests/test_browser_lesson.py opens a fresh server on a page's URL).
+    """
+    from streamlit.runtime.pages_manager import PagesManager
+
+    detect = PagesManager.__init__
+
+    def init(self, *args, **kwargs):
+        detect(self, *args, **kwargs)
+        PagesManager.uses_pages_directory = False  # what app.py's st.navigation sets
+
+    monkeypatch.setattr(PagesManager, "__init__", init)
+
+
 def app_test(*, page: str | None = None, timeout: float = 120, **query):
     """An AppTest of app.py, optionally opened on a page file and with URL query values, already run."""
     from streamlit.testing.v1 import AppTest

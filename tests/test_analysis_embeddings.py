@@ -6,6 +6,7 @@ import pytest
 
 from lpos.analysis.embeddings import (cosine, embedding_view, lookalike_tokens, never_seen, repeated_tokens,
                                       row_norms, rows_frame, token_counts)
+from lpos.model import SINUSOID_SCALE
 from lpos.positions import sinusoidal_table
 from lpos.tokenizer import encode
 
@@ -19,12 +20,12 @@ def test_rows_are_lookups_of_the_model_tables(tiny_model, scheme):
     view = embedding_view(model, ids)
     wte = model.transformer.wte.weight.detach().numpy()
     C = model.config.n_embd
-    expected_tokens = wte[ids] * (math.sqrt(C) if scheme == "sinusoidal" else 1.0)
+    expected_tokens = wte[ids]
     np.testing.assert_allclose(view.token_rows, expected_tokens, rtol=1e-6)
     if scheme == "learned":
         expected_positions = model.transformer.wpe.weight.detach().numpy()[: len(ids)]
     elif scheme == "sinusoidal":
-        expected_positions = sinusoidal_table(len(ids), C).numpy()
+        expected_positions = SINUSOID_SCALE * sinusoidal_table(len(ids), C).numpy()
     else:
         expected_positions = None
     if expected_positions is None:
@@ -96,8 +97,9 @@ def test_row_norms(tiny_model):
     view = embedding_view(tiny_model("sinusoidal"), encode("A cat sat"))
     frame = row_norms(view)
     np.testing.assert_allclose(frame["token_norm"], np.linalg.norm(view.token_rows, axis=1), rtol=1e-6)
-    # a sinusoidal row holds C/2 (sin, cos) pairs, each of norm 1
-    np.testing.assert_allclose(frame["position_norm"].astype(float), math.sqrt(view.token_rows.shape[1] / 2), rtol=1e-5)
+    # a sinusoidal row holds C/2 (sin, cos) pairs, each of norm 1, scaled by 0.02 sqrt(2)
+    C = view.token_rows.shape[1]
+    np.testing.assert_allclose(frame["position_norm"].astype(float), 0.02 * math.sqrt(2) * math.sqrt(C / 2), rtol=1e-5)
     none = row_norms(embedding_view(tiny_model("none"), encode("A cat sat")))
     assert none["position_norm"].isna().all()
 

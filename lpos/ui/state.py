@@ -124,7 +124,11 @@ def sidebar() -> Selection:
     scheme, key = st.session_state["scheme"], st.session_state["model"]
     model, meta = _model_and_meta(key, scheme)
     text = st.session_state["sentence"]
-    st.query_params.update({"text": text, "scheme": scheme, "model": key if not key.startswith("upload:") else UNTRAINED})
+    st.query_params.update({"text": text, "scheme": scheme})
+    if key.startswith("upload:"):  # an upload is this tab's alone: a copied link opens the scheme's default
+        st.query_params.pop("model", None)
+    else:
+        st.query_params["model"] = key
     return Selection(text=text, scheme=scheme, model=LoadedModel(key, label(key), model, meta), ids=encode(text))
 
 
