@@ -22,6 +22,7 @@ from lpos.positions import SCHEMES, alibi_bias, check_scheme, rope_rotate, sinus
 INIT_STD = 0.02  # GPT-2's initialisation of weights and embedding rows
 # a sinusoidal row has norm sqrt(C/2); times this it has INIT_STD * sqrt(C), an initial token row's norm
 SINUSOID_SCALE = INIT_STD * math.sqrt(2)
+INFERENCE_LOSS_ROWS = 512  # positions scored at once by vocab_loss without gradients
 
 
 @dataclass(frozen=True)
@@ -233,8 +234,13 @@ class GPT(nn.Module):
         lookup = torch.full((self.config.vocab_size,), -1, dtype=torch.long, device=idx.device)
         lookup[vocab] = torch.arange(len(vocab), device=idx.device)
         index = lookup[targets].reshape(-1)  # position of each target in the vocabulary
-        logits = h @ self.transformer.wte.weight[vocab].T  # (B, T, V')
-        losses = F.cross_entropy(logits.view(-1, logits.size(-1)), index.clamp(min=0), reduction="none")
+        rows = self.transformer.wte.weight[vocab]  # (V', C)
+        flat = h.reshape(-1, h.size(-1))  # (B*T, C)
+        # Without gradients, score a few hundred positions at a time: 1,024 positions over all
+        # 50,257 tokens would hold ~400 MB of logits at once. Training keeps one matmul.
+        chunk = flat.size(0) if torch.is_grad_enabled() else INFERENCE_LOSS_ROWS
+        losses = torch.cat([F.cross_entropy(flat[i : i + chunk] @ rows.T, index[i : i + chunk].clamp(min=0), reduction="none")
+                            for i in range(0, flat.size(0), chunk)])  # (B*T,)
         losses = losses.masked_fill(index < 0, float("nan"))
         return losses.nanmean() if reduction == "mean" else losses.view(targets.shape)
 

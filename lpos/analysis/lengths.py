@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-import torch.nn.functional as F
 
 from lpos.model import GPT
 
@@ -33,11 +32,7 @@ def not_applicable(model: GPT, length: int) -> str | None:
 def token_losses(model: GPT, ids: torch.Tensor) -> torch.Tensor:
     """Next-token loss at every position of one sequence (T,) -> (T-1,); NaN where the target
     is outside the model's vocabulary."""
-    logits, _ = model(ids[None, :-1])  # (1, T-1, vocab)
-    targets = ids[1:]
-    logp = F.log_softmax(logits[0].float(), dim=-1)  # (T-1, vocab)
-    losses = -logp.gather(1, targets[:, None])[:, 0]
-    return losses.masked_fill(torch.isinf(losses), float("nan"))
+    return model.vocab_loss(ids[None, :-1], ids[None, 1:], reduction="none")[0]
 
 
 @torch.no_grad()

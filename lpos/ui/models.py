@@ -65,4 +65,8 @@ def load_offered(key: str) -> tuple[GPT, dict]:
 def untrained(scheme: str) -> GPT:
     """A fresh model of the shipped size, seeded, so the same untrained rows appear every time."""
     torch.manual_seed(0)
-    return GPT(GPTConfig(position=scheme)).eval()
+    model = GPT(GPTConfig(position=scheme)).eval()
+    if scheme != "learned":  # the five start from the same token table (init_seed 0): hold it once, ~26 MB each
+        shared = untrained("learned").transformer.wte.weight
+        model.transformer.wte.weight = model.lm_head.weight = shared
+    return model

@@ -1,0 +1,84 @@
+"""`python -m lpos bench`: its pure parts on numbers, the quick run end to end (a smoke test, not a timing assertion)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import ROOT
+from lpos import bench
+
+PAGE_NAMES = {p.stem for p in (ROOT / "pages").glob("*.py")}
+
+
+def test_spread_is_median_and_range():
+    assert bench.spread([5.0, 1.0, 3.0, 100.0]) == {"median": 4.0, "min": 1.0, "max": 100.0, "n": 4}
+
+
+def test_synthetic_corpus_uses_exactly_the_requested_vocabulary():
+    corpus = bench.synthetic_corpus(tokens=20_000, vocab=300, seed=3)
+    assert len(corpus.train) + len(corpus.val) == 20_000
+    words = torch.unique(torch.cat([corpus.train, corpus.val]))
+    assert len(words) == 300 and int(words.max()) < 50257
+    again = bench.synthetic_corpus(tokens=20_000, vocab=300, seed=3)
+    assert torch.equal(corpus.train, again.train)
+
+
+def test_evaluation_speed_is_measured_only_where_the_scheme_reaches():
+    learned = bench.evaluation_speed(scheme="learned", lengths=(64, 256), tokens=600, vocab=50)
+    assert learned["tokens_per_s"][64] > 0
+    assert learned["tokens_per_s"][256] is None  # a learned table stops at 128 rows
+
+
+def test_table_flags_pages_over_the_goal():
+    stat = lambda ms: {"median": ms, "min": ms, "max": ms, "n": 1}  # noqa: E731
+    page = lambda ms: {"first_draw_ms": 900.0, "sentence_ms": stat(ms), "scheme_ms": stat(ms),  # noqa: E731
+                       "sentence_ratio": ms / 100, "scheme_ratio": ms / 100, "server_share": stat(0.5),
+                       "interaction_ws_bytes": stat(2048), "load_ws_bytes": 4096, "load_http_bytes": 10240, "errors": 0}
+    results = {"machine": bench.machine(), "runs": 1, "goal_ratio": 1.5,
+               "model": {"train": [{"scheme": "learned", "tokens_per_s": 1234.0, "steps": 3, "vocab": 10}],
+                         "eval": {"scheme": "sinusoidal", "tokens_per_s": {128: 5000.0, 1024: 4000.0}}},
+               "app": {"floor": {"sentence_ms": stat(100.0), "scheme_ms": stat(100.0)},
+                       "pages": {"fast": page(140.0), "slow": page(400.0)},
+                       "cold_start": {"first_page_ms": stat(5000.0), "after_model_switch_ms": stat(800.0)},
+                       "similarity_1024": None,
+                       "memory": {"peak_rss_mb": 700.0, "limit_mb": 690, "models_loaded": ["learned"], "end_rss_mb": 650.0,
+                                  "sessions_at_once": 3, "sessions_drawn": 3}}}
+    text = bench.table(results)
+    fast, slow = (next(line for line in text.splitlines() if line.startswith(name)) for name in ("fast", "slow"))
+    assert "over goal" not in fast and "1.40" in fast
+    assert slow.endswith("over goal") and "4.00" in slow
+    assert "1,234 tokens/s" in text and "OVER the 690 MB limit" in text
+
+
+def test_bench_without_chromium_says_what_to_install():
+    result = subprocess.run([sys.executable, "-m", "lpos", "bench", "--quick"], cwd=ROOT, capture_output=True, text=True,
+                            env={**os.environ, "LPOS_CHROMIUM": "/nonexistent/chromium"}, timeout=120)
+    assert result.returncode == 2
+    assert "Chromium not found at /nonexistent/chromium" in result.stderr and "--model-only" in result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_quick_benchmark_reports_every_page():
+    result = subprocess.run([sys.executable, "-m", "lpos", "bench", "--quick", "--json"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=1200)
+    assert result.returncode == 0, result.stderr[-3000:]
+    data = json.loads(result.stdout)
+    assert all(entry["tokens_per_s"] > 0 for entry in data["model"]["train"])
+    assert data["model"]["eval"]["tokens_per_s"]["128"] > 0
+    app = data["app"]
+    assert set(app["pages"]) == PAGE_NAMES
+    assert app["floor"]["sentence_ms"]["median"] > 0 and app["floor"]["scheme_ms"]["median"] > 0
+    for name, page in app["pages"].items():
+        assert page["errors"] == 0, name
+        assert page["first_draw_ms"] > 0 and page["load_http_bytes"] > 0 and page["load_ws_bytes"] > 0, name
+        for kind in ("sentence", "scheme"):
+            assert page[f"{kind}_ms"]["median"] > 0 and page[f"{kind}_ratio"] > 0, name
+    assert app["similarity_1024"]["positions"] == 1024 and app["similarity_1024"]["ms"]["median"] > 0
+    assert app["cold_start"]["first_page_ms"]["median"] > app["cold_start"]["after_model_switch_ms"]["median"] > 0
+    assert app["memory"]["peak_rss_mb"] > 100 and app["memory"]["sessions_drawn"] == app["memory"]["sessions_at_once"]
