@@ -22,7 +22,7 @@ from lpos.positions import SCHEMES, alibi_bias, check_scheme, rope_rotate, sinus
 INIT_STD = 0.02  # GPT-2's initialisation of weights and embedding rows
 # a sinusoidal row has norm sqrt(C/2); times this it has INIT_STD * sqrt(C), an initial token row's norm
 SINUSOID_SCALE = INIT_STD * math.sqrt(2)
-INFERENCE_LOSS_ROWS = 512  # positions scored at once by vocab_loss without gradients
+INFERENCE_LOSS_ROWS = 128  # positions scored at once by vocab_loss without gradients
 
 
 @dataclass(frozen=True)
