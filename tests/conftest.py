@@ -14,10 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from lpos.bench import CHROMIUM, CHROMIUM_ARGS  # one place for the browser and its flags
+
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = os.environ.get("LPOS_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage"]
 SCHEMES = ["learned", "sinusoidal", "rope", "alibi", "none"]
 
 
