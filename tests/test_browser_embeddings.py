@@ -78,7 +78,9 @@ def test_type_switch_scheme_and_share_the_link(running_app, page, browser, tmp_p
     shared.on("console", lambda message: message.type == "error" and shared_errors.append(message.text))
     shared.goto(page.url)
     wait_for_charts(shared, title="sinusoidal, 8 tokens")
-    assert shared.locator("[data-testid='stSidebar'] textarea").input_value() == SENTENCE
+    box = shared.locator("[data-testid='stSidebar'] textarea")  # filled a moment after the first draw
+    shared.wait_for_function("([box, text]) => box.value === text", arg=[box.element_handle(), SENTENCE],
+                             timeout=15_000)
     assert "sinusoidal" in shared.locator("[data-testid='stSidebar'] [data-testid='stSelectbox']").first.text_content()
     shared.screenshot(path=str(tmp_path / "embeddings_shared.png"), full_page=True)
     shared.context.close()
