@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
+from playwright.async_api import TimeoutError as PlaywrightTimeout
 
 TESTS = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(TESTS), str(TESTS.parent)]
@@ -128,7 +129,13 @@ class Session:
             "(wanted) => { const main = document.querySelector('[data-testid=\"stMain\"]');"
             " return main && wanted.every(w => main.textContent.includes(w)); }", arg=wanted, timeout=TIMEOUT_MS)
         text = await page.locator("[data-testid='stMain']").text_content()
-        own = await page.locator("[data-testid='stSidebar'] textarea").input_value()
+        box = page.locator("[data-testid='stSidebar'] textarea")
+        try:  # the box is sometimes filled a moment after the first draw (docs/RELIABILITY.md)
+            await page.wait_for_function("([box, text]) => box.value === text",
+                                         arg=[await box.element_handle(), self.sentence()], timeout=15_000)
+        except PlaywrightTimeout:
+            pass  # reported below with what the box holds
+        own = await box.input_value()
         if own != self.sentence():
             raise RuntimeError(f"session {self.index}: the sentence box holds {own[:80]!r}")
         for other in self.foreign:
