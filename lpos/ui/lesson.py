@@ -116,7 +116,8 @@ def figure(step: int, selection: Selection) -> tuple[go.Figure, str | None]:
         near = float(np.mean(np.diag(similarity.cosine_similarity_map(trained), k=1)))
         return similarity_heatmaps(maps, axis_title="position"), f"Neighbouring positions: mean cosine {near:.2f}."
     tables = cached_experiments.shipped_loss_tables()
-    return length_curves_figure(tables, train_length=128), lengths.length_reading(tables, train_length=128)
+    trained_at = model.config.block_size  # the shipped models train at their context length
+    return length_curves_figure(tables, train_length=trained_at), lengths.length_reading(tables, train_length=trained_at)
 
 
 def presenter_css() -> str:
