@@ -16,6 +16,7 @@ import pytest
 import torch
 from conftest import ROOT, app_test, untrained_model
 
+from lpos.analysis.lengths import story
 from lpos.checkpoints import CheckpointError
 from lpos.tokenizer import encode
 from lpos.ui import upload
@@ -278,16 +279,28 @@ def test_hugging_face_pair_through_the_sidebar():
 
 
 @pytest.mark.slow
-def test_every_page_works_with_an_upload():
-    data, _ = nanogpt_bytes()
-    at = app_test(text="The cat sat on the mat and the cat slept")
+@pytest.mark.parametrize("size, text", [
+    ({}, "The cat sat on the mat and the cat slept"),
+    # the example, a nanoGPT model of width 512 and block 1024 (~38M parameters with 4
+    # layers), on a text longer than its table: each page offers the first 1,024 tokens
+    (dict(n_embd=512, n_layer=4, n_head=8, block_size=1024), "story"),
+], ids=["small", "width512-block1024"])
+def test_every_page_works_with_an_upload(size, text):
+    data, _ = nanogpt_bytes(**size)
+    at = app_test(text=story()[:4000] if text == "story" else text)
     upload_through_sidebar(at, ("ckpt.pt", data, "application/octet-stream"))
+    cut = []
     for page in sorted((ROOT / "pages").glob("*.py")):
         at.switch_page(f"pages/{page.name}").run()
+        if any(toggle.key == "truncate_learned" for toggle in at.toggle):
+            at.toggle(key="truncate_learned").set_value(True).run()
+            assert "1024 rows" in at.warning[0].value
+            cut.append(page.stem)
         assert not at.exception, (page.name, [e.value for e in at.exception])
         assert at.title and at.title[0].value, page.name  # the page drew, not only the sidebar
         # (AppTest drops the sidebar from its tree after switch_page; the selection is still there)
         assert at.session_state["selection"].model.label == "ckpt.pt (your upload)", page.name
+    assert bool(cut) == (text == "story"), cut  # the long text met the table's end on the token-level pages
 
 
 # --- LPOS_CHECKPOINT_DIR: a folder offered to every user ------------------------------------------

@@ -195,6 +195,7 @@ class Session:
 
     async def start(self) -> None:
         self.page = page = await self.context.new_page()
+        page.set_default_timeout(TIMEOUT_MS)  # clicks and file inputs wait as long as redraws do
         page.on("pageerror", lambda error: self.report.errors.append(f"session {self.index}: page error {error}"))
         await self.timed("open", self.open(page))
         if self.upload_name:
