@@ -199,18 +199,20 @@ class GPT(nn.Module):
             return EmbedParts(token, None, token)
         return EmbedParts(token, position, token + position)
 
-    def hidden_states(self, idx: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """Final normalised hidden states (B, T, C) and per-layer attention weights."""
+    def hidden_states(self, idx: torch.Tensor, *, keep_attention: bool = True) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Final normalised hidden states (B, T, C) and per-layer attention weights (an empty
+        list with keep_attention=False: at 1,024 tokens each layer's weights take nh × 4 MB)."""
         x = self.transformer.drop(self.embed_parts(idx).total)
         attention = []
         for block in self.transformer.h:
             x, weights = block(x)
-            attention.append(weights)
+            if keep_attention:
+                attention.append(weights)
         return self.transformer.ln_f(x), attention
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, return_attention: bool = False):
         """Logits for every position (B, T, vocab); loss if targets are given."""
-        h, attention = self.hidden_states(idx)
+        h, attention = self.hidden_states(idx, keep_attention=return_attention)
         logits = self.lm_head(h)  # (B, T, vocab)
         if self.output_vocab is not None:
             outside = torch.ones(self.config.vocab_size, dtype=torch.bool, device=logits.device)
@@ -229,12 +231,13 @@ class GPT(nn.Module):
         evaluation use; equal to `forward`'s loss). Targets outside the vocabulary are left
         out of the mean (NaN with reduction="none"): the model gives them probability zero.
         """
-        h, _ = self.hidden_states(idx)
+        h, _ = self.hidden_states(idx, keep_attention=False)
         vocab = self.output_vocab if self.output_vocab is not None else torch.arange(self.config.vocab_size)
         lookup = torch.full((self.config.vocab_size,), -1, dtype=torch.long, device=idx.device)
         lookup[vocab] = torch.arange(len(vocab), device=idx.device)
         index = lookup[targets].reshape(-1)  # position of each target in the vocabulary
-        rows = self.transformer.wte.weight[vocab]  # (V', C)
+        weight = self.transformer.wte.weight
+        rows = weight if self.output_vocab is None else weight[vocab]  # (V', C); no copy of the whole table
         flat = h.reshape(-1, h.size(-1))  # (B*T, C)
         # Without gradients, score a few hundred positions at a time: 1,024 positions over all
         # 50,257 tokens would hold ~400 MB of logits at once. Training keeps one matmul.
