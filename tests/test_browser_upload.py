@@ -1,15 +1,17 @@
 """The upload box in a real browser: a nanoGPT file made here goes in, its token rows come out on
 the Embeddings page; a bad file is refused with the model kept; another session never sees it;
-HTML typed as a sentence stays text."""
+the server's memory is given back when the session ends; HTML typed as a sentence stays text."""
 from __future__ import annotations
 
 import base64
+import time
 import urllib.parse
 
 import numpy as np
+import psutil
 import pytest
 import torch
-from conftest import wait_for_app
+from conftest import start_app, wait_for_app
 from test_upload import hf_files, nanogpt_bytes
 
 from lpos.tokenizer import encode
@@ -106,3 +108,38 @@ def test_html_in_the_sentence_stays_text(running_app, page):
     chips = page.locator(".js-plotly-plot").first.text_content()
     assert "img" in chips and "␣<" in chips and "script" in chips  # shown as the characters they are
     page.screenshot(path="/tmp/lpos_browser_hostile_text.png", full_page=True)
+
+
+def server_rss_mb(app) -> float:
+    process = psutil.Process(app.process.pid)
+    return sum(p.memory_info().rss for p in [process, *process.children(recursive=True)]) / 2**20
+
+
+def test_an_upload_is_freed_when_its_session_ends(browser, tmp_path):
+    """Streamlit keeps a closed tab's session for server.disconnectedSessionTTL (120 s by default;
+    2 s here) so that a reconnect can resume it, and drops it the next time a session connects or
+    leaves. Then the upload's bytes and model are gone from the server's memory."""
+    data, _ = nanogpt_bytes(n_embd=512, n_layer=1, n_head=8, block_size=64)  # about 110 MB
+    (tmp_path / "big.pt").write_bytes(data)  # Playwright takes buffers up to 50 MB only
+    app = start_app(tmp_path, env={"STREAMLIT_SERVER_DISCONNECTED_SESSION_TTL": "2"})
+    try:
+        uploader = browser.new_context().new_page()
+        open_app(uploader, app.url, text=SENTENCE)
+        before = server_rss_mb(app)
+        uploader.locator("[data-testid='stSidebar'] input[type=file]").set_input_files(str(tmp_path / "big.pt"))
+        uploader.get_by_text("Loaded big.pt").wait_for(timeout=90_000)
+        wait_for_app(uploader)
+        grown = server_rss_mb(app) - before
+        assert grown > len(data) / 2**20  # the bytes and the model it holds
+        uploader.context.close()
+        time.sleep(3)
+        visitor = browser.new_context().new_page()  # any later session lets Streamlit drop expired ones
+        open_app(visitor, app.url, text=SENTENCE)
+        visitor.context.close()
+        deadline = time.time() + 30
+        while server_rss_mb(app) - before > 0.3 * grown and time.time() < deadline:
+            time.sleep(1)
+        assert server_rss_mb(app) - before < 0.3 * grown, (before, grown, server_rss_mb(app))
+    finally:
+        app.process.terminate()
+        app.process.wait(timeout=20)
