@@ -139,7 +139,9 @@ def test_an_upload_is_freed_when_its_session_ends(browser, tmp_path):
         deadline = time.time() + 30
         while server_rss_mb(app) - before > 0.3 * grown and time.time() < deadline:
             time.sleep(1)
-        assert server_rss_mb(app) - before < 0.3 * grown, (before, grown, server_rss_mb(app))
+        after = server_rss_mb(app)
+        print(f"server RSS: {before:.0f} MB, {before + grown:.0f} MB with the upload, {after:.0f} MB after")
+        assert after - before < 0.3 * grown, (before, grown, after)
     finally:
         app.process.terminate()
         app.process.wait(timeout=20)
