@@ -117,7 +117,7 @@ def server_rss_mb(app) -> float:
 
 def test_an_upload_is_freed_when_its_session_ends(browser, tmp_path):
     """Streamlit keeps a closed tab's session for server.disconnectedSessionTTL (120 s by default;
-    2 s here) so that a reconnect can resume it, and drops it the next time a session connects or
+    2 s here) so that a reconnect can resume it, and drops it the next time another session
     leaves. Then the upload's bytes and model are gone from the server's memory."""
     data, _ = nanogpt_bytes(n_embd=512, n_layer=1, n_head=8, block_size=64)  # about 110 MB
     (tmp_path / "big.pt").write_bytes(data)  # Playwright takes buffers up to 50 MB only
