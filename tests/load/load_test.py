@@ -250,8 +250,10 @@ def summary(report: Report, sessions: int, seconds: float, wall: float) -> dict:
     return result
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None, drive=drive, description: str = __doc__.splitlines()[0]) -> int:
+    """Start the app, run `drive(url, sessions, seconds, report)` against it (protocol_load.py passes
+    its own), print the summary."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--sessions", type=int, default=20)
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--json", type=Path, help="also write the summary here")
