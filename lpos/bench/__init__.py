@@ -1,0 +1,50 @@
+"""Performance benchmark: model throughput, and the real app measured in headless Chromium.
+
+Model side (no browser): tokens/s of training (`lpos.train.train` for a few steps on a synthetic
+corpus at the shipped size) and of evaluation (`lpos.analysis.lengths.length_losses`).
+
+App side: `streamlit run app.py` on a local port, driven by Playwright + Chromium. For every page,
+the time from a sidebar change (a new sentence committed with Ctrl+Enter; another scheme picked)
+until the page is fully drawn: the server's `script_finished` message has arrived, no element is
+stale, the status widget is gone and every Plotly chart has drawn its SVG. Each is compared with
+the same interaction on a bare page (a text area and a select box) served on the same machine in
+the same run; the goal is at most GOAL_RATIO times that floor. Also: cold start, the first page
+after a model switch, peak server memory (RSS of the streamlit process tree), bytes sent to the
+browser, and the 1024 x 1024 similarity map.
+
+throughput.py measures the model; browser.py holds the server and browser tools that measure.py uses
+on the app; report.py prints the table; common.py holds what they share.
+"""
+from __future__ import annotations
+
+import os
+import platform
+
+import torch
+
+from lpos.bench.browser import check_browser
+from lpos.bench.common import CHROMIUM, CHROMIUM_ARGS, GOAL_RATIO, MEMORY_LIMIT_MB, spread
+from lpos.bench.measure import app_side
+from lpos.bench.throughput import evaluation_speed, model_side, synthetic_corpus
+from lpos.bench.report import table
+
+__all__ = [
+    "CHROMIUM", "CHROMIUM_ARGS", "GOAL_RATIO", "MEMORY_LIMIT_MB", "app_side", "check_browser", "evaluation_speed",
+    "machine", "run", "spread", "synthetic_corpus", "table",
+]
+
+
+def machine() -> dict:
+    return {"cpu_cores": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+            "torch": torch.__version__}
+
+
+def run(*, runs: int = 5, quick: bool = False, browser: bool = True, progress=print) -> dict:
+    """The whole benchmark as one JSON-ready dict."""
+    runs = 1 if quick else runs
+    results = {"machine": machine(), "runs": runs, "quick": quick, "goal_ratio": GOAL_RATIO}
+    progress("measuring training and evaluation speed")
+    results["model"] = model_side(quick=quick)
+    if browser:
+        results["app"] = app_side(runs=runs, quick=quick, progress=progress)
+    return results

@@ -1,0 +1,187 @@
+"""The browser side's tools: `streamlit run` on a local port, a sampler of its memory, and a Playwright
+tab that counts finished script runs and knows when the page is drawn."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+from lpos.bench.common import CHROMIUM, ROOT
+from lpos.positions import HINTS, SCHEMES
+
+SCHEME_LABELS = [f"{s} — {HINTS[s]}" for s in SCHEMES]  # the app's select box shows these
+
+# The status widget fades out for 200 ms after a run; once it is fading, the run is over.
+DRAWN = """() => !document.querySelector('[data-testid="stStatusWidget"]:not(.StatusWidget-exit)')
+  && !document.querySelector('[data-stale="true"]')
+  && document.querySelector('[data-testid="stMain"]') !== null
+  && [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].every(c => c.querySelector('.main-svg'))"""
+
+
+def check_browser() -> None:
+    """Raise RuntimeError with what to install when Playwright or Chromium is missing."""
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        raise RuntimeError("Playwright is not installed: pip install -r requirements-dev.txt") from None
+    if not Path(CHROMIUM).exists():
+        raise RuntimeError(f"Chromium not found at {CHROMIUM}: apt-get install -y chromium, or set LPOS_CHROMIUM")
+
+
+class Server:
+    """`streamlit run SCRIPT` on a free local port, started when constructed; `.started` is the
+    perf_counter time the command was issued."""
+
+    def __init__(self, script: Path, log: Path):
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+        self.started = time.perf_counter()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", str(script), "--server.headless=true", f"--server.port={port}",
+             "--server.address=127.0.0.1", "--browser.gatherUsageStats=false", "--server.fileWatcherType=none"],
+            cwd=ROOT, stdout=log.open("w"), stderr=subprocess.STDOUT)
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            try:
+                with urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"streamlit did not start: {log.read_text()[-2000:]}")
+
+    def rss_mb(self) -> float:
+        import psutil
+
+        try:
+            process = psutil.Process(self.process.pid)
+            return sum(p.memory_info().rss for p in [process, *process.children(recursive=True)]) / 2**20
+        except psutil.Error:
+            return 0.0
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+@contextmanager
+def peak_memory(server: Server, *, every: float = 0.05):
+    """Sample the server's RSS in a thread; yields a dict whose "peak_mb" grows as it runs."""
+    record = {"peak_mb": 0.0}
+    done = threading.Event()
+
+    def sample():
+        while not done.is_set():
+            record["peak_mb"] = max(record["peak_mb"], server.rss_mb())
+            done.wait(every)
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    try:
+        yield record
+    finally:
+        done.set()
+        thread.join()
+
+
+class Tab:
+    """One browser page on an app; counts finished script runs and bytes received as they arrive."""
+
+    def __init__(self, browser):
+        self.context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        self.page = self.context.new_page()
+        self.finished, self.finished_at, self.ws_bytes, self.largest_frame = 0, 0.0, 0, 0
+        self.requests = []
+        self.page.on("websocket", lambda ws: ws.on("framereceived", self._on_frame))
+        self.page.on("requestfinished", lambda request: self.requests.append(request))
+
+    def _on_frame(self, payload) -> None:
+        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+        data = payload if isinstance(payload, bytes) else payload.encode()
+        self.ws_bytes += len(data)
+        self.largest_frame = max(self.largest_frame, len(data))
+        message = ForwardMsg.FromString(data)
+        if message.WhichOneof("type") == "script_finished" and message.script_finished != ForwardMsg.FINISHED_EARLY_FOR_RERUN:
+            self.finished += 1
+            self.finished_at = time.perf_counter()
+
+    def http_bytes(self) -> int:
+        return sum(r.sizes()["responseBodySize"] + r.sizes()["responseHeadersSize"] for r in self.requests)
+
+    def wait_drawn(self, runs_before: int, began: float, *, timeout: float = 120) -> dict:
+        deadline = time.time() + timeout
+        while self.finished == runs_before:
+            if time.time() > deadline:
+                raise TimeoutError("the script did not finish")
+            self.page.wait_for_timeout(2)
+        self.page.wait_for_function(DRAWN, polling="raf", timeout=timeout * 1000)
+        drawn = time.perf_counter()
+        errors = self.page.locator('[data-testid="stException"]').count()
+        return {"ms": (drawn - began) * 1000, "script_ms": (self.finished_at - began) * 1000, "errors": errors}
+
+    def open(self, url: str, *, began: float | None = None) -> dict:
+        before, start = self.finished, time.perf_counter()
+        self.page.goto(url)
+        return {**self.wait_drawn(before, start if began is None else began), "ws_bytes": self.ws_bytes,
+                "http_bytes": self.http_bytes()}
+
+    def act(self, prepare, trigger) -> dict:
+        """Measure one interaction: `prepare()` is the user's typing (not timed); `trigger()` commits it."""
+        prepare()
+        before, bytes_before, start = self.finished, self.ws_bytes, time.perf_counter()
+        trigger()
+        return {**self.wait_drawn(before, start), "ws_bytes": self.ws_bytes - bytes_before}
+
+    def new_sentence(self, text: str) -> dict:
+        box = self.page.locator('[data-testid="stSidebar"] textarea').first
+        return self.act(lambda: box.fill(text), lambda: box.press("Control+Enter"))
+
+    def pick_scheme(self, scheme: str) -> dict:
+        select = self.page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(has_text="Position scheme")
+        option = self.page.locator('[role="option"]').filter(has_text=SCHEME_LABELS[SCHEMES.index(scheme)])
+        return self.act(select.click, option.first.click)
+
+    def slide_to_end(self, label: str) -> dict:
+        """Drag a slider's thumb past the end of its track (to its maximum) and release."""
+        slider = self.page.locator('[data-testid="stSlider"]').filter(has_text=label)
+        thumb = slider.locator('[role="slider"]').first
+        box = slider.bounding_box()
+
+        def press():
+            thumb.hover()
+            self.page.mouse.down()
+            self.page.mouse.move(box["x"] + box["width"] + 200, box["y"] + box["height"] / 2, steps=4)
+        return self.act(press, self.page.mouse.up)
+
+    def close(self) -> None:
+        self.context.close()
+
+
+def page_paths(browser, server: Server) -> dict[str, str]:
+    """{page file stem: URL path} for every page in the app's navigation."""
+    tab = Tab(browser)
+    tab.open(server.url)
+    links = tab.page.locator('[data-testid="stSidebarNav"] a').evaluate_all("links => links.map(a => a.href)")
+    tab.close()
+    stems = {p.stem for p in (ROOT / "pages").glob("*.py")}
+    paths = {}
+    for href in links:
+        path = href.removeprefix(server.url).strip("/").split("?")[0]
+        paths[path or "/"] = path
+    default = sorted(stems - set(paths))  # the default page is served at "/"
+    if "/" in paths and len(default) == 1:
+        paths[default[0]] = paths.pop("/")
+    return paths

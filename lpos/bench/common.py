@@ -1,0 +1,18 @@
+"""What every part of the benchmark shares: the repository root, the goals, the browser and `spread`."""
+from __future__ import annotations
+
+import os
+import statistics
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+GOAL_RATIO = 1.5  # a page may take at most this many times the bare page's rerun
+MEMORY_LIMIT_MB = 690  # Streamlit Community Cloud's smallest documented app memory (docs/DEPLOY.md)
+CHROMIUM = os.environ.get("LPOS_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage"]
+
+
+def spread(values: list[float]) -> dict:
+    """Median and range of repeated measurements."""
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}

@@ -1,0 +1,145 @@
+"""App side of the benchmark: each page against a bare floor page, the 1024 x 1024 similarity map,
+sessions at once, cold starts and peak memory, all in headless Chromium (`app_side` runs them all)."""
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+from lpos.bench.browser import SCHEME_LABELS, Server, Tab, check_browser, page_paths, peak_memory
+from lpos.bench.common import CHROMIUM, CHROMIUM_ARGS, MEMORY_LIMIT_MB, ROOT, spread
+from lpos.positions import SCHEMES
+
+# The floor: the cheapest page that has the same two sidebar controls. Written to a temp dir at bench time.
+FLOOR_APP = f'''import streamlit as st
+
+with st.sidebar:
+    text = st.text_area("Sentence", "The dog bit the man")
+    scheme = st.selectbox("Position scheme", {SCHEME_LABELS!r})
+st.write(text, scheme)
+'''
+
+
+def sentence(page_index: int, run: int) -> str:
+    return f"The little dog {page_index} bit the old man {run} and then the man bit the dog back"
+
+
+def measure_floor(browser, server: Server, runs: int) -> dict:
+    tab = Tab(browser)
+    tab.open(server.url)
+    sentences = [tab.new_sentence(sentence(99, run))["ms"] for run in range(runs)]
+    schemes = [tab.pick_scheme(SCHEMES[(run + 1) % len(SCHEMES)])["ms"] for run in range(runs)]
+    tab.close()
+    return {"sentence_ms": sentences, "scheme_ms": schemes}
+
+
+def measure_page(browser, server: Server, path: str, index: int, runs: int) -> dict:
+    tab = Tab(browser)
+    load = tab.open(f"{server.url}/{path}?scheme=learned&model=learned")
+    sentences, schemes, interaction_bytes, errors, script = [], [], [], load["errors"], []
+    for run in range(runs):
+        for measured, into in ((tab.new_sentence(sentence(index, run)), sentences),
+                               (tab.pick_scheme(SCHEMES[(run + 1) % len(SCHEMES)]), schemes)):
+            into.append(measured["ms"])
+            script.append(measured["script_ms"] / measured["ms"])
+            interaction_bytes.append(measured["ws_bytes"])
+            errors += measured["errors"]
+    result = {"first_draw_ms": load["ms"], "load_ws_bytes": load["ws_bytes"], "load_http_bytes": load["http_bytes"],
+              "sentence_ms": spread(sentences), "scheme_ms": spread(schemes),
+              "interaction_ws_bytes": spread(interaction_bytes), "server_share": spread(script),
+              "largest_frame_bytes": tab.largest_frame, "errors": errors}
+    tab.close()
+    return result
+
+
+def measure_big_map(browser, server: Server, path: str, runs: int) -> dict:
+    """The Similarity page's position map at its largest: 1024 positions (sinusoidal; a learned table stops at 128)."""
+    times, sent = [], []
+    for _ in range(runs):
+        tab = Tab(browser)
+        tab.open(f"{server.url}/{path}?scheme=sinusoidal&model=sinusoidal")
+        measured = tab.slide_to_end("Positions")
+        thumb = tab.page.locator('[data-testid="stSlider"]').filter(has_text="Positions").locator('[role="slider"]')
+        value = thumb.first.get_attribute("aria-valuenow")
+        times.append(measured["ms"])
+        sent.append(measured["ws_bytes"])
+        tab.close()
+    return {"scheme": "sinusoidal", "positions": int(value), "ms": spread(times), "ws_bytes": spread(sent)}
+
+
+def measure_sessions(browser, server: Server, paths: dict[str, str], sessions: int) -> int:
+    """Open several sessions at once on the heaviest views; returns how many were drawn without error."""
+    heavy = [(page, scheme) for page, scheme in (("extrapolation", "sinusoidal"), ("order_blindness", "learned"),
+                                                 ("similarity", "sinusoidal"), ("rope_alibi", "rope")) if page in paths]
+    tabs = [Tab(browser) for _ in heavy[:sessions]]
+    for tab, (page, scheme) in zip(tabs, heavy):
+        tab.page.goto(f"{server.url}/{paths[page]}?scheme={scheme}&model={scheme}")
+    drawn = 0
+    for tab in tabs:
+        drawn += tab.wait_drawn(0, time.perf_counter())["errors"] == 0
+        tab.close()
+    return drawn
+
+
+def measure_cold_start(browser, log_dir: Path, runs: int) -> dict:
+    first, after_switch = [], []
+    for run in range(runs):
+        server = Server(ROOT / "app.py", log_dir / f"cold{run}.log")
+        try:
+            tab = Tab(browser)
+            first.append(tab.open(f"{server.url}/?scheme=learned&model=learned", began=server.started)["ms"])
+            after_switch.append(tab.pick_scheme("sinusoidal")["ms"])
+            tab.close()
+        finally:
+            server.stop()
+    return {"first_page_ms": spread(first), "after_model_switch_ms": spread(after_switch)}
+
+
+def app_side(*, runs: int = 5, quick: bool = False, progress=print) -> dict:
+    """Every browser measurement; needs Playwright and Chromium (check_browser)."""
+    from playwright.sync_api import sync_playwright
+
+    from lpos import checkpoints
+
+    check_browser()
+    with tempfile.TemporaryDirectory() as folder, sync_playwright() as playwright:
+        folder = Path(folder)
+        (folder / "floor.py").write_text(FLOOR_APP)
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        floor_server = Server(folder / "floor.py", folder / "floor.log")
+        server = Server(ROOT / "app.py", folder / "app.log")
+        try:
+            with peak_memory(server) as sampler:
+                paths = page_paths(browser, server)
+                warm = Tab(browser)  # load every model once, so page timings exclude first loads
+                for scheme in SCHEMES:
+                    for model in (scheme, "untrained"):
+                        warm.open(f"{server.url}/?scheme={scheme}&model={model}")
+                warm.close()
+                progress("measuring the floor page")
+                floor = measure_floor(browser, floor_server, runs)
+                pages = {}
+                for index, (name, path) in enumerate(sorted(paths.items())):
+                    progress(f"measuring page {name}")
+                    pages[name] = measure_page(browser, server, path, index, runs)
+                more = measure_floor(browser, floor_server, runs)  # the floor again: load may drift
+                floor = {key: spread(values + more[key]) for key, values in floor.items()}
+                for page in pages.values():
+                    for kind in ("sentence", "scheme"):
+                        page[f"{kind}_ratio"] = page[f"{kind}_ms"]["median"] / floor[f"{kind}_ms"]["median"]
+                progress("measuring the 1024 x 1024 similarity map")
+                big_map = measure_big_map(browser, server, paths["similarity"], 1 if quick else 3) if "similarity" in paths else None
+                sessions = 2 if quick else 3
+                progress(f"opening {sessions} sessions at once")
+                drawn = measure_sessions(browser, server, paths, sessions)
+                idle_mb = server.rss_mb()
+            memory = {"peak_rss_mb": sampler["peak_mb"], "end_rss_mb": idle_mb, "limit_mb": MEMORY_LIMIT_MB,
+                      "models_loaded": [*checkpoints.available(), "untrained x 5"], "sessions_at_once": sessions,
+                      "sessions_drawn": drawn}
+        finally:
+            server.stop()
+            floor_server.stop()
+        progress("measuring cold starts")
+        cold = measure_cold_start(browser, folder, 1 if quick else 3)
+        browser.close()
+    return {"floor": floor, "pages": pages, "similarity_1024": big_map, "memory": memory, "cold_start": cold}
