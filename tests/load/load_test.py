@@ -59,9 +59,19 @@ class Report:
     errors: list[str] = field(default_factory=list)
     leaks: list[str] = field(default_factory=list)
     peak_rss: int = 0
+    server_cpu_s: float = 0.0  # CPU time of the streamlit process tree during the run
+    machine_cpu_s: float = 0.0  # CPU time of every process on the machine (server, browsers, driver)
 
     def time(self, action: str, seconds: float) -> None:
         self.timings.setdefault(action, []).append(seconds)
+
+
+def busy_cpu_seconds(process: psutil.Process | None = None) -> float:
+    """CPU seconds used so far by `process` and its children, or by the whole machine."""
+    if process is None:
+        times = psutil.cpu_times()
+        return sum(times) - times.idle - getattr(times, "iowait", 0.0)
+    return sum(p.cpu_times().user + p.cpu_times().system for p in [process, *process.children(recursive=True)])
 
 
 class MemorySampler(threading.Thread):
@@ -245,6 +255,7 @@ def summary(report: Report, sessions: int, seconds: float, wall: float) -> dict:
         "by_action": {action: {"count": len(times), "p50_s": round(percentile(times, 50), 2),
                                "p95_s": round(percentile(times, 95), 2)} for action, times in report.timings.items()},
         "server_peak_rss_mb": round(report.peak_rss / 2**20),
+        "server_cpu_s": round(report.server_cpu_s, 1), "machine_cpu_s": round(report.machine_cpu_s, 1),
         "cpu_count": psutil.cpu_count(), "error_messages": report.errors[:20], "leak_messages": report.leaks[:20],
     }
     return result
@@ -263,10 +274,12 @@ def main(argv: list[str] | None = None, drive=drive, description: str = __doc__.
         app = start_app(Path(folder))
         sampler = MemorySampler(app.process.pid, report)
         sampler.start()
-        start = time.time()
+        start, server_cpu, machine_cpu = time.time(), busy_cpu_seconds(sampler.process), busy_cpu_seconds()
         try:
             asyncio.run(drive(app.url, args.sessions, args.seconds, report))
         finally:
+            report.server_cpu_s = busy_cpu_seconds(sampler.process) - server_cpu
+            report.machine_cpu_s = busy_cpu_seconds() - machine_cpu
             sampler.done.set()
             sampler.join()
             app.process.terminate()
