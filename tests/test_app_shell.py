@@ -118,3 +118,13 @@ def test_a_link_whose_model_and_scheme_disagree_shows_the_model_scheme():
     at = app_test(scheme="rope", model="learned")
     assert any("uses the 'learned' scheme" in w.value for w in at.warning)
     assert shown(at)["sidebar"][1:] == ("learned", "learned")
+
+
+def test_the_libraries_are_frozen_out_of_the_after_run_collection():
+    """Streamlit collects garbage after every run; lpos.ui freezes what the imports created first
+    (docs/RELIABILITY.md: 95 ms a run before, a third of the server's time under load)."""
+    import gc
+
+    import lpos.ui  # noqa: F401
+
+    assert gc.get_freeze_count() > 100_000  # torch, Plotly, pandas and Streamlit: about 250,000 objects
