@@ -21,6 +21,7 @@ PAGES = {
     ],
 }
 
+ui.collect_garbage()  # a full collection now and then, not after every run (lpos/ui/collect.py)
 page = st.navigation(PAGES)
 st.session_state["selection"] = ui.sidebar()
 page.run()

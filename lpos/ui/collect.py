@@ -1,0 +1,34 @@
+"""Garbage collection for a server with many sessions: a full collection at most every
+FULL_COLLECTION_SECONDS, instead of Streamlit's after every script run.
+
+Streamlit's default (`runner.postScriptGC`) runs `gc.collect(2)` after every run. With torch,
+Plotly, pandas and Streamlit loaded that walks about 280,000 long-lived objects: 95 ms a run with
+the GIL held, a third of the server's time under load (docs/RELIABILITY.md). `.streamlit/config.toml`
+turns it off and app.py calls `collect_garbage()` at the start of every run instead. Python's own
+collector still runs as usual; this adds the periodic full pass that frees sessions Streamlit has
+dropped (they hold reference cycles, so only a full collection frees them and their uploads).
+(`gc.freeze()` after the imports was tried first: as fast, but it also froze the first session's
+objects, so that session and its upload were never freed.)
+"""
+from __future__ import annotations
+
+import gc
+import os
+import threading
+import time
+
+FULL_COLLECTION_SECONDS = float(os.environ.get("LPOS_FULL_GC_SECONDS", 30))
+
+_lock = threading.Lock()
+_last = time.monotonic()
+
+
+def collect_garbage() -> bool:
+    """Run a full collection if none ran in the last FULL_COLLECTION_SECONDS; True if it ran."""
+    global _last
+    with _lock:
+        if time.monotonic() - _last < FULL_COLLECTION_SECONDS:
+            return False
+        _last = time.monotonic()
+    gc.collect()
+    return True
