@@ -3,6 +3,7 @@ import re
 import urllib.parse
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from conftest import wait_for_app
 
 from lpos import checkpoints
@@ -26,6 +27,20 @@ def wait_for_charts(page, *, title: str) -> None:
 
 def url_state(url: str) -> dict:
     return {key: values[0] for key, values in urllib.parse.parse_qs(urllib.parse.urlparse(url).query).items()}
+
+
+def click_for_download(page, button):
+    """The file a click on a download button gives. In 1 of 7 full CI runs the first click on
+    the freshly opened expander's button gave no download within 90 s (not seen when run alone, nor
+    with the cores kept busy); a second click is what a person would do, so the test does it too."""
+    for timeout in (30_000, 90_000):
+        try:
+            with page.expect_download(timeout=timeout) as download:
+                button.click()
+            return download.value
+        except PlaywrightTimeout:
+            if timeout == 90_000:
+                raise
 
 
 def test_type_switch_scheme_and_share_the_link(running_app, page, browser, tmp_path):
@@ -66,9 +81,8 @@ def test_type_switch_scheme_and_share_the_link(running_app, page, browser, tmp_p
     assert re.search(r"token rows.*dimension \d+.*value -?\d\.\d{4}", hover.text_content())
 
     page.get_by_text("The raw numbers").click()
-    with page.expect_download() as download:
-        page.get_by_role("button", name="Download all numbers (CSV)").click()
-    header = open(download.value.path(), encoding="utf-8").readline()
+    download = click_for_download(page, page.get_by_role("button", name="Download all numbers (CSV)"))
+    header = open(download.path(), encoding="utf-8").readline()
     assert header.startswith("position,token,id,part,d0,d1")
     page.screenshot(path=str(tmp_path / "embeddings.png"), full_page=True)
 
