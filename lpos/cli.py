@@ -7,7 +7,9 @@ import sys
 from pathlib import Path
 
 from lpos.positions import SCHEMES
+from lpos.train import TrainArgs
 
+TRAIN_DEFAULTS = TrainArgs()
 DEFAULT_DATA_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 
 
@@ -33,11 +35,11 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("--data", nargs="+", required=True, help="UTF-8 files, stories separated by <|endoftext|> lines")
     train.add_argument("--out", required=True, help="checkpoint path to write")
     budget = train.add_mutually_exclusive_group()
-    budget.add_argument("--steps", type=int, help="optimizer steps (default 600)")
+    budget.add_argument("--steps", type=int, help=f"optimizer steps (default {TRAIN_DEFAULTS.steps})")
     budget.add_argument("--tokens", type=int, help="tokens to train on (rounded up to whole steps)")
-    train.add_argument("--batch-size", type=int, default=16, help="global batch, in sequences")
+    train.add_argument("--batch-size", type=int, default=TRAIN_DEFAULTS.batch_size, help="global batch, in sequences")
     train.add_argument("--block-size", type=int, default=128)
-    train.add_argument("--lr", type=float, default=2e-3)
+    train.add_argument("--lr", type=float, default=TRAIN_DEFAULTS.lr)
     train.add_argument("--seed", type=int, default=1337)
     train.add_argument("--layers", type=int, default=4)
     train.add_argument("--heads", type=int, default=4)
@@ -136,7 +138,7 @@ def run_train(args) -> int:
     from lpos.train import TrainArgs, train
 
     tokens_per_step = args.batch_size * args.block_size
-    steps = args.steps or (-(-args.tokens // tokens_per_step) if args.tokens else 600)
+    steps = args.steps or (-(-args.tokens // tokens_per_step) if args.tokens else TRAIN_DEFAULTS.steps)
     options = TrainArgs(scheme=args.scheme, data=tuple(args.data), out=args.out, steps=steps, batch_size=args.batch_size,
                         lr=args.lr, seed=args.seed, n_layer=args.layers, n_head=args.heads, n_embd=args.width,
                         block_size=args.block_size, save_every=args.save_every, resume=args.resume)

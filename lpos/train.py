@@ -26,7 +26,7 @@ import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
-from lpos import checkpoints
+from lpos import checkpoints, snapshots
 from lpos.model import GPT, GPTConfig
 from lpos.tokenizer import END_OF_TEXT, END_OF_TEXT_ID, encode
 
@@ -37,19 +37,21 @@ EVAL_LENGTHS = (64, 128, 256, 512, 1024)
 class Corpus:
     train: torch.Tensor  # (N,) token ids of the training stories, joined by <|endoftext|>
     val: torch.Tensor  # (M,) token ids of the held-out stories
+    val_tinystories: torch.Tensor  # the held-out stories of the files named tinystories* (the card's headline loss)
     sha256: str  # of the files' bytes, in the order given
     n_stories: int
     n_val_stories: int
 
 
-def read_stories(paths: list[str | Path]) -> tuple[list[str], str]:
+def read_stories(paths: list[str | Path]) -> tuple[list[tuple[str, str]], str]:
+    """Every story with the name of its file, and the sha256 of the files' bytes in order."""
     digest = hashlib.sha256()
     stories = []
     for path in paths:
         data = Path(path).read_bytes()
         digest.update(data)
         text = data.decode("utf-8")
-        stories += [s.strip("\n") for s in text.split(f"\n{END_OF_TEXT}\n") if s.strip()]
+        stories += [(s.strip("\n"), Path(path).name) for s in text.split(f"\n{END_OF_TEXT}\n") if s.strip()]
     return stories, digest.hexdigest()
 
 
@@ -64,12 +66,13 @@ def load_corpus(paths: list[str | Path], *, seed: int = 1337, val_fraction: floa
     def stream(indices: list[int]) -> torch.Tensor:
         ids: list[int] = []
         for i in indices:
-            ids += encode(stories[i]) + [END_OF_TEXT_ID]
+            ids += encode(stories[i][0]) + [END_OF_TEXT_ID]
         return torch.tensor(ids, dtype=torch.long)
 
     train = stream([i for i in range(len(stories)) if i not in val_set])
     val = stream(sorted(val_set))
-    return Corpus(train, val, sha, len(stories), n_val)
+    tinystories = stream([i for i in sorted(val_set) if stories[i][1].startswith("tinystories")])
+    return Corpus(train, val, tinystories, sha, len(stories), n_val)
 
 
 @dataclass(frozen=True)
@@ -77,12 +80,15 @@ class TrainArgs:
     scheme: str = "learned"
     data: tuple[str, ...] = ()
     out: str = "checkpoints/model.pt"
-    steps: int = 600
-    batch_size: int = 16  # global batch, sequences of block_size tokens
-    lr: float = 2e-3
+    steps: int = 1100
+    batch_size: int = 32  # global batch, sequences of block_size tokens
+    lr: float = 3e-3
     min_lr_fraction: float = 0.1
-    warmup: int = 50
+    warmup: int = 100
     weight_decay: float = 0.1
+    # The learned table starts 10x smaller than GPT-2's N(0, 0.02): the initial noise would
+    # otherwise outweigh what ~1,000 steps can write, and the trained table stays noisy.
+    wpe_init_std: float = 0.002
     seed: int = 1337
     n_layer: int = 4
     n_head: int = 4
@@ -112,9 +118,11 @@ def learning_rate(step: int, args: TrainArgs) -> float:
 
 
 def make_optimizer(model: GPT, args: TrainArgs) -> torch.optim.AdamW:
-    # Embedding tables get no weight decay: decay would move rows that never receive a
-    # gradient, and a token absent from training must keep its initial row exactly.
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "wte" not in n and "wpe" not in n]
+    # The token table gets no weight decay: decay would move rows that never receive a gradient,
+    # and a token absent from training must keep its initial row exactly. The position table is
+    # decayed like any matrix: every one of its rows is used in every batch, and decay wears down
+    # the part of the initial noise that gradients do not explain.
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "wte" not in n]
     no_decay = [p for n, p in model.named_parameters() if not any(p is q for q in decay)]
     groups = [{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     return torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.95))
@@ -133,9 +141,16 @@ def train(args: TrainArgs, corpus: Corpus | None = None, *, progress: bool = Tru
                        n_embd=args.n_embd, position=args.scheme, init_seed=args.seed)
     torch.manual_seed(args.seed)
     model = GPT(config)
+    if args.scheme == "learned":
+        with torch.no_grad():
+            model.transformer.wpe.weight.normal_(0.0, args.wpe_init_std)
     counts = Counter(corpus.train.tolist())
     model.output_vocab = torch.tensor(sorted(counts), dtype=torch.long)
     optimizer = make_optimizer(model, args)
+    schedule = set(snapshots.snapshot_steps(args.steps))
+    probe_x, probe_y = snapshots.eval_windows(held_out_focus(corpus), args.block_size)
+    taken: list[dict] = []
+    seen = torch.zeros(config.vocab_size, dtype=torch.long)  # how often each token was a batch input
 
     resume_path = Path(str(args.out) + ".resume.pt")
     start, elapsed = 0, 0.0
@@ -144,6 +159,7 @@ def train(args: TrainArgs, corpus: Corpus | None = None, *, progress: bool = Tru
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         start, elapsed = state["step"], state["elapsed"]
+        taken, seen = state["snapshots"], state["seen"]
 
     tokens_per_step = args.batch_size * args.block_size
     bar = tqdm(range(start, args.steps), initial=start, total=args.steps, disable=not progress or rank != 0,
@@ -151,7 +167,10 @@ def train(args: TrainArgs, corpus: Corpus | None = None, *, progress: bool = Tru
     began = time.perf_counter() - elapsed
     model.train()
     for step in bar:
+        if rank == 0 and step in schedule:
+            taken.append(snapshots.take(model, step, probe_x, probe_y))
         x, y = batch(corpus.train, step, args, rank, world)
+        seen += torch.bincount(x.reshape(-1), minlength=config.vocab_size)
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, args)
         loss = model.vocab_loss(x, y)
@@ -171,13 +190,17 @@ def train(args: TrainArgs, corpus: Corpus | None = None, *, progress: bool = Tru
         if rank == 0 and (done % args.save_every == 0 and done < args.steps):
             snapshot = resume_path.with_suffix(".tmp")  # a kill mid-write must not spoil the last good snapshot
             torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": done,
-                        "elapsed": time.perf_counter() - began}, snapshot)
+                        "elapsed": time.perf_counter() - began, "snapshots": taken, "seen": seen}, snapshot)
             snapshot.replace(resume_path)
     wall = time.perf_counter() - began
     model.eval()
     meta = {}
     if rank == 0:
+        if args.steps in schedule and (not taken or taken[-1]["step"] != args.steps):
+            taken.append(snapshots.take(model, args.steps, probe_x, probe_y))
         meta = describe(model, corpus, args, counts, steps=args.steps, wall=wall, world=world)
+        meta["timeline"] = snapshots.timeline(taken, eval_tokens=probe_y.numel())
+        meta["batch_token_counts"] = {int(t): int(seen[t]) for t in seen.nonzero().flatten()}
         checkpoints.save(model, meta, args.out)
         resume_path.unlink(missing_ok=True)
     if world > 1:
@@ -185,10 +208,16 @@ def train(args: TrainArgs, corpus: Corpus | None = None, *, progress: bool = Tru
     return model, meta
 
 
+def held_out_focus(corpus: Corpus) -> torch.Tensor:
+    """The held-out TinyStories stories, or all held-out text for a corpus without them."""
+    return corpus.val_tinystories if len(corpus.val_tinystories) > 1 else corpus.val
+
+
 def describe(model: GPT, corpus: Corpus, args: TrainArgs, counts: Counter, *, steps: int, wall: float, world: int) -> dict:
     from lpos.analysis import length_losses, unigram_loss  # late: analysis imports the model
 
     losses = length_losses(model, corpus.val, lengths=args.eval_lengths)
+    focus = length_losses(model, held_out_focus(corpus), lengths=args.eval_lengths)
     return {
         "corpus_sha256": corpus.sha256,
         "data_files": [Path(p).name for p in args.data],
@@ -203,6 +232,9 @@ def describe(model: GPT, corpus: Corpus, args: TrainArgs, counts: Counter, *, st
         "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores, torch {torch.__version__}",
         "val_loss": losses[args.block_size]["loss"] if args.block_size in losses else None,
         "loss_by_length": losses,
+        "val_tokens_tinystories": len(corpus.val_tinystories),
+        "val_loss_tinystories": focus[args.block_size]["loss"] if args.block_size in focus else None,
+        "loss_by_length_tinystories": focus,
         "unigram_val_loss": unigram_loss(counts, corpus.val),
         "val_oov_share": float((~torch.isin(corpus.val, model.output_vocab)).float().mean()),
         "vocab_trained": len(counts),
