@@ -128,6 +128,18 @@ def make_optimizer(model: GPT, args: TrainArgs) -> torch.optim.AdamW:
     return torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.95))
 
 
+def initial_model(args: TrainArgs) -> GPT:
+    """The model as training starts it: seeded, with the learned table drawn at wpe_init_std."""
+    config = GPTConfig(block_size=args.block_size, n_layer=args.n_layer, n_head=args.n_head,
+                       n_embd=args.n_embd, position=args.scheme, init_seed=args.seed)
+    torch.manual_seed(args.seed)
+    model = GPT(config)
+    if args.scheme == "learned":
+        with torch.no_grad():
+            model.transformer.wpe.weight.normal_(0.0, args.wpe_init_std)
+    return model
+
+
 def train(args: TrainArgs, corpus: Corpus | None = None, *, progress: bool = True) -> tuple[GPT, dict]:
     """Train one model; returns it with its meta (and writes `args.out`)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -137,13 +149,8 @@ def train(args: TrainArgs, corpus: Corpus | None = None, *, progress: bool = Tru
     if args.batch_size % world:
         raise ValueError(f"--batch-size {args.batch_size} must be divisible by the {world} processes")
     corpus = corpus or load_corpus(list(args.data), seed=args.seed)
-    config = GPTConfig(block_size=args.block_size, n_layer=args.n_layer, n_head=args.n_head,
-                       n_embd=args.n_embd, position=args.scheme, init_seed=args.seed)
-    torch.manual_seed(args.seed)
-    model = GPT(config)
-    if args.scheme == "learned":
-        with torch.no_grad():
-            model.transformer.wpe.weight.normal_(0.0, args.wpe_init_std)
+    model = initial_model(args)
+    config = model.config
     counts = Counter(corpus.train.tolist())
     model.output_vocab = torch.tensor(sorted(counts), dtype=torch.long)
     optimizer = make_optimizer(model, args)
