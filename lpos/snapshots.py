@@ -83,7 +83,7 @@ def take(model: GPT, step: int, x: torch.Tensor, y: torch.Tensor) -> dict:
     """One snapshot of `model` at `step` (it is put back in the mode it was in)."""
     was_training = model.training
     model.eval()
-    sentence = torch.tensor([encode(PROBE_SENTENCE)])
+    sentence = torch.tensor([encode(PROBE_SENTENCE)[: model.config.block_size]])
     _, _, attention = model(sentence, return_attention=True)
     total = F.normalize(model.embed_parts(sentence).total[0], dim=-1)  # (T, C)
     where = [i for i, t in enumerate(sentence[0].tolist()) if t == encode(REPEATED_WORD)[0]]

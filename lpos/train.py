@@ -160,6 +160,7 @@ def train(args: TrainArgs, corpus: Corpus | None = None, *, progress: bool = Tru
     seen = torch.zeros(config.vocab_size, dtype=torch.long)  # how often each token was a batch input
 
     resume_path = Path(str(args.out) + ".resume.pt")
+    resume_path.parent.mkdir(parents=True, exist_ok=True)
     start, elapsed = 0, 0.0
     if args.resume and resume_path.exists():
         state = torch.load(resume_path, map_location="cpu", weights_only=True)

@@ -191,8 +191,17 @@ def test_meta(tmp_path, corpus_file, corpus):
     assert meta["unigram_val_loss"] > 0
     assert meta["vocab_trained"] == len(meta["token_counts"])
     assert meta["train_args"]["eval_lengths"] == [8, 16, 32]
+    assert meta["batch_token_counts"] == dict(Counter(batch_inputs(args, corpus)))
     _, loaded_meta = load(args.out)
+    timeline, loaded_timeline = meta.pop("timeline"), loaded_meta.pop("timeline")
     assert loaded_meta == meta
+    for key, value in timeline.items():
+        assert torch.equal(loaded_timeline[key], value) if isinstance(value, torch.Tensor) else loaded_timeline[key] == value
+
+
+def batch_inputs(args: TrainArgs, corpus) -> list[int]:
+    """Every input token of every batch the run drew, recomputed from the batch function."""
+    return [t for step in range(args.steps) for t in lpos.train.batch(corpus.train, step, args)[0].flatten().tolist()]
 
 
 @pytest.mark.parametrize("scheme", ["sinusoidal", "rope", "alibi", "none"])

@@ -133,6 +133,27 @@ def pca(rows: np.ndarray, *, components: int = 3) -> Projection:
     return Projection(coordinates=(centred @ axes[:, :k]).numpy(), explained=explained)
 
 
+def cosine_by_distance(rows: np.ndarray | torch.Tensor) -> pd.DataFrame:
+    """The band, measured: the mean cosine of every pair of rows at each distance |i - j| >= 1.
+    Columns: distance, cosine, pairs."""
+    full = cosine_similarity_map(rows)
+    n = len(full)
+    distances = np.arange(1, n)
+    return pd.DataFrame({"distance": distances,
+                         "cosine": [float(np.diagonal(full, offset=d).mean()) for d in distances],
+                         "pairs": n - distances})
+
+
+def mean_neighbour_distance(rows: np.ndarray | torch.Tensor, *, k: int = 10) -> float:
+    """How far, in positions, the k rows most like each row sit from it, averaged over all rows
+    (about n/3 for random rows; small when nearby positions have similar rows)."""
+    full = cosine_similarity_map(rows)
+    n = len(full)
+    np.fill_diagonal(full, -np.inf)
+    top = np.argsort(-full, axis=1)[:, : min(k, n - 1)]  # (n, k)
+    return float(np.abs(top - np.arange(n)[:, None]).mean())
+
+
 def rope_kernel_by_offset(max_offset: int, head_dim: int, *, base: float = 10000.0) -> pd.DataFrame:
     """The rope kernel as a line: mean_i cos(k w_i) for k = 0..max_offset. Columns: offset, similarity."""
     offsets = np.arange(max_offset + 1)

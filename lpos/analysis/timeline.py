@@ -1,0 +1,118 @@
+"""The training timeline: snapshots a shipped model kept while it trained, read back for drawing.
+
+`lpos.snapshots` writes meta["timeline"] during training; this module turns it into numbers a
+page can draw (cosine maps per step, the band by distance, nearest tokens of a probe word) and
+into sentences a teacher can read out, computed from those numbers only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from lpos.analysis.similarity import cosine_by_distance, cosine_similarity_map, mean_neighbour_distance
+from lpos.tokenizer import encode, token_strings, visible
+
+BAND_DISTANCES = (1, 16, 64)  # where the card and the page read the band
+
+
+@dataclass(frozen=True)
+class Timeline:
+    steps: list[int]
+    val_loss: list[float]  # on the first `eval_tokens` held-out TinyStories tokens
+    eval_tokens: int
+    position_kind: str  # "table": the learned rows; "block1": what block 1 writes per position
+    position_rows: np.ndarray  # (S, T, C)
+    probe_words: list[str]
+    probe_ids: list[int]
+    neighbours: np.ndarray  # (S, W, k) token ids
+    neighbour_cos: np.ndarray  # (S, W, k)
+    probe_tokens: list[str]  # the probe sentence, token by token
+    attention: np.ndarray  # (S, nh, T, T) first layer on the probe sentence
+    repeated_word: str
+    repeated_cos: np.ndarray  # (S, n, n) cosine of the summed rows of the repeated word
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+
+def timeline_of(meta: dict) -> Timeline | None:
+    """The model's timeline, or None when it has none (untrained, uploaded, older checkpoints)."""
+    raw = meta.get("timeline") if isinstance(meta, dict) else None
+    if not isinstance(raw, dict):
+        return None
+    array = lambda key: torch.as_tensor(raw[key]).float().numpy()  # noqa: E731
+    return Timeline(
+        steps=[int(s) for s in raw["steps"]], val_loss=[float(v) for v in raw["val_loss"]],
+        eval_tokens=int(raw["eval_tokens"]), position_kind=str(raw["position_kind"]),
+        position_rows=array("position_rows"), probe_words=list(raw["probe_words"]),
+        probe_ids=[int(i) for i in raw["probe_ids"]], neighbours=torch.as_tensor(raw["neighbours"]).numpy(),
+        neighbour_cos=array("neighbour_cos"),
+        probe_tokens=[visible(t) for t in token_strings(encode(raw["probe_sentence"]))],
+        attention=array("attention"), repeated_word=str(raw["repeated_word"]), repeated_cos=array("repeated_cos"),
+    )
+
+
+def cosine_maps(timeline: Timeline) -> np.ndarray:
+    """Position x position cosine map at every snapshot, (S, T, T)."""
+    return np.stack([cosine_similarity_map(rows) for rows in timeline.position_rows])
+
+
+def band_over_time(timeline: Timeline) -> pd.DataFrame:
+    """Per snapshot: step, mean cosine at each distance, and how far the 10 nearest positions sit.
+    Columns: step, distance, cosine (long form) plus neighbour_distance per step."""
+    frames = []
+    for step, rows in zip(timeline.steps, timeline.position_rows):
+        band = cosine_by_distance(rows)[["distance", "cosine"]]
+        frames.append(band.assign(step=step, neighbour_distance=mean_neighbour_distance(rows)))
+    return pd.concat(frames, ignore_index=True)
+
+
+def table_structure(rows: np.ndarray | torch.Tensor) -> dict:
+    """The two figures the card reports for a position table: the mean distance of each row's
+    10 nearest rows, and the mean cosine at BAND_DISTANCES."""
+    band = cosine_by_distance(rows).set_index("distance")["cosine"]
+    return {"neighbour_distance": round(mean_neighbour_distance(rows), 2),
+            **{f"cosine_at_{d}": round(float(band[d]), 3) for d in BAND_DISTANCES if d in band.index}}
+
+
+def neighbours_at(timeline: Timeline, word: str, index: int) -> pd.DataFrame:
+    """The nearest tokens of probe `word` at snapshot `index`. Columns: rank, token, cosine."""
+    w = timeline.probe_words.index(word)
+    ids = timeline.neighbours[index, w].tolist()
+    return pd.DataFrame({"rank": np.arange(1, len(ids) + 1), "token": [visible(t) for t in token_strings(ids)],
+                         "cosine": timeline.neighbour_cos[index, w]})
+
+
+def repeated_similarity(timeline: Timeline) -> pd.DataFrame:
+    """Mean cosine between the summed rows of the repeated word's occurrences, per step."""
+    n = timeline.repeated_cos.shape[-1]
+    off = ~np.eye(n, dtype=bool)
+    return pd.DataFrame({"step": timeline.steps,
+                         "cosine": [float(m[off].mean()) if n > 1 else 1.0 for m in timeline.repeated_cos]})
+
+
+def timeline_reading(timeline: Timeline) -> list[str]:
+    """Sentences a teacher can narrate, from the snapshots' own numbers."""
+    first, last = timeline.steps[0], timeline.steps[-1]
+    lines = [f"Validation loss falls from {timeline.val_loss[0]:.2f} at step {first} to "
+             f"{timeline.val_loss[-1]:.2f} at step {last} (on {timeline.eval_tokens:,} held-out tokens)."]
+    if timeline.position_kind != "table":
+        return lines
+    band = band_over_time(timeline)
+    far_distance = min(64, timeline.position_rows.shape[1] // 2)
+    near = band[band.distance == 1].set_index("step")
+    far = band[band.distance == far_distance].set_index("step")
+    start, end = near.iloc[0], near.iloc[-1]
+    lines.append(f"At step {first} the rows are random: neighbouring positions have cosine {start.cosine:.2f}, and "
+                 f"a row's 10 most similar rows sit {start.neighbour_distance:.1f} positions away on average.")
+    pulled = near[near.cosine >= 0.5]
+    if len(pulled):
+        step = int(pulled.index[0])
+        lines.append(f"By step {step} nearby positions have pulled together: cosine {near.cosine[step]:.2f} at "
+                     f"distance 1 against {far.cosine[step]:.2f} at distance {far_distance}.")
+    lines.append(f"At step {last}: cosine {end.cosine:.2f} at distance 1 and {far.cosine.iloc[-1]:.2f} at distance "
+                 f"{far_distance}; the 10 nearest rows sit {end.neighbour_distance:.1f} positions away.")
+    return lines

@@ -1,0 +1,131 @@
+"""Training snapshots: the schedule, the sizes, and that they are the model's own numbers
+(step 0 is the initial model, the last step is the saved model), and the timeline analysis."""
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from lpos import checkpoints, snapshots
+from lpos.analysis.similarity import cosine_by_distance, mean_neighbour_distance
+from lpos.analysis.timeline import band_over_time, neighbours_at, table_structure, timeline_of, timeline_reading
+from lpos.train import initial_model, train
+from tests.test_train import corpus, corpus_file, tiny_args  # noqa: F401  (fixtures)
+
+
+def test_schedule_is_log_spaced():
+    steps = snapshots.snapshot_steps(1100)
+    assert len(steps) == 16 and steps[:2] == [0, 25] and steps[-1] == 1100
+    ratios = [b / a for a, b in zip(steps[1:], steps[2:])]
+    assert max(ratios) / min(ratios) < 1.1  # even on a log scale, up to rounding
+    assert snapshots.snapshot_steps(10) == [0, 10]
+    assert snapshots.snapshot_steps(30)[0] == 0 and snapshots.snapshot_steps(30)[-1] == 30
+
+
+def test_probe_words_are_single_tokens():
+    assert len(snapshots.probe_ids()) == len(snapshots.PROBE_WORDS) == 40
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory, corpus_file, corpus):  # noqa: F811
+    args = tiny_args(tmp_path_factory.mktemp("run"), corpus_file, steps=30)
+    model, meta = train(args, corpus, progress=False)
+    return args, model, meta
+
+
+def test_step_zero_is_the_initial_model(tiny_run, corpus):  # noqa: F811
+    args, _, meta = tiny_run
+    start = initial_model(args)
+    start.output_vocab = torch.tensor(sorted(set(corpus.train.tolist())))
+    x, y = snapshots.eval_windows(corpus.val, args.block_size)
+    expected = snapshots.take(start, 0, x, y)
+    timeline = meta["timeline"]
+    assert timeline["steps"][0] == 0
+    assert torch.equal(timeline["position_rows"][0], start.transformer.wpe.weight.detach().half())
+    assert torch.equal(timeline["attention"][0], expected["attention"])
+    assert torch.equal(timeline["neighbours"][0], expected["neighbours"])
+    assert timeline["val_loss"][0] == expected["val_loss"]
+    assert float(start.transformer.wpe.weight.detach().std()) == pytest.approx(args.wpe_init_std, rel=0.1)
+
+
+def test_last_step_is_the_saved_model(tiny_run):
+    args, model, meta = tiny_run
+    loaded, _ = checkpoints.load(args.out)
+    timeline = meta["timeline"]
+    assert timeline["steps"] == snapshots.snapshot_steps(args.steps)
+    assert torch.equal(timeline["position_rows"][-1], loaded.transformer.wpe.weight.detach().half())
+    ids, _ = snapshots.nearest(loaded, snapshots.probe_ids())
+    # token rows are stored as float16, so a near-tie may swap; the first neighbours agree
+    assert (timeline["neighbours"][-1][:, 0] == ids[:, 0]).float().mean() > 0.9
+    assert timeline["val_loss"][-1] < timeline["val_loss"][0]
+
+
+def test_snapshots_survive_a_resume(tmp_path, corpus_file, corpus, monkeypatch):  # noqa: F811
+    whole = train(tiny_args(tmp_path / "a", corpus_file, steps=30, save_every=10), corpus, progress=False)[1]["timeline"]
+    args = tiny_args(tmp_path / "b", corpus_file, steps=30, save_every=10)
+    original = snapshots.take
+    calls = []
+
+    def stop_after_step_25(model, step, x, y):
+        calls.append(step)
+        if step == 26:
+            raise KeyboardInterrupt
+        return original(model, step, x, y)
+
+    monkeypatch.setattr(snapshots, "take", stop_after_step_25)
+    with pytest.raises(KeyboardInterrupt):
+        train(args, corpus, progress=False)
+    monkeypatch.setattr(snapshots, "take", original)
+    resumed = train(dataclasses_replace(args, resume=True), corpus, progress=False)[1]["timeline"]
+    assert resumed["steps"] == whole["steps"]
+    for key in ("position_rows", "attention", "neighbours"):
+        assert torch.equal(resumed[key], whole[key]), key
+
+
+def dataclasses_replace(args, **changes):
+    import dataclasses
+
+    return dataclasses.replace(args, **changes)
+
+
+def test_timeline_of_reads_the_meta(tiny_run):
+    _, _, meta = tiny_run
+    timeline = timeline_of(meta)
+    assert len(timeline) == len(meta["timeline"]["steps"])
+    assert timeline.position_kind == "table"
+    frame = neighbours_at(timeline, "cat", len(timeline) - 1)
+    assert list(frame["rank"]) == list(range(1, snapshots.NEIGHBOURS + 1))
+    assert (np.diff(frame["cosine"]) <= 1e-3).all()  # best first
+    band = band_over_time(timeline)
+    assert set(band.step) == set(timeline.steps)
+    assert any("Validation loss falls" in line for line in timeline_reading(timeline))
+    assert timeline_of({}) is None and timeline_of({"timeline": None}) is None
+
+
+def test_band_and_neighbour_distance_on_known_tables():
+    t = torch.arange(64, dtype=torch.float64)
+    smooth = torch.stack([torch.cos(t / 40), torch.sin(t / 40)], dim=1)  # rows turn slowly with position
+    band = cosine_by_distance(smooth).set_index("distance")["cosine"]
+    assert band[1] == pytest.approx(math.cos(1 / 40)) and band[32] == pytest.approx(math.cos(32 / 40))
+    assert mean_neighbour_distance(smooth, k=2) < 1.6  # the two nearest rows are the two neighbours
+    random = torch.randn(64, 256, generator=torch.Generator().manual_seed(0))
+    assert mean_neighbour_distance(random) > 15  # anywhere: ~n/3 on average
+    structure = table_structure(smooth)
+    assert structure["cosine_at_1"] == pytest.approx(round(math.cos(1 / 40), 3))
+
+
+@pytest.mark.parametrize("name", checkpoints.available())
+def test_shipped_timelines_fit_and_end_at_the_model(name):
+    model, meta = checkpoints.load(name)
+    if "timeline" not in meta:
+        pytest.skip(f"{name} was trained before snapshots existed")
+    timeline = meta["timeline"]
+    buffer = io.BytesIO()
+    torch.save(timeline, buffer)
+    assert buffer.tell() < 1024 * 1024
+    assert timeline["steps"] == snapshots.snapshot_steps(meta["steps"])
+    if model.config.position == "learned":
+        assert torch.equal(timeline["position_rows"][-1], model.transformer.wpe.weight.detach().half())
