@@ -18,6 +18,7 @@ PAGES = {
     "Experiments": [
         st.Page("pages/order_blindness.py", title="Order blindness (shuffle)", icon=":material/shuffle:"),
         st.Page("pages/extrapolation.py", title="Length extrapolation", icon=":material/straighten:"),
+        st.Page("pages/timeline.py", title="Training timeline", icon=":material/history:"),
     ],
 }
 
