@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from lpos import checkpoints
 from lpos.analysis.lengths import length_reading, loss_table
+from lpos.analysis.similarity import initial_position_rows
+from lpos.analysis.timeline import BAND_DISTANCES, table_structure
 from lpos.positions import SCHEMES
 
 REBUILD = "bash checkpoints/rebuild.sh ../shared/data/*.txt"
@@ -14,6 +16,64 @@ REBUILD = "bash checkpoints/rebuild.sh ../shared/data/*.txt"
 
 def _loss(result: dict) -> str:
     return f"{result['loss']:.3f}" if result.get("loss") is not None else result.get("note", "n/a")
+
+
+def _value(number) -> str:
+    return f"{number:.3f}" if isinstance(number, (int, float)) else "n/a"
+
+
+def _goals(metas: dict, shipped: list[str]) -> list[str]:
+    """The training goals, each with the measured figure and whether it is met."""
+    losses = {n: metas[n][1].get("val_loss_tinystories") for n in shipped}
+    known = [v for v in losses.values() if v is not None]
+    lines = ["", "### Goals, measured", ""]
+    if known:
+        worst, spread = max(known), max(known) - min(known)
+        lines.append(f"- Held-out TinyStories loss at 128 at most 3.1 nats for every scheme: worst {worst:.3f} "
+                     f"({max(losses, key=lambda n: losses[n] or 0)}) — **{'met' if worst <= 3.1 else 'missed by ' + f'{worst - 3.1:.3f}'}**.")
+        lines.append(f"- Spread at most 0.3 nats: {spread:.3f} — **{'met' if spread <= 0.3 else 'missed'}**.")
+    if "learned" in metas:
+        model, meta = metas["learned"]
+        trained = table_structure(model.transformer.wpe.weight.detach())
+        timeline = meta.get("timeline")
+        start = table_structure(timeline["position_rows"][0].float()) if timeline else None
+        random = table_structure(initial_position_rows(model.config.block_size, model.config.n_embd))
+        drop = trained["cosine_at_1"] - trained["cosine_at_64"]
+        lines += [
+            f"- Learned table, the 10 nearest positions of a position at most 10 positions away on average: "
+            f"{trained['neighbour_distance']:.1f} — **{'met' if trained['neighbour_distance'] <= 10 else 'missed'}** "
+            f"(random N(0, 0.02) rows: {random['neighbour_distance']:.1f}"
+            + (f"; this model at step 0: {start['neighbour_distance']:.1f}" if start else "") + ").",
+            f"- Mean cosine of the learned rows at distance 1 at least 0.5: {trained['cosine_at_1']:.3f} — "
+            f"**{'met' if trained['cosine_at_1'] >= 0.5 else 'missed'}**; at least 0.5 lower at distance 64: "
+            f"{trained['cosine_at_64']:.3f}, {drop:.3f} lower — **{'met' if drop >= 0.5 else 'missed'}**. "
+            f"By distance ({', '.join(str(d) for d in BAND_DISTANCES)}): "
+            + ", ".join(f"{trained[f'cosine_at_{d}']:.3f}" for d in BAND_DISTANCES) + ".",
+            "  Measured by `lpos.analysis.timeline.table_structure` on `checkpoints/learned.pt`'s `transformer.wpe`.",
+        ]
+    tables = {n: loss_table(metas[n][1]) for n in shipped}
+    degrade = {n: t[1024]["loss"] - t[128]["loss"] for n, t in tables.items()
+               if t.get(1024, {}).get("loss") is not None and t.get(128, {}).get("loss") is not None}
+    if degrade:
+        best = min(degrade, key=degrade.get)
+        lines.append(f"- ALiBi degrades least from 128 to 1024 tokens: the least is **{best}** ({degrade[best]:+.3f} nats) — "
+                     f"**{'met' if best == 'alibi' else 'missed'}**.")
+    lines.append("- Rows of tokens never seen in training keep their initial values exactly: the file stores only the "
+                 "trained vocabulary's rows, and `tests/test_train.py::test_untouched_rows_stay_initial` checks it.")
+    return lines
+
+
+def _schedule(metas: dict, shipped: list[str]) -> list[str]:
+    timeline = metas[shipped[0]][1].get("timeline")
+    if not timeline:
+        return []
+    return ["", "## Training snapshots", "",
+            f"Each file's `meta[\"timeline\"]` holds {len(timeline['steps'])} snapshots, at steps "
+            f"{', '.join(str(s) for s in timeline['steps'])} (0, then evenly spaced in log(step)): the validation loss on "
+            f"the first {timeline['eval_tokens']:,} held-out TinyStories tokens, the position rows (learned: the table; "
+            "other schemes: what block 1 writes at each position), the 8 nearest tokens of 40 probe words, the first "
+            "layer's attention on a probe sentence, and the cosine between the summed rows of its repeated word. "
+            "The Training timeline page replays them."]
 
 
 def model_card(*, rebuild_seconds: float | None = None) -> str:
@@ -51,14 +111,20 @@ def model_card(*, rebuild_seconds: float | None = None) -> str:
         "",
         "## Results",
         "",
-        "| scheme | val loss @128 | unigram baseline | tokens trained | steps | wall time (train) | file |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        f"Validation loss at 128 tokens, in nats: on the held-out TinyStories stories "
+        f"({first.get('val_tokens_tinystories', 0):,} tokens), and on every held-out story (classics included).",
+        "",
+        "| scheme | val loss @128, TinyStories | val loss @128, all | unigram baseline (all) | tokens trained | steps "
+        "| wall time (train) | file |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name in shipped:
         _, meta = metas[name]
         size = (checkpoints.CHECKPOINT_DIR / f"{name}.pt").stat().st_size / 2**20
-        lines.append(f"| {name} | {meta['val_loss']:.3f} | {meta['unigram_val_loss']:.3f} | {meta['tokens_trained']:,} "
+        lines.append(f"| {name} | {_value(meta.get('val_loss_tinystories'))} | {meta['val_loss']:.3f} "
+                     f"| {meta['unigram_val_loss']:.3f} | {meta['tokens_trained']:,} "
                      f"| {meta['steps']} | {meta['wall_seconds']:.0f} s | {size:.1f} MB |")
+    lines += _goals(metas, shipped)
     lines += ["", "Loss by evaluation length (mean next-token loss over non-overlapping windows of the held-out",
               "stream; trained at 128):", "",
               "| scheme | " + " | ".join(str(n) for n in lengths) + " |",
@@ -75,6 +141,7 @@ def model_card(*, rebuild_seconds: float | None = None) -> str:
         "",
         f"Machine: {first['machine']}, one process per run.",
     ]
+    lines += _schedule(metas, shipped)
     if rebuild_seconds is not None:
         lines.append(f"Rebuilding all five, one after another (training and evaluation), took {rebuild_seconds / 60:.1f} "
                      "minutes on this machine: the sum of the five runs' measured wall times.")
@@ -94,7 +161,8 @@ def model_card(*, rebuild_seconds: float | None = None) -> str:
         f"--out checkpoints/S.pt --steps {first['steps']}",
         "```",
         "",
-        "and `python -m lpos eval --checkpoint S` reproduces the loss-by-length row of S.",
+        "and `python -m lpos eval --checkpoint S` reproduces the loss-by-length rows of S (all held-out stories,",
+        "and the TinyStories ones).",
         "",
     ]
     return "\n".join(lines)

@@ -162,14 +162,17 @@ def run_eval(args) -> int:
         raise ValueError(f"corpus file not found: {missing[0]}; pass --data FILE...")
     seed = meta.get("train_args", {}).get("seed", 1337)
     corpus = load_corpus(files, seed=seed)
-    results = length_losses(model, corpus.val, lengths=args.lengths)
+    streams = {"all held-out stories": corpus.val, "held-out TinyStories stories": corpus.val_tinystories}
+    results = {name: length_losses(model, stream, lengths=args.lengths) for name, stream in streams.items()}
     if args.json:
         print(json.dumps(results, indent=2))
         return 0
-    print(f"{args.checkpoint}: {model.config.position}, held-out tokens {len(corpus.val):,}")
-    for length, result in results.items():
-        shown = f"{result['loss']:.4f}" if result["loss"] is not None else result["note"]
-        print(f"  length {length:>5}: {shown}")
+    print(f"{args.checkpoint}: {model.config.position}")
+    for name, by_length in results.items():
+        print(f"{name} ({len(streams[name]):,} tokens):")
+        for length, result in by_length.items():
+            shown = f"{result['loss']:.4f}" if result["loss"] is not None else result["note"]
+            print(f"  length {length:>5}: {shown}")
     return 0
 
 

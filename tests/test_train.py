@@ -3,6 +3,7 @@ bit for bit, the meta the app reads, DDP equal to one process, and the eval CLI'
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -219,6 +220,25 @@ def test_eval_cli_reports_past_the_table(tmp_path, corpus_file, corpus, capsys):
     lines = out.splitlines()
     assert any("length     8:" in line and "n/a" not in line for line in lines)
     assert any("length    32: n/a: the table has 16 rows" in line for line in lines)
+
+
+def test_eval_cli_reproduces_the_card_rows(tmp_path, capsys):
+    """`python -m lpos eval` recomputes exactly the losses the training run wrote into the meta (the card's rows),
+    over all held-out stories and over the held-out stories of the tinystories* files."""
+    tiny = tmp_path / "tinystories_a.txt"
+    tiny.write_text(f"\n{END_OF_TEXT}\n".join(STORIES[:6]) + "\n", encoding="utf-8")
+    other = tmp_path / "classics.txt"
+    other.write_text(f"\n{END_OF_TEXT}\n".join(STORIES[6:] * 3) + "\n", encoding="utf-8")
+    args = tiny_args(tmp_path, other, data=(str(other), str(tiny)), steps=3)
+    _, meta = train(args, progress=False)
+    capsys.readouterr()
+    assert main(["eval", "--checkpoint", args.out, "--data", str(other), str(tiny), "--lengths", "8", "16", "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    for name, key in (("all held-out stories", "loss_by_length"), ("held-out TinyStories stories", "loss_by_length_tinystories")):
+        for length in (8, 16):
+            assert printed[name][str(length)]["loss"] == meta[key][length]["loss"]
+    assert meta["val_loss_tinystories"] == meta["loss_by_length_tinystories"][16]["loss"]
+    assert meta["val_tokens_tinystories"] < meta["val_tokens"] or meta["val_stories"] == 1
 
 
 def cli_train_args(out, corpus_file) -> list[str]:

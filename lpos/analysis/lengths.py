@@ -42,7 +42,7 @@ def length_losses(model: GPT, stream: torch.Tensor, *, lengths=(64, 128, 256, 51
     for length in lengths:
         note = not_applicable(model, length)
         n = (len(stream) - 1) // length
-        if note or n == 0:
+        if note or n <= 0:
             results[length] = {"loss": None, "note": note or "n/a: the text is shorter than this length"}
             continue
         total, count = 0.0, 0
@@ -53,6 +53,9 @@ def length_losses(model: GPT, stream: torch.Tensor, *, lengths=(64, 128, 256, 51
             losses = model.vocab_loss(x, y, reduction="none")
             total += float(losses.nansum())
             count += int((~losses.isnan()).sum())
+        if count == 0:
+            results[length] = {"loss": None, "note": "n/a: no target inside the model's vocabulary"}
+            continue
         results[length] = {"loss": round(total / count, 4), "windows": n, "tokens": count}
     return results
 
