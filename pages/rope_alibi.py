@@ -2,11 +2,10 @@
 import streamlit as st
 
 from lpos import ui
-from lpos.analysis.attention import offset_scores, rope_angle_frame, rotating_pair
-from lpos.figures.attention import (BIAS_COLOURS, alibi_slopes_figure, matrix_panels, offset_scores_figure,
-                                    rope_angle_figure, rope_arrow_figure)
+from lpos.analysis.attention import offset_scores, rotating_pair
+from lpos.figures.attention import BIAS_COLOURS, matrix_panels, offset_scores_figure, rope_arrow_figure
 from lpos.tokenizer import token_strings, visible
-from lpos.ui import cached_positions
+from lpos.ui import cached_figures, cached_positions
 
 INSTEAD = {
     "learned": "The learned scheme adds a trained row per position to each token row before the first block; "
@@ -25,15 +24,10 @@ ids = ui.usable_ids(selection)
 tokens = [visible(t) for t in token_strings(ids)]
 head_dim = config.n_embd // config.n_head
 
-left, right = st.columns(2)
-layer = left.selectbox("Layer", range(config.n_layer), key=f"ra_layer_{config.n_layer}")
-head = right.selectbox("Head", range(config.n_head), key=f"ra_head_{config.n_head}")
-if selection.scheme in INSTEAD:
-    st.info(INSTEAD[selection.scheme] + " Below: this model's attention, then what RoPE and ALiBi would do instead.",
-            icon=":material/info:")
 
-
-def rope_section(own: bool) -> None:
+@st.fragment
+def rope_section(own: bool, layer: int, head: int) -> None:
+    """RoPE on one token's query, with its own token, pair and length controls."""
     if head_dim % 2:
         st.info(f"RoPE needs an even head size; this model's heads have {head_dim} columns.", icon=":material/info:")
         return
@@ -47,7 +41,7 @@ def rope_section(own: bool) -> None:
     st.caption(("This token's query in " if own else "This model's query (it does not rotate it) in ")
                + f"layer {layer}, head {head}, before rotation, placed at positions 0, 1, 2, …\n"
                "The arrow keeps its length and turns by the same angle per step: position is an angle, not an added row.")
-    st.plotly_chart(rope_angle_figure(rope_angle_frame(head_dim)), key="ra_angles")
+    st.plotly_chart(cached_figures.rope_angles(head_dim), key="ra_angles")
     st.caption(f"Each of the head's {head_dim // 2} pairs turns at its own speed: pair 0 one radian per position, "
                "the last almost not at all.\nThe same geometric ladder as the sinusoidal table, applied to q and k.")
     length = max(len(ids), 64)
@@ -57,9 +51,9 @@ def rope_section(own: bool) -> None:
                "Every line is flat: moving both by the same amount changes nothing, only m − n counts.")
 
 
-def alibi_section(own: bool) -> None:
+def alibi_section(own: bool, layer: int, head: int) -> None:
     effect = cached_positions.alibi_effect(selection, ids, layer=layer)
-    st.plotly_chart(alibi_slopes_figure(effect.slopes), key="ra_slopes")
+    st.plotly_chart(cached_figures.alibi_slopes_chart(config.n_head), key="ra_slopes")
     st.caption(f"For {config.n_head} heads the slopes are {', '.join(f'{s:.3g}' for s in effect.slopes)}.\n"
                "Steep heads look only at the last few tokens; gentle heads can reach far back.")
     lowest = float(effect.bias[head].min()) or -1.0
@@ -78,26 +72,44 @@ def alibi_section(own: bool) -> None:
                    "The bias shifts weight towards recent tokens, more strongly in heads with larger slopes.")
 
 
-if selection.scheme == "rope":
-    st.header("RoPE in this model")
-    rope_section(own=True)
-elif selection.scheme == "alibi":
-    st.header("ALiBi in this model")
-    alibi_section(own=True)
+@st.fragment
+def attention_views() -> None:
+    """The layer and head boxes and every figure they drive: changing one reruns only this."""
+    left, right = st.columns(2)
+    layer = left.selectbox("Layer", range(config.n_layer), key=f"ra_layer_{config.n_layer}")
+    head = right.selectbox("Head", range(config.n_head), key=f"ra_head_{config.n_head}")
+    if selection.scheme in INSTEAD:
+        st.info(INSTEAD[selection.scheme] + " Below: this model's attention, then what RoPE and ALiBi would do instead.",
+                icon=":material/info:")
 
-st.header("This model's attention weights")
-weights = cached_positions.attention_maps(selection, ids, layer=layer)
-st.plotly_chart(matrix_panels([(f"layer {layer}, head {head}", weights[head])], tokens=tokens, value_name="weight",
-                              zmin=0.0, zmax=1.0, title=f"Attention weights ({selection.model.label})"), key="ra_attention")
-st.caption("Each row is one query token's attention over the keys up to itself; each row sums to 1.\n"
-           + ("Untrained: random, small scores spread the weights evenly over the visible keys"
-              + (", tilted towards recent keys by the bias." if selection.scheme == "alibi" else ".")
-              if not selection.model.trained else
-              "Switch layers and heads: some heads look at the previous token, some at the first, some spread out."))
+    if selection.scheme == "rope":
+        st.header("RoPE in this model")
+        rope_section(True, layer, head)
+    elif selection.scheme == "alibi":
+        st.header("ALiBi in this model")
+        alibi_section(True, layer, head)
 
-if selection.scheme != "rope":
-    with st.expander("What RoPE would do (not what this model does)"):
-        rope_section(own=False)
-if selection.scheme != "alibi":
-    with st.expander("What ALiBi would do (not what this model does)"):
-        alibi_section(own=False)
+    st.header("This model's attention weights")
+    weights = cached_positions.attention_maps(selection, ids, layer=layer)
+    st.plotly_chart(matrix_panels([(f"layer {layer}, head {head}", weights[head])], tokens=tokens, value_name="weight",
+                                  zmin=0.0, zmax=1.0, title=f"Attention weights ({selection.model.label})"), key="ra_attention")
+    st.caption("Each row is one query token's attention over the keys up to itself; each row sums to 1.\n"
+               + ("Untrained: random, small scores spread the weights evenly over the visible keys"
+                  + (", tilted towards recent keys by the bias." if selection.scheme == "alibi" else ".")
+                  if not selection.model.trained else
+                  "Switch layers and heads: some heads look at the previous token, some at the first, some spread out."))
+
+    # closed, an expander computes nothing: opening it reruns this fragment, which then draws it
+    if selection.scheme != "rope":
+        rope_box = st.expander("What RoPE would do (not what this model does)", key="ra_rope_open", on_change="rerun")
+        if rope_box.open:
+            with rope_box:
+                rope_section(False, layer, head)
+    if selection.scheme != "alibi":
+        alibi_box = st.expander("What ALiBi would do (not what this model does)", key="ra_alibi_open", on_change="rerun")
+        if alibi_box.open:
+            with alibi_box:
+                alibi_section(False, layer, head)
+
+
+attention_views()

@@ -3,11 +3,12 @@ import streamlit as st
 
 from lpos import ui
 from lpos.analysis.embeddings import token_counts
-from lpos.analysis.similarity import (initial_position_rows, nearest_positions, position_rows, rope_kernel,
-                                      rope_kernel_by_offset)
-from lpos.figures.similarity import kernel_line_figure, pca_figure, similarity_heatmaps
+from lpos.analysis.similarity import nearest_positions, position_rows
+from lpos.figures.similarity import similarity_heatmaps
 from lpos.tokenizer import encode, token_strings, visible
-from lpos.ui import cached_positions
+from lpos.ui import cached_figures, cached_positions
+
+NEAREST_POSITIONS = 10  # rows listed for "nearest positions of position"
 
 selection = ui.selection()
 model, config = selection.model.model, selection.model.model.config
@@ -15,102 +16,118 @@ st.title("Similarity: which rows look alike")
 st.caption("Cosine similarity compares the direction of two rows: 1 = same direction, 0 = unrelated, −1 = opposite. "
            "Random rows are all near 0 to each other; training pulls related rows together.")
 
-st.subheader("Position × position")
-limit = config.block_size if config.position == "learned" else 1024
-length = st.slider("Positions", min_value=2, max_value=max(2, limit), value=min(128, limit), key=f"sim_length_{limit}",
-                   help="Above 256 positions the map is block-averaged so the page stays light.")
-if config.position in ("learned", "sinusoidal"):
-    rows = position_rows(model, length)
-    maps = [cached_positions.similarity_map(rows, title=f"{selection.model.label}: {config.position} rows")]
-    if config.position == "learned" and selection.model.trained:
-        untrained_rows = initial_position_rows(len(rows), config.n_embd)
-        maps.append(cached_positions.similarity_map(untrained_rows, title="the same table untrained"))
-    st.plotly_chart(similarity_heatmaps(maps, axis_title="position"), key="sim_positions")
-    if config.position == "learned" and selection.model.trained:
-        st.caption("Untrained (right): random rows, no structure beyond the diagonal. Trained (left): warm near the diagonal —\n"
-                   "nearby positions got similar rows because they play similar roles; distant ones drift apart.")
-    elif config.position == "learned":
-        st.caption("Untrained: random rows are nearly orthogonal, so the map is speckle around 0 with a diagonal of 1s.\n"
-                   "Pick a trained learned model to see the band training carves.")
+
+@st.fragment
+def positions() -> None:
+    """The position rows: the slider and everything it drives (no sentence in here)."""
+    st.subheader("Position × position")
+    limit = config.block_size if config.position == "learned" else 1024
+    length = st.slider("Positions", min_value=2, max_value=max(2, limit), value=min(128, limit), key=f"sim_length_{limit}",
+                       help="Above 256 positions the map is block-averaged so the page stays light.")
+    if config.position in ("learned", "sinusoidal"):
+        maps = cached_figures.position_maps(selection.model.key, config.position, length, label=selection.model.label,
+                                            with_untrained=config.position == "learned" and selection.model.trained,
+                                            _model=model)
+        st.plotly_chart(maps, key="sim_positions")
+        if config.position == "learned" and selection.model.trained:
+            st.caption("Untrained (right): random rows, no structure beyond the diagonal. Trained (left): warm near the diagonal —\n"
+                       "nearby positions got similar rows because they play similar roles; distant ones drift apart.")
+        elif config.position == "learned":
+            st.caption("Untrained: random rows are nearly orthogonal, so the map is speckle around 0 with a diagonal of 1s.\n"
+                       "Pick a trained learned model to see the band training carves.")
+        else:
+            st.caption("The sinusoidal table has the band by construction: similarity falls off with distance and\n"
+                       "is the same along every diagonal (it depends on distance only).")
+    elif config.position == "rope":
+        head_dim = config.n_embd // config.n_head
+        kernel_map, kernel_line = cached_figures.rope_kernel(length, head_dim)
+        st.plotly_chart(kernel_map, key="sim_positions")
+        st.caption("RoPE adds no rows. Its counterpart: one vector rotated to positions m and n, compared by cosine.\n"
+                   "Every diagonal is constant: the kernel depends on m − n only.")
+        st.plotly_chart(kernel_line, key="sim_kernel")
+        st.caption("The same kernel as a line: 1 at distance 0, then a decaying wobble.\n"
+                   "Near tokens can score alike; far tokens' scores are scrambled by the fast pairs.")
     else:
-        st.caption("The sinusoidal table has the band by construction: similarity falls off with distance and\n"
-                   "is the same along every diagonal (it depends on distance only).")
-elif config.position == "rope":
-    head_dim = config.n_embd // config.n_head
-    st.plotly_chart(similarity_heatmaps([cached_positions.similarity_map(rope_kernel(length, head_dim), title="rope kernel")],
-                                        axis_title="position"), key="sim_positions")
-    st.caption("RoPE adds no rows. Its counterpart: one vector rotated to positions m and n, compared by cosine.\n"
-               "Every diagonal is constant: the kernel depends on m − n only.")
-    st.plotly_chart(kernel_line_figure(rope_kernel_by_offset(length - 1, head_dim), head_dim=head_dim), key="sim_kernel")
-    st.caption("The same kernel as a line: 1 at distance 0, then a decaying wobble.\n"
-               "Near tokens can score alike; far tokens' scores are scrambled by the fast pairs.")
-else:
-    st.info({"alibi": "ALiBi has no position rows to compare: it subtracts slope × distance from attention scores. "
-                      "See the RoPE & ALiBi page for its bias.",
-             "none": "This model gets no position information, so there are no position rows to compare."}[config.position],
-            icon=":material/info:")
+        st.info({"alibi": "ALiBi has no position rows to compare: it subtracts slope × distance from attention scores. "
+                          "See the RoPE & ALiBi page for its bias.",
+                 "none": "This model gets no position information, so there are no position rows to compare."}[config.position],
+                icon=":material/info:")
+
+    if config.position in ("learned", "sinusoidal"):
+        table = position_rows(model, length)
+        position = st.number_input("Nearest positions of position", min_value=0, max_value=len(table) - 1,
+                                   value=min(10, len(table) - 1), key=f"sim_position_{len(table)}")
+        st.dataframe(nearest_positions(table, int(position), k=min(NEAREST_POSITIONS, len(table) - 1)), hide_index=True,
+                     key="sim_position_neighbours")
+        st.caption(f"Among the first {len(table)} position rows. In a trained or sinusoidal table the nearest positions are\n"
+                   "nearby ones (small distance); in a random, untrained table they are anywhere.")
+
+        st.subheader("The path of the position rows (PCA)")
+        if len(table) < 4:
+            st.info("PCA needs at least 4 positions; raise the slider above.")
+        else:
+            flat, solid, explained = cached_figures.position_pca(selection.model.key, config.position, length, _model=model)
+            left, right = st.columns(2)
+            left.plotly_chart(flat, key="sim_pca2")
+            right.plotly_chart(solid, key="sim_pca3")
+            st.caption(f"The first three components explain {explained:.0%} of the variance. "
+                       "Sinusoidal rows trace a smooth curve; trained rows drift in position order\n(the colour runs from one "
+                       "end to the other); random, untrained rows are a cloud with no order.")
+    else:
+        st.info("Nearest positions and the PCA path need position rows; this scheme has none "
+                "(choose learned or sinusoidal).", icon=":material/info:")
+
+
+positions()
 
 ids = ui.usable_ids(selection)
 tokens = [visible(t) for t in token_strings(ids)]
 view = ui.embedding_view(selection, ids)
 
-st.subheader("Token × token, for your sentence")
-options = ["token rows"] + (["token + position rows"] if view.position_rows is not None else [])
-which = st.radio("Rows", options, horizontal=True, key="sim_rows")
-rows = view.token_rows if which == "token rows" else view.summed_rows
-st.plotly_chart(similarity_heatmaps([cached_positions.similarity_map(rows, title=which)], axis_title="token", tokens=tokens),
-                key="sim_tokens")
-st.caption("A repeated token has cosine 1 with itself in token rows; adding position rows makes the copies differ.\n"
-           + ("This scheme adds no position rows, so only token rows exist here." if view.position_rows is None else
-              "Switch between token rows and summed rows to see the position rows at work."))
 
-st.subheader("Nearest neighbours")
-left, right = st.columns([2, 1])
-typed = left.text_input("Type a word (its first token is used), or leave empty to pick from your sentence",
-                        key="sim_word", max_chars=100)
-k = right.slider("How many", min_value=1, max_value=50, value=10, key="sim_k")
-typed_ids = encode(typed) if typed.strip() else []
-if typed_ids:
-    token_id = typed_ids[0]
-    if len(typed_ids) > 1:
-        st.caption(f"That text is {len(typed_ids)} tokens; showing the first, “{visible(token_strings(typed_ids[:1])[0])}”.")
-else:
-    position = st.selectbox("Token from your sentence", range(len(ids)), key="sim_token_position",
-                            format_func=lambda p: f"{p}: {tokens[p]}")
-    token_id = ids[position]
-counts = token_counts(selection.model.meta)
-st.dataframe(cached_positions.nearest_tokens(selection, token_id, k=k), hide_index=True, key="sim_neighbours")
-if not selection.model.trained:
-    st.warning("Untrained model: every token row is still random, so these neighbours are random too.", icon=":material/casino:")
-elif counts is None:
-    st.caption("This model has no training counts.")
-elif counts.get(token_id, 0) == 0:
-    st.warning(f"“{visible(token_strings([token_id])[0])}” was never seen in training: its row is still random, "
-               "so its neighbours mean nothing.", icon=":material/casino:")
-st.caption("Search runs over all rows of the token table; “count” is how often each token was seen in training.\n"
-           "Rows never seen (count 0) are still random, so they turn up by chance.")
+@st.fragment
+def token_map() -> None:
+    """The sentence's token x token map and its own choice of rows."""
+    st.subheader("Token × token, for your sentence")
+    options = ["token rows"] + (["token + position rows"] if view.position_rows is not None else [])
+    which = st.radio("Rows", options, horizontal=True, key="sim_rows")
+    rows = view.token_rows if which == "token rows" else view.summed_rows
+    st.plotly_chart(similarity_heatmaps([cached_positions.similarity_map(rows, title=which)], axis_title="token", tokens=tokens),
+                    key="sim_tokens")
+    st.caption("A repeated token has cosine 1 with itself in token rows; adding position rows makes the copies differ.\n"
+               + ("This scheme adds no position rows, so only token rows exist here." if view.position_rows is None else
+                  "Switch between token rows and summed rows to see the position rows at work."))
 
-if config.position in ("learned", "sinusoidal"):
-    table = position_rows(model, length)
-    position = st.number_input("Nearest positions of position", min_value=0, max_value=len(table) - 1,
-                               value=min(10, len(table) - 1), key=f"sim_position_{len(table)}")
-    st.dataframe(nearest_positions(table, int(position), k=min(k, len(table) - 1)), hide_index=True,
-                 key="sim_position_neighbours")
-    st.caption(f"Among the first {len(table)} position rows. In a trained or sinusoidal table the nearest positions are\n"
-               "nearby ones (small distance); in a random, untrained table they are anywhere.")
 
-    st.subheader("The path of the position rows (PCA)")
-    projection = cached_positions.pca(table)
-    if len(table) < 4:
-        st.info("PCA needs at least 4 positions; raise the slider above.")
+@st.fragment
+def neighbours() -> None:
+    """Nearest tokens: the word, how many, and the table they drive."""
+    st.subheader("Nearest neighbours")
+    left, right = st.columns([2, 1])
+    typed = left.text_input("Type a word (its first token is used), or leave empty to pick from your sentence",
+                            key="sim_word", max_chars=100)
+    k = right.slider("How many", min_value=1, max_value=50, value=10, key="sim_k")
+    typed_ids = encode(typed) if typed.strip() else []
+    if typed_ids:
+        token_id = typed_ids[0]
+        if len(typed_ids) > 1:
+            st.caption(f"That text is {len(typed_ids)} tokens; showing the first, “{visible(token_strings(typed_ids[:1])[0])}”.")
     else:
-        left, right = st.columns(2)
-        name = f"{len(table)} {config.position} position rows"
-        left.plotly_chart(pca_figure(projection, dimensions=2, title=f"{name}, 2-D"), key="sim_pca2")
-        right.plotly_chart(pca_figure(projection, dimensions=3, title=f"{name}, 3-D"), key="sim_pca3")
-        st.caption(f"The first three components explain {projection.explained.sum():.0%} of the variance. "
-                   "Sinusoidal rows trace a smooth curve; trained rows drift in position order\n(the colour runs from one "
-                   "end to the other); random, untrained rows are a cloud with no order.")
-else:
-    st.info("Nearest positions and the PCA path need position rows; this scheme has none "
-            "(choose learned or sinusoidal).", icon=":material/info:")
+        position = st.selectbox("Token from your sentence", range(len(ids)), key="sim_token_position",
+                                format_func=lambda p: f"{p}: {tokens[p]}")
+        token_id = ids[position]
+    counts = token_counts(selection.model.meta)
+    st.dataframe(cached_positions.nearest_tokens(selection, token_id, k=k), hide_index=True, key="sim_neighbours")
+    if not selection.model.trained:
+        st.warning("Untrained model: every token row is still random, so these neighbours are random too.", icon=":material/casino:")
+    elif counts is None:
+        st.caption("This model has no training counts.")
+    elif counts.get(token_id, 0) == 0:
+        st.warning(f"“{visible(token_strings([token_id])[0])}” was never seen in training: its row is still random, "
+                   "so its neighbours mean nothing.", icon=":material/casino:")
+    st.caption("Search runs over all rows of the token table; “count” is how often each token was seen in training.\n"
+               "Rows never seen (count 0) are still random, so they turn up by chance.")
+
+
+token_map()
+neighbours()

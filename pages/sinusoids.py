@@ -2,9 +2,7 @@
 import streamlit as st
 
 from lpos import ui
-from lpos.analysis.sinusoids import frequency_bands, offset_dot_products, wavelength_frame
-from lpos.figures.sinusoids import band_figure, offset_dot_figure, table_heatmap, wavelength_figure
-from lpos.ui import cached_positions
+from lpos.ui import cached_figures
 
 selection = ui.selection()
 st.title("Sinusoids: a position table nobody trained")
@@ -13,44 +11,57 @@ st.caption(
     "Nothing is learned: any length, any width, the same numbers every time."
 )
 
-left, middle, right = st.columns(3)
-width = left.slider("Width (columns, even)", min_value=8, max_value=1024, value=128, step=2, key="sin_width")
-length = middle.slider("Length (positions)", min_value=1, max_value=4096, value=128, key="sin_length")
-base = right.number_input("Base", min_value=2.0, max_value=1e9, value=10000.0, step=1000.0, key="sin_base",
-                          help="10000 in the original paper: sets the slowest wavelength, about 2π·base positions.")
 
-st.subheader("The table")
-view = cached_positions.table_view(length, width, float(base))
-st.plotly_chart(table_heatmap(view, title=f"Sinusoidal table: {length} positions × {width} columns"), key="sin_table")
-st.caption("Left columns change every row (short wavelengths); right columns barely change over thousands of positions.\n"
-           "Each row is a different barcode, so the model can read off where a token sits."
-           + (" Large tables are block-averaged: columns faster than a block fade to white." if view.row_block > 1 else ""))
+@st.fragment
+def explorer() -> None:
+    """The table's own controls and every figure they drive: moving one reruns only this."""
+    left, middle, right = st.columns(3)
+    width = left.slider("Width (columns, even)", min_value=8, max_value=1024, value=128, step=2, key="sin_width")
+    length = middle.slider("Length (positions)", min_value=1, max_value=4096, value=128, key="sin_length")
+    base = right.number_input("Base", min_value=2.0, max_value=1e9, value=10000.0, step=1000.0, key="sin_base",
+                              help="10000 in the original paper: sets the slowest wavelength, about 2π·base positions.")
 
-st.subheader("Frequency bands")
-pairs_available = list(range(width // 2))
-default_pairs = sorted({0, width // 16, width // 8, width // 4 - 1} & set(pairs_available))
-pairs = st.multiselect("Column pairs to draw", pairs_available, default=default_pairs, key=f"sin_pairs_{width}",
-                       max_selections=8, help="Pair i is columns 2i (sin) and 2i+1 (cos).")
-if pairs:
-    st.plotly_chart(band_figure(frequency_bands(length, width, pairs=pairs, base=base)), key="sin_bands")
-    st.caption("Each pair is a clock hand turning at its own speed: sin is one coordinate, cos the other.\n"
-               "Low pairs wrap around within a few positions; high pairs have barely started after the whole length.")
-else:
-    st.info("Pick at least one column pair above to draw its sin and cos.")
-waves = wavelength_frame(width, base=base)
-st.plotly_chart(wavelength_figure(waves, base=base), key="sin_wavelengths")
-st.caption(f"Pair 0 repeats every 2π ≈ 6.28 positions; the last pair every {waves['wavelength'].iloc[-1]:,.0f} "
-           "positions (2π·base^((width−2)/width)).\nThe wavelengths are evenly spaced on a log scale: a geometric sequence.")
+    st.subheader("The table")
+    table, row_block = cached_figures.sinusoid_table(length, width, float(base),
+                                                       title=f"Sinusoidal table: {length} positions × {width} columns")
+    st.plotly_chart(table, key="sin_table")
+    st.caption("Left columns change every row (short wavelengths); right columns barely change over thousands of positions.\n"
+               "Each row is a different barcode, so the model can read off where a token sits."
+               + (" Large tables are block-averaged: columns faster than a block fade to white." if row_block > 1 else ""))
 
-st.subheader("Only the distance matters")
-columns = st.columns(4)
-starts = [columns[i].number_input(f"t{i + 1}", min_value=0, max_value=4096, value=value, step=1, key=f"sin_t{i + 1}")
-          for i, value in enumerate((0, 100, 1000))]
-max_offset = columns[3].slider("Largest distance k", min_value=1, max_value=1024, value=128, key="sin_max_offset")
-dots = offset_dot_products(width, starts=[int(s) for s in starts], max_offset=max_offset, base=base)
-st.plotly_chart(offset_dot_figure(dots), key="sin_offset_dot")
-st.caption("row t · row t+k = Σᵢ cos(k·wᵢ): the start t cancels, so the three curves lie on top of each other.\n"
-           "That is why attention can learn “look k tokens back” once and apply it everywhere.")
+    st.subheader("Frequency bands")
+    pairs_available = list(range(width // 2))
+    default_pairs = sorted({0, width // 16, width // 8, width // 4 - 1} & set(pairs_available))
+    pairs = st.multiselect("Column pairs to draw", pairs_available, default=default_pairs, key=f"sin_pairs_{width}",
+                           max_selections=8, help="Pair i is columns 2i (sin) and 2i+1 (cos).")
+    if pairs:
+        st.plotly_chart(cached_figures.sinusoid_bands(length, width, tuple(pairs), float(base)), key="sin_bands")
+        st.caption("Each pair is a clock hand turning at its own speed: sin is one coordinate, cos the other.\n"
+                   "Low pairs wrap around within a few positions; high pairs have barely started after the whole length.")
+    else:
+        st.info("Pick at least one column pair above to draw its sin and cos.")
+    waves, slowest = cached_figures.sinusoid_wavelengths(width, float(base))
+    st.plotly_chart(waves, key="sin_wavelengths")
+    st.caption(f"Pair 0 repeats every 2π ≈ 6.28 positions; the last pair every {slowest:,.0f} "
+               "positions (2π·base^((width−2)/width)).\nThe wavelengths are evenly spaced on a log scale: a geometric sequence.")
+    distance(width, float(base))
+
+
+@st.fragment
+def distance(width: int, base: float) -> None:
+    """The distance section's own inputs (the width and base come from the explorer)."""
+    st.subheader("Only the distance matters")
+    columns = st.columns(4)
+    starts = [columns[i].number_input(f"t{i + 1}", min_value=0, max_value=4096, value=value, step=1, key=f"sin_t{i + 1}")
+              for i, value in enumerate((0, 100, 1000))]
+    max_offset = columns[3].slider("Largest distance k", min_value=1, max_value=1024, value=128, key="sin_max_offset")
+    dots = cached_figures.sinusoid_offset_dots(width, tuple(int(s) for s in starts), max_offset, float(base))
+    st.plotly_chart(dots, key="sin_offset_dot")
+    st.caption("row t · row t+k = Σᵢ cos(k·wᵢ): the start t cancels, so the three curves lie on top of each other.\n"
+               "That is why attention can learn “look k tokens back” once and apply it everywhere.")
+
+
+explorer()
 
 st.subheader("This model's table")
 config = selection.model.model.config
@@ -61,8 +72,8 @@ if config.position != "sinusoidal":
 else:
     ids = ui.usable_ids(selection)
     shown = min(max(2 * len(ids), 64), 4096)
-    model_view = cached_positions.table_view(shown, config.n_embd, 10000.0)
-    st.plotly_chart(table_heatmap(model_view, title=f"The {config.n_embd}-column table this model adds",
-                                  highlight_rows=len(ids)), key="sin_model_table")
+    model_table, _ = cached_figures.sinusoid_table(shown, config.n_embd, 10000.0, highlight_rows=len(ids),
+                                                   title=f"The {config.n_embd}-column table this model adds")
+    st.plotly_chart(model_table, key="sin_model_table")
     st.caption(f"Your sentence has {len(ids)} tokens: the boxed rows 0–{len(ids) - 1} are the rows added to its token rows.\n"
                "A longer sentence just uses more rows: the table never runs out.")

@@ -127,12 +127,56 @@ def browser():
 STREAMLIT_PATH_PROBE = re.compile(r"/[^/?]+/_stcore/(health|host-config)")
 
 
+# Streamlit's own signal that a run is over: the stApp element's data-test-script-state goes from
+# "running" to "notRunning" (a fragment's run too). Counted from the first script of every document,
+# so a run that finishes before a test starts waiting is still seen.
+RUN_WATCH = """(() => {
+  window.__lposRuns = 0;
+  new MutationObserver(changes => {
+    for (const change of changes) {
+      const state = change.target.getAttribute('data-test-script-state');
+      if (state === 'notRunning' && change.oldValue !== 'notRunning') window.__lposRuns += 1;
+    }
+  }).observe(document, {subtree: true, attributes: true, attributeOldValue: true,
+                        attributeFilter: ['data-test-script-state']});
+})()"""
+SETTLED = """() => document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state') === 'notRunning'
+  && [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].every(c => c.querySelector('.main-svg'))"""
+
+
+def new_page(browser):
+    """A page in a fresh browser context (its own session) that counts finished script runs."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.add_init_script(RUN_WATCH)
+    return context.new_page()
+
+
+def finished_runs(page) -> int:
+    return page.evaluate("() => window.__lposRuns || 0")
+
+
+def run_and_wait(page, action, *, timeout: float = 90_000) -> None:
+    """Do `action()` (a click, a key press), then wait until the run it
+    started has finished and every Plotly chart on the page has drawn its SVG."""
+    before = finished_runs(page)
+    action()
+    page.wait_for_function("(n) => window.__lposRuns > n", arg=before, timeout=timeout)
+    page.wait_for_function(SETTLED, timeout=timeout)
+
+
+def open_url(page, url: str, *, timeout: float = 90_000) -> None:
+    """Open `url` and wait for its first run to finish (a new document starts counting at 0)."""
+    page.goto(url)
+    page.wait_for_function("() => (window.__lposRuns || 0) > 0", timeout=timeout)
+    page.wait_for_function(SETTLED, timeout=timeout)
+
+
 @pytest.fixture
 def page(browser):
-    """A fresh browser page recording JavaScript/console errors in `page.console_errors` and failed
+    """A fresh browser page (see new_page) recording JavaScript/console errors in `page.console_errors` and failed
     requests (status >= 400, Streamlit's own path probes left out) in `page.failed_requests`."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    page = context.new_page()
+    page = new_page(browser)
+    context = page.context
     page.console_errors, page.failed_requests = [], []
 
     def on_console(message):
@@ -152,11 +196,6 @@ def page(browser):
 
 
 def wait_for_app(page, timeout: float = 90_000) -> None:
-    """Wait until Streamlit has finished running the script (no 'running' indicator)."""
-    page.wait_for_selector("[data-testid='stApp']", timeout=timeout)
-    page.wait_for_function(
-        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
-        " && document.querySelectorAll('[data-testid=\"stMain\"] *').length > 5",
-        timeout=timeout,
-    )
-    page.wait_for_timeout(300)
+    """Wait until no script run is in progress and every chart is drawn (for a state reached by other
+    means: prefer run_and_wait / open_url, which wait for the run an action started)."""
+    page.wait_for_function(SETTLED, timeout=timeout)

@@ -51,6 +51,7 @@ def test_every_page_for_every_scheme_trained_and_untrained(scheme):
     for model in models_for(scheme):
         at = app_test(scheme=scheme, model=model, text="The dog saw the cat and the dog ran")
         assert not at.exception
+        at.session_state["ra_rope_open"] = at.session_state["ra_alibi_open"] = True  # "what X would do", opened
         for page in PAGES:
             at.switch_page(page).run()
             assert not at.exception, (page, scheme, model, [e.message for e in at.exception])
@@ -63,6 +64,17 @@ def test_every_page_for_every_scheme_trained_and_untrained(scheme):
             if page == "pages/rope_alibi.py" and scheme == "alibi":
                 slopes = [t for t in drawn["ra_slopes"]["data"] if t["type"] == "bar"][0]
                 np.testing.assert_allclose(array(slopes["y"]), [2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8], rtol=1e-6)  # 4 heads
+
+
+def test_closed_expanders_compute_nothing_until_opened():
+    at = app_test(page="pages/rope_alibi.py", scheme="learned", model="untrained")
+    assert set(charts(at)) == {"ra_attention"}  # both "what would X do" expanders closed
+    at.session_state["ra_alibi_open"] = True
+    at.run()
+    assert set(charts(at)) == {"ra_attention", "ra_slopes", "ra_bias"}
+    at.session_state["ra_rope_open"] = at.session_state["ra_alibi_open"] = True  # AppTest keeps no expander state
+    at.run()
+    assert set(charts(at)) == {"ra_attention", "ra_slopes", "ra_bias", "ra_arrow", "ra_angles", "ra_flat"}
 
 
 def test_pages_say_when_a_view_does_not_apply():
@@ -110,6 +122,7 @@ def test_pages_follow_the_models_own_width_and_heads(tiny_model, tmp_path, monke
     save(tiny_model(scheme, n_embd=48, n_head=6, n_layer=3, block_size=32), {}, tmp_path / "odd.pt")
     monkeypatch.setenv("LPOS_CHECKPOINT_DIR", str(tmp_path))
     at = app_test(scheme=scheme, model="dir:odd.pt", text="one two three four five six seven eight nine")
+    at.session_state["ra_rope_open"] = at.session_state["ra_alibi_open"] = True  # "what X would do", opened
     for page in PAGES:
         at.switch_page(page).run()
         assert not at.exception, (page, [e.message for e in at.exception])
@@ -130,7 +143,7 @@ def test_nearest_neighbours_of_a_typed_word():
     at = app_test(page="pages/similarity.py", scheme="learned", model="learned" if trained else "untrained")
     at.text_input(key="sim_word").input("<script>alert(1)</script>").run()
     assert not at.exception
-    neighbours = at.dataframe[0].value
+    neighbours = next(d.value for d in at.dataframe if "id" in d.value.columns)  # not the position table
     assert len(neighbours) == 10 and list(neighbours.columns) == ["rank", "id", "token", "cosine", "count"]
     assert neighbours["cosine"].is_monotonic_decreasing and neighbours["cosine"].max() <= 1.0 + 1e-6
     if not trained:

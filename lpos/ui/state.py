@@ -72,7 +72,12 @@ def _on_model_change() -> None:
 
 
 def init_from_url() -> None:
-    """Once per session: read the URL into the widgets' state, remembering what was refused."""
+    """Once per session: read the URL, remembering what was refused.
+
+    The sentence is kept under "url_text", not written into the text area's own key: a value
+    written into a widget's key before the widget exists, on a link's first run, was at times not
+    shown by the browser (an empty box over a page that drew the link's sentence; issue 17).
+    sidebar() passes it as the text area's initial value instead."""
     if "url_read" in st.session_state:
         return
     st.session_state["url_read"] = True
@@ -94,7 +99,7 @@ def init_from_url() -> None:
     if model_scheme is not None and model_scheme != scheme:
         notices.append(f"The model {model!r} uses the {model_scheme!r} scheme, so that scheme is shown.")
         scheme = model_scheme
-    st.session_state.update(sentence=text, scheme=scheme, model=model, url_notices=notices)
+    st.session_state.update(url_text=text, scheme=scheme, model=model, url_notices=notices)
 
 
 def sidebar() -> Selection:
@@ -110,7 +115,8 @@ def sidebar() -> Selection:
                                            "showing another model instead."]
         st.session_state["model"] = _default_model(st.session_state["scheme"])
     with st.sidebar:
-        st.text_area("Sentence", key="sentence", max_chars=MAX_CHARS, height=90,
+        # the identity of the box is its key (and max_chars), so `value` only fills a new box
+        st.text_area("Sentence", st.session_state["url_text"], key="sentence", max_chars=MAX_CHARS, height=90,
                      help="Any text: it is split into GPT-2 tokens.")
         st.selectbox("Position scheme", SCHEMES, key="scheme", on_change=_on_scheme_change,
                      format_func=lambda s: f"{s} — {HINTS[s]}",
