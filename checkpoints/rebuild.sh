@@ -1,14 +1,24 @@
 #!/usr/bin/env bash
-# Rebuild the five shipped checkpoints, one after another, and print each run's wall time.
+# Rebuild the five shipped checkpoints and print each run's wall time.
 # Usage: bash checkpoints/rebuild.sh CORPUS_FILE...   (e.g. ../shared/data/*.txt)
+# Each run uses one torch thread (a run is bit-identical only for the same thread count), so two
+# lanes run side by side on a 2-core machine: learned, rope, none | sinusoidal, alibi.
 # A killed rebuild continues where it stopped when run again: each run resumes from its
 # <out>.resume.pt (saved every 100 steps), with exactly the same batches.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -gt 0 ] || { echo "usage: $0 CORPUS_FILE..." >&2; exit 2; }
 start=$(date +%s)
-for scheme in ${LPOS_SCHEMES:-learned sinusoidal rope alibi none}; do
-  python -m lpos train --scheme "$scheme" --data "$@" --out "checkpoints/$scheme.pt" --steps 1100 --resume
-  echo "$scheme done after $(( $(date +%s) - start )) s"
-done
+lane() {
+  for scheme in "$@"; do
+    begun=$(date +%s)
+    python -m lpos train --scheme "$scheme" --data "${files[@]}" --out "checkpoints/$scheme.pt" \
+      --steps 1100 --threads 1 --resume --no-progress
+    echo "$scheme trained in $(( $(date +%s) - begun )) s"
+  done
+}
+files=("$@")
+lane ${LPOS_LANE_A:-learned rope none} & a=$!
+lane ${LPOS_LANE_B:-sinusoidal alibi} & b=$!
+wait $a && wait $b
 echo "rebuilt in $(( $(date +%s) - start )) s"

@@ -46,6 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("--width", type=int, default=128)
     train.add_argument("--save-every", type=int, default=100, help="steps between resumable snapshots")
     train.add_argument("--resume", action="store_true", help="continue from <out>.resume.pt")
+    train.add_argument("--threads", type=int, default=0,
+                       help="torch threads (default: torch's choice); a run is bit-identical only for the same count")
     train.add_argument("--no-progress", action="store_true")
 
     evaluate = commands.add_parser("eval", help="validation loss per evaluation length")
@@ -141,7 +143,8 @@ def run_train(args) -> int:
     steps = args.steps or (-(-args.tokens // tokens_per_step) if args.tokens else TRAIN_DEFAULTS.steps)
     options = TrainArgs(scheme=args.scheme, data=tuple(args.data), out=args.out, steps=steps, batch_size=args.batch_size,
                         lr=args.lr, seed=args.seed, n_layer=args.layers, n_head=args.heads, n_embd=args.width,
-                        block_size=args.block_size, save_every=args.save_every, resume=args.resume)
+                        block_size=args.block_size, save_every=args.save_every, resume=args.resume,
+                        threads=args.threads)
     _, meta = train(options, progress=not args.no_progress)
     if meta:
         print(f"wrote {args.out}: val loss {meta['val_loss']} after {meta['tokens_trained']:,} tokens in {meta['wall_seconds']} s")

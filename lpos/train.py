@@ -97,6 +97,7 @@ class TrainArgs:
     save_every: int = 100
     eval_lengths: tuple[int, ...] = EVAL_LENGTHS
     resume: bool = False
+    threads: int = 0  # torch threads; 0 = torch's default. Results are bit-identical only for the same count.
 
 
 def batch(stream: torch.Tensor, step: int, args: TrainArgs, rank: int = 0, world: int = 1):
@@ -148,6 +149,8 @@ def train(args: TrainArgs, corpus: Corpus | None = None, *, progress: bool = Tru
         dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
     if args.batch_size % world:
         raise ValueError(f"--batch-size {args.batch_size} must be divisible by the {world} processes")
+    if args.threads:
+        torch.set_num_threads(args.threads)
     corpus = corpus or load_corpus(list(args.data), seed=args.seed)
     model = initial_model(args)
     config = model.config
@@ -237,6 +240,7 @@ def describe(model: GPT, corpus: Corpus, args: TrainArgs, counts: Counter, *, st
         "steps": steps,
         "wall_seconds": round(wall, 1),
         "processes": world,
+        "torch_threads": torch.get_num_threads(),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores, torch {torch.__version__}",
         "val_loss": losses[args.block_size]["loss"] if args.block_size in losses else None,
         "loss_by_length": losses,
