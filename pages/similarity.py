@@ -125,8 +125,9 @@ def neighbours() -> None:
     elif counts.get(token_id, 0) == 0:
         st.warning(f"“{visible(token_strings([token_id])[0])}” was never seen in training: its row is still random, "
                    "so its neighbours mean nothing.", icon=":material/casino:")
-    st.caption("Search runs over all rows of the token table; “count” is how often each token was seen in training.\n"
-               "Rows never seen (count 0) are still random, so they turn up by chance.")
+    st.caption("Search runs over all rows of the token table. “count” is how often the token occurs in the training "
+               "stories; training drew random windows from them, so a rare token may never have been in a batch.\n"
+               "Rows of tokens that never occur (count 0) are still their random initial rows, so they turn up by chance.")
 
 
 token_map()

@@ -94,7 +94,7 @@ def test_chips_show_text_id_and_count():
     view = handmade_view(["␣the", "␣zyx"], counts=[38_826, 0])
     fig = token_chips(view)
     assert list(fig.data[0].text) == ["<b>␣the</b><br>id 100<br>38.8k×", "<b>␣zyx</b><br>id 101<br>never seen"]
-    assert "seen 38,826 times in training" in fig.data[0].hovertext[0]
+    assert "occurs 38,826 times in the training text" in fig.data[0].hovertext[0]
     assert NEVER_SEEN in fig.data[0].hovertext[1]
     assert [s.fillcolor for s in fig.layout.shapes] == ["#dbe9f6", "#f8d7da"]
     assert "red = never seen" in fig.layout.title.text

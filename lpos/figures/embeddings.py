@@ -41,7 +41,7 @@ def count_sentence(count: int | None) -> str:
         return "no training counts for this model"
     if count == 0:
         return NEVER_SEEN
-    return f"seen {count:,} times in training"
+    return f"occurs {count:,} times in the training text"
 
 
 def token_chips(view: EmbeddingView) -> go.Figure:
@@ -75,7 +75,7 @@ def token_chips(view: EmbeddingView) -> go.Figure:
     fig.update_xaxes(visible=False, range=[-0.5, CHIPS_PER_ROW - 0.5], fixedrange=True)
     fig.update_yaxes(visible=False, range=[-rows + 0.5, 0.5], fixedrange=True)
     cut = f" (the first {shown} of {n})" if shown < n else ""
-    legend = ("text (␣ = space), GPT-2 id, times seen in training; red = never seen" if trained else
+    legend = ("text (␣ = space), GPT-2 id, occurrences in the training text; red = never seen" if trained else
               "text (␣ = space) and GPT-2 id; no training counts for this model")
     return finish(fig, title=f"{n} tokens{cut}: {legend}", height=70 + CHIP_ROW_PIXELS * rows)
 
