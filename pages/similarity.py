@@ -27,17 +27,26 @@ def positions() -> None:
     if config.position in ("learned", "sinusoidal"):
         maps = cached_figures.position_maps(selection.model.key, config.position, length, label=selection.model.label,
                                             with_untrained=config.position == "learned" and selection.model.trained,
-                                            _model=model)
+                                            _model=model, _meta=selection.model.meta)
         st.plotly_chart(maps, key="sim_positions")
+        band, structure = cached_figures.position_band(selection.model.key, config.position, length, _model=model,
+                                                       _meta=selection.model.meta)
+        at = ", ".join(f"{structure[key]:.2f} at distance {key.rsplit('_', 1)[1]}"
+                       for key in ("cosine_at_1", "cosine_at_16", "cosine_at_64") if key in structure)
         if config.position == "learned" and selection.model.trained:
-            st.caption("Untrained (right): random rows, no structure beyond the diagonal. Trained (left): warm near the diagonal —\n"
-                       "nearby positions got similar rows because they play similar roles; distant ones drift apart.")
+            st.caption(f"Trained (left): mean cosine {at}; each row's 10 most similar rows sit "
+                       f"{structure['neighbour_distance']:.1f} positions away on average (about 42 for random rows).\n"
+                       "The right map is the table this model started from (or a random draw, when the file kept no "
+                       "snapshots): speckle around 0 with a diagonal of 1s.")
         elif config.position == "learned":
             st.caption("Untrained: random rows are nearly orthogonal, so the map is speckle around 0 with a diagonal of 1s.\n"
                        "Pick a trained learned model to see the band training carves.")
         else:
-            st.caption("The sinusoidal table has the band by construction: similarity falls off with distance and\n"
-                       "is the same along every diagonal (it depends on distance only).")
+            st.caption(f"The sinusoidal table has the band by construction (mean cosine {at}): similarity depends on "
+                       "distance only, so it is the same along every diagonal.")
+        st.plotly_chart(band, key="sim_band")
+        st.caption("The band along the diagonal, as a line: the mean cosine of all pairs of rows that are that many "
+                   "positions apart.")
     elif config.position == "rope":
         head_dim = config.n_embd // config.n_head
         kernel_map, kernel_line = cached_figures.rope_kernel(length, head_dim)
@@ -59,8 +68,9 @@ def positions() -> None:
                                    value=min(10, len(table) - 1), key=f"sim_position_{len(table)}")
         st.dataframe(nearest_positions(table, int(position), k=min(NEAREST_POSITIONS, len(table) - 1)), hide_index=True,
                      key="sim_position_neighbours")
-        st.caption(f"Among the first {len(table)} position rows. In a trained or sinusoidal table the nearest positions are\n"
-                   "nearby ones (small distance); in a random, untrained table they are anywhere.")
+        st.caption(f"Among the first {len(table)} position rows. Over the whole table, a row's 10 nearest rows sit "
+                   f"{structure['neighbour_distance']:.1f} positions away on average; for random rows it is about a "
+                   "third of the table's length.")
 
         st.subheader("The path of the position rows (PCA)")
         if len(table) < 4:

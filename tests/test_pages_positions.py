@@ -15,8 +15,8 @@ PAGES = ["pages/sinusoids.py", "pages/similarity.py", "pages/rope_alibi.py"]
 MAIN_FIGURES = {
     "pages/sinusoids.py": {s: {"sin_table", "sin_wavelengths", "sin_offset_dot"} for s in SCHEMES}
     | {"sinusoidal": {"sin_table", "sin_offset_dot", "sin_model_table"}},
-    "pages/similarity.py": {"learned": {"sim_positions", "sim_tokens", "sim_pca2", "sim_pca3"},
-                            "sinusoidal": {"sim_positions", "sim_tokens", "sim_pca3"},
+    "pages/similarity.py": {"learned": {"sim_positions", "sim_band", "sim_tokens", "sim_pca2", "sim_pca3"},
+                            "sinusoidal": {"sim_positions", "sim_band", "sim_tokens", "sim_pca3"},
                             "rope": {"sim_positions", "sim_kernel", "sim_tokens"},
                             "alibi": {"sim_tokens"}, "none": {"sim_tokens"}},
     "pages/rope_alibi.py": {s: {"ra_attention", "ra_slopes", "ra_flat"} for s in SCHEMES}

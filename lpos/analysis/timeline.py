@@ -55,6 +55,15 @@ def timeline_of(meta: dict) -> Timeline | None:
     )
 
 
+def starting_rows(meta: dict, length: int) -> np.ndarray | None:
+    """The learned table as this model's training started it (its step-0 snapshot), first `length`
+    rows; None when the model kept no snapshots or has no learned table."""
+    raw = meta.get("timeline") if isinstance(meta, dict) else None
+    if not isinstance(raw, dict) or raw.get("position_kind") != "table" or raw.get("steps", [None])[0] != 0:
+        return None
+    return torch.as_tensor(raw["position_rows"][0][:length]).float().numpy()
+
+
 def cosine_maps(timeline: Timeline) -> np.ndarray:
     """Position x position cosine map at every snapshot, (S, T, T)."""
     return np.stack([cosine_similarity_map(rows) for rows in timeline.position_rows])
