@@ -2,7 +2,8 @@
 import streamlit as st
 
 from lpos.analysis.embeddings import lookalike_tokens, never_seen, repeated_tokens, rows_frame
-from lpos.figures.embeddings import NEVER_SEEN, embedding_heatmaps, token_chips
+from lpos.figures.embeddings import NEVER_SEEN
+from lpos.ui import cached_figures
 from lpos.ui.cached import embedding_view
 from lpos.ui.guards import literal, usable_ids
 from lpos.ui.state import selection as current_selection
@@ -25,11 +26,12 @@ st.caption(
 ids = usable_ids(selection)
 view = embedding_view(selection, ids)
 
-st.plotly_chart(token_chips(view), key="chips", config={"displayModeBar": False})
+chips, heatmaps = cached_figures.embedding_figures(selection, ids)
+st.plotly_chart(chips, key="chips", config={"displayModeBar": False})
 unseen = never_seen(view)
 if not selection.model.trained:
     st.caption("Untrained model: no training counts, every row is its random initial value. "
-               "Pick a trained model in the sidebar to see how often each token was seen.")
+               "Pick a trained model in the sidebar to see how often each token occurs in its training text.")
 elif view.counts[0] is None:
     st.caption("This checkpoint carries no per-token training counts, so the chips show text and id only. "
                "The shipped models have them.")
@@ -38,7 +40,7 @@ elif unseen:
     st.caption(f"Red chips, {NEVER_SEEN}: {named}"
                + (f" and {len(unseen) - 10} more." if len(unseen) > 10 else "."))
 else:
-    st.caption("Every token here was seen in training; hover a chip for the exact count.")
+    st.caption("Every token here occurs in the training text; hover a chip for the exact count.")
 
 st.subheader("Same word, two positions")
 repeats = repeated_tokens(view)
@@ -67,7 +69,6 @@ if not repeats:
         st.info("No token occurs twice in this sentence. Try “The dog saw the cat and the man”.")
 
 st.subheader("The three tables")
-heatmaps = embedding_heatmaps(view, scheme=selection.scheme)
 st.plotly_chart(heatmaps, key="heatmaps")
 if view.position_rows is None:
     st.caption(f"With {selection.scheme!r} the summed rows are the token rows: nothing here says where a token sits, "

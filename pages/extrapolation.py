@@ -3,10 +3,9 @@ import streamlit as st
 
 from lpos import ui
 from lpos.analysis.lengths import curve_reading, length_reading, story, training_length
-from lpos.figures.lengths import length_curves_figure, token_loss_figure
 from lpos.positions import SCHEMES
-from lpos.tokenizer import encode, token_strings, visible
-from lpos.ui import cached_experiments
+from lpos.tokenizer import encode
+from lpos.ui import cached_experiments, cached_figures
 from lpos.ui.state import MAX_TOKENS
 
 PRESS_2021 = ("Press, Smith & Lewis (2021), “Train Short, Test Long: Attention with Linear Biases Enables Input "
@@ -28,7 +27,7 @@ else:
     card_model, card = cached_experiments.shipped_card(next(iter(tables)))
     train_length, unigram = training_length(card, card_model), card.get("unigram_val_loss")
     plot_column, reading_column = st.columns([3, 2])
-    plot_column.plotly_chart(length_curves_figure(tables, train_length=train_length, unigram=unigram),
+    plot_column.plotly_chart(cached_figures.length_curves(tables, train_length=train_length, unigram=unigram),
                              key="length_curves")
     plot_column.caption("Left of the dashed line the models read no more than they were trained on; right of it, "
                         "up to 8× more.\n\nA line that climbs fails to extrapolate; `learned` has no row past 128.")
@@ -39,34 +38,39 @@ else:
     if missing:
         st.caption(f"Not shipped yet: {', '.join(missing)}.")
 
-st.subheader("Live: loss along one long text")
-sources = {"story": f"The built-in story ({len(encode(story())):,} tokens)", "paste": "Your own text"}
-source = st.radio("Text", list(sources), format_func=sources.get, key="extrapolation_source", horizontal=True)
-if source == "story":
-    text = story()
-else:
-    text = st.text_area("Paste a long text (English prose works best)", key="extrapolation_text", height=150,
-                        max_chars=20_000)
-ids = encode(text)
-if len(ids) < 2:
-    st.info("The live view needs at least two tokens: one to read and one to predict. "
-            + ("Paste some text above." if not ids else "Paste a longer text above."), icon=":material/edit:")
-    st.stop()
-if len(ids) > MAX_TOKENS:
-    st.caption(f"Scoring the first {MAX_TOKENS:,} of {len(ids):,} tokens (8× the training length).")
-    ids = ids[:MAX_TOKENS]
 
-model = selection.model
-curve = cached_experiments.loss_curve(selection, ids)
-trained_at = training_length(model.meta, model.model)
-predicted = [visible(t) for t in token_strings(ids[1 : len(curve.losses) + 1])]
-plot_column, reading_column = st.columns([3, 2])
-plot_column.plotly_chart(token_loss_figure(curve, tokens=predicted, train_length=trained_at, label=model.label),
-                         key="token_losses")
-plot_column.caption(f"Faint: the loss of each token; dark: the mean of the last {curve.window}. Gaps are tokens "
-                    "outside the model's vocabulary.\n\nWatch the dark line past the dashed training length.")
-reading_column.markdown(f"**{selection.scheme} · {model.label}**")
-reading_column.markdown(curve_reading(curve, train_length=trained_at))
-if not model.trained:
-    reading_column.caption("An untrained model guesses uniformly, so its loss sits near ln(50,257) ≈ 10.8 "
-                           "everywhere: pick a trained model to see a scheme fail.")
+@st.fragment
+def live() -> None:
+    """The long text's own controls and the scoring they drive (the sidebar sentence is not used here)."""
+    st.subheader("Live: loss along one long text")
+    sources = {"story": f"The built-in story ({len(encode(story())):,} tokens)", "paste": "Your own text"}
+    source = st.radio("Text", list(sources), format_func=sources.get, key="extrapolation_source", horizontal=True)
+    if source == "story":
+        text = story()
+    else:
+        text = st.text_area("Paste a long text (English prose works best)", key="extrapolation_text", height=150,
+                            max_chars=20_000)
+    ids = encode(text)
+    if len(ids) < 2:
+        st.info("The live view needs at least two tokens: one to read and one to predict. "
+                + ("Paste some text above." if not ids else "Paste a longer text above."), icon=":material/edit:")
+        st.stop()
+    if len(ids) > MAX_TOKENS:
+        st.caption(f"Scoring the first {MAX_TOKENS:,} of {len(ids):,} tokens (8× the training length).")
+        ids = ids[:MAX_TOKENS]
+
+    model = selection.model
+    curve = cached_experiments.loss_curve(selection, ids)
+    trained_at = training_length(model.meta, model.model)
+    plot_column, reading_column = st.columns([3, 2])
+    plot_column.plotly_chart(cached_figures.token_losses(selection, ids, train_length=trained_at), key="token_losses")
+    plot_column.caption(f"Faint: the loss of each token; dark: the mean of the last {curve.window}. Gaps are tokens "
+                        "outside the model's vocabulary.\n\nWatch the dark line past the dashed training length.")
+    reading_column.markdown(f"**{selection.scheme} · {model.label}**")
+    reading_column.markdown(curve_reading(curve, train_length=trained_at))
+    if not model.trained:
+        reading_column.caption("An untrained model guesses uniformly, so its loss sits near ln(50,257) ≈ 10.8 "
+                               "everywhere: pick a trained model to see a scheme fail.")
+
+
+live()

@@ -3,7 +3,7 @@ import streamlit as st
 
 from lpos import ui
 from lpos.lesson import STEPS
-from lpos.ui import lesson
+from lpos.ui import cached_figures, lesson
 
 selection = ui.selection()
 if "lesson_step" not in st.session_state:  # first visit in this session: the URL decides
@@ -23,8 +23,7 @@ def leave_presenter() -> None:
 
 st.sidebar.toggle("Presenter mode", key="presenter",
                   help="Hides the controls and enlarges the text so it reads from the back of a room.")
-step, presenter = st.session_state["lesson_step"], st.session_state["presenter"]
-st.query_params["step"] = str(step)
+presenter = st.session_state["presenter"]
 if presenter:
     st.query_params["presenter"] = "1"
     st.markdown(lesson.presenter_css(), unsafe_allow_html=True)  # static CSS, no user text
@@ -35,26 +34,36 @@ if not presenter:
     st.title("Lesson: the story of positions")
     st.caption("Ten short steps, each one idea with one live figure on the sidebar sentence. "
                "Share the link: it keeps the step, the sentence and the scheme.")
-back, choose, forward = st.columns([1, 4, 1], vertical_alignment="bottom")
-back.button("Previous", key="lesson_previous", on_click=move, args=(-1,), disabled=step == 1,
-            icon=":material/arrow_back:", width="stretch")
-choose.selectbox("Step", range(1, len(STEPS) + 1), key="lesson_step", label_visibility="collapsed",
-                 format_func=lambda n: f"Step {n} of {len(STEPS)}: {STEPS[n - 1].title}")
-forward.button("Next", key="lesson_next", on_click=move, args=(1,), disabled=step == len(STEPS),
-               icon=":material/arrow_forward:", width="stretch")
-st.progress(step / len(STEPS))
 
-current = STEPS[step - 1]
-st.header(f"{step}. {current.title}")
-st.markdown(current.text)
-try:
-    fig, measured = lesson.figure(step, selection)
-except ValueError as error:  # a model the lesson cannot draw (e.g. an upload of an unusual size)
-    st.warning(f"This step cannot be drawn for the chosen model: {error}", icon=":material/warning:")
-else:
-    st.plotly_chart(fig, key=f"lesson_figure_{step}")
-    if measured:
-        st.markdown(measured)
-st.info(f"**What to notice.** {current.notice}", icon=":material/visibility:")
+
+@st.fragment
+def step_view() -> None:
+    """The step controls and the step they drive: moving through the lesson reruns only this."""
+    step = st.session_state["lesson_step"]
+    st.query_params["step"] = str(step)
+    back, choose, forward = st.columns([1, 4, 1], vertical_alignment="bottom")
+    back.button("Previous", key="lesson_previous", on_click=move, args=(-1,), disabled=step == 1,
+                icon=":material/arrow_back:", width="stretch")
+    choose.selectbox("Step", range(1, len(STEPS) + 1), key="lesson_step", label_visibility="collapsed",
+                     format_func=lambda n: f"Step {n} of {len(STEPS)}: {STEPS[n - 1].title}")
+    forward.button("Next", key="lesson_next", on_click=move, args=(1,), disabled=step == len(STEPS),
+                   icon=":material/arrow_forward:", width="stretch")
+    st.progress(step / len(STEPS))
+
+    current = STEPS[step - 1]
+    st.header(f"{step}. {current.title}")
+    st.markdown(current.text)
+    try:
+        fig, measured = cached_figures.lesson_figure(step, selection)
+    except ValueError as error:  # a model the lesson cannot draw (e.g. an upload of an unusual size)
+        st.warning(f"This step cannot be drawn for the chosen model: {error}", icon=":material/warning:")
+    else:
+        st.plotly_chart(fig, key=f"lesson_figure_{step}")
+        if measured:
+            st.markdown(measured)
+    st.info(f"**What to notice.** {current.notice}", icon=":material/visibility:")
+
+
+step_view()
 if presenter:
     st.button("Leave presenter mode", key="leave_presenter", on_click=leave_presenter, icon=":material/close:")

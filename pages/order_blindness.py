@@ -32,88 +32,102 @@ st.caption(
     "Attention without positions is a weighted average over a set of tokens, and a set has no order."
 )
 
-source_column, seed_column, button_column = st.columns([4, 1, 1], vertical_alignment="bottom")
-source = source_column.radio("Sentence", list(SOURCES), format_func=SOURCES.get, key="shuffle_source",
-                             horizontal=True)
-seed = seed_column.number_input("Seed", min_value=0, max_value=10_000, step=1, key="shuffle_seed",
-                                help="Which permutation: the same seed gives the same shuffle.")
-button_column.button("Shuffle earlier tokens", key="shuffle_button", on_click=next_shuffle,
-                     icon=":material/shuffle:")
 
-if source == "sidebar":
-    original = selection.ids
-    if len(original) < 3:
-        st.info("The shuffle needs at least three tokens: two earlier ones to swap and the last one to look from. "
-                + ("Type a sentence in the sidebar" if not original else f"Your text has {len(original)}; type a "
-                   "longer sentence in the sidebar") + ", or pick a preset above.", icon=":material/edit:")
+@st.fragment
+def experiment() -> None:
+    """The sentence choice, seed and button, and everything they drive: using one reruns only this."""
+    source_column, seed_column, button_column = st.columns([4, 1, 1], vertical_alignment="bottom")
+    source = source_column.radio("Sentence", list(SOURCES), format_func=SOURCES.get, key="shuffle_source",
+                                 horizontal=True)
+    seed = seed_column.number_input("Seed", min_value=0, max_value=10_000, step=1, key="shuffle_seed",
+                                    help="Which permutation: the same seed gives the same shuffle.")
+    button_column.button("Shuffle earlier tokens", key="shuffle_button", on_click=next_shuffle,
+                         icon=":material/shuffle:")
+
+    if source == "sidebar":
+        original = selection.ids
+        if len(original) < 3:
+            st.info("The shuffle needs at least three tokens: two earlier ones to swap and the last one to look from. "
+                    + ("Type a sentence in the sidebar" if not original else f"Your text has {len(original)}; type a "
+                       "longer sentence in the sidebar") + ", or pick a preset above.", icon=":material/edit:")
+            st.stop()
+    else:
+        original = encode(PRESETS["dog" if source == "swap" else source])
+
+    models = cached_experiments.scheme_models(selection)
+    limit = min([MAX_SHUFFLE_TOKENS] + [m.model.config.block_size for m in models if m.scheme == "learned"])
+    if len(original) > limit:
+        st.caption(f"Using the first {limit} of {len(original):,} tokens: the bars stay readable and every "
+                   "scheme's model can read them.")
+        original = original[:limit]
+    if not can_shuffle(original):
+        st.info("Every token before the last is the same token, so no permutation changes the order. "
+                "Type a sentence with different words in the sidebar, or pick a preset above.", icon=":material/edit:")
         st.stop()
-else:
-    original = encode(PRESETS["dog" if source == "swap" else source])
+    shuffled = encode(PRESETS["man"]) if source == "swap" else shuffle_earlier(original, seed=seed)
 
-models = cached_experiments.scheme_models(selection)
-limit = min([MAX_SHUFFLE_TOKENS] + [m.model.config.block_size for m in models if m.scheme == "learned"])
-if len(original) > limit:
-    st.caption(f"Using the first {limit} of {len(original):,} tokens: the bars stay readable and every "
-               "scheme's model can read them.")
-    original = original[:limit]
-if not can_shuffle(original):
-    st.info("Every token before the last is the same token, so no permutation changes the order. "
-            "Type a sentence with different words in the sidebar, or pick a preset above.", icon=":material/edit:")
-    st.stop()
-shuffled = encode(PRESETS["man"]) if source == "swap" else shuffle_earlier(original, seed=seed)
+    st.code(f"original: {decode(original)}\nshuffled: {decode(shuffled)}", language=None, wrap_lines=True)
+    if source == "swap":
+        st.caption("The two presets hold the same tokens and end on the same “.”, so the second is one permutation of "
+                   "the first: an honest shuffle. (Without the full stop their last tokens would differ.)")
 
-st.code(f"original: {decode(original)}\nshuffled: {decode(shuffled)}", language=None, wrap_lines=True)
-if source == "swap":
-    st.caption("The two presets hold the same tokens and end on the same “.”, so the second is one permutation of "
-               "the first: an honest shuffle. (Without the full stop their last tokens would differ.)")
+    results = cached_experiments.shuffle_results(models, original, shuffled)
+    table = shuffle_table(results, labels=[m.label for m in models])
 
-results = cached_experiments.shuffle_results(models, original, shuffled)
-table = shuffle_table(results, labels=[m.label for m in models])
+    st.subheader("Layer 1: the last position's attention output, all five schemes")
+    table_column, figure_column = st.columns([3, 2])
+    shown = table.assign(**{
+        "scheme": [s + (" (sidebar)" if s == selection.scheme else "") for s in table["scheme"]],
+        "layer-1 attention output, max |change|": table["layer-1 attention output, max |change|"].map("{:.2e}".format),
+        "order-blind at layer 1": table["order-blind at layer 1"].map({True: "yes", False: "no"}),
+        "full-model logits, max |change|": table["full-model logits, max |change|"].map("{:.2e}".format),
+    })
+    table_column.table(shown.set_index("scheme"))
+    none_result = next(r for r in results if r.scheme == "none")
+    if none_result.order_blind:
+        table_column.success(f"With `none`, the shuffle moved layer 1's output by {none_result.attention_change:.1e}: "
+                             "float rounding, nothing more. Every scheme with positions moved it by far more.",
+                             icon=":material/check_circle:")
+    else:
+        table_column.warning(f"With `none`, layer 1's output moved by {none_result.attention_change:.1e}, more than "
+                             "float error: this model is not position-free.", icon=":material/warning:")
+    figure_column.plotly_chart(change_figure(table), key="shuffle_change")
+    figure_column.caption("Log scale: `none` sits orders of magnitude below the dashed float-error line.\n\n"
+                          "The other four tie each key to its position, so moving a token changes what it contributes.")
 
-st.subheader("Layer 1: the last position's attention output, all five schemes")
-table_column, figure_column = st.columns([3, 2])
-shown = table.assign(**{
-    "scheme": [s + (" (sidebar)" if s == selection.scheme else "") for s in table["scheme"]],
-    "layer-1 attention output, max |change|": table["layer-1 attention output, max |change|"].map("{:.2e}".format),
-    "order-blind at layer 1": table["order-blind at layer 1"].map({True: "yes", False: "no"}),
-    "full-model logits, max |change|": table["full-model logits, max |change|"].map("{:.2e}".format),
-})
-table_column.table(shown.set_index("scheme"))
-none_result = next(r for r in results if r.scheme == "none")
-if none_result.order_blind:
-    table_column.success(f"With `none`, the shuffle moved layer 1's output by {none_result.attention_change:.1e}: "
-                         "float rounding, nothing more. Every scheme with positions moved it by far more.",
-                         icon=":material/check_circle:")
-else:
-    table_column.warning(f"With `none`, layer 1's output moved by {none_result.attention_change:.1e}, more than "
-                         "float error: this model is not position-free.", icon=":material/warning:")
-figure_column.plotly_chart(change_figure(table), key="shuffle_change")
-figure_column.caption("Log scale: `none` sits orders of magnitude below the dashed float-error line.\n\n"
-                      "The other four tie each key to its position, so moving a token changes what it contributes.")
+    st.subheader("The whole model: the causal mask leaks order")
+    st.table(predictions_table(results).set_index("scheme"))
+    layers = min(m.model.config.n_layer for m in models if m.scheme == "none")
+    if layers >= 2:
+        st.markdown(
+            f"The full `none` model is not order-blind: its next-token distribution moved by a total variation of "
+            f"{none_result.distribution_change:.3f} (logits by up to {none_result.logits_change:.2f}), and its top-1 "
+            f"token {'stayed the same' if none_result.same_top1 else 'changed'}. From layer 2 "
+            "on, the last token reads the earlier positions' layer-1 outputs, and each of those attended only over its own "
+            "prefix. Shuffle the tokens and the prefixes change, so the causal mask alone tells a deep model about order."
+        )
+    else:
+        st.markdown("This `none` model has a single layer, so its prediction is order-blind too: the mask leaks order "
+                    "only once a second layer reads what each prefix computed.")
+    looks(models, results)
 
-st.subheader("The whole model: the causal mask leaks order")
-st.table(predictions_table(results).set_index("scheme"))
-layers = min(m.model.config.n_layer for m in models if m.scheme == "none")
-if layers >= 2:
-    st.markdown(
-        f"Even `none` changes its prediction (its logits moved by up to {none_result.logits_change:.2f}): from layer 2 "
-        "on, the last token reads the earlier positions' layer-1 outputs, and each of those attended only over its own "
-        "prefix. Shuffle the tokens and the prefixes change, so the causal mask alone tells a deep model about order."
-    )
-else:
-    st.markdown("This `none` model has a single layer, so its prediction is order-blind too: the mask leaks order "
-                "only once a second layer reads what each prefix computed.")
 
-st.subheader("Where the last token looks, before and after")
-shown_models = [m for m in models if m.scheme in ("none", selection.scheme)]
-heads = min(m.model.config.n_head for m in shown_models)
-head = st.segmented_control("Attention head", list(range(heads)), default=0, required=True, key="shuffle_head",
-                            format_func=lambda h: f"head {h}")
-head = min(head or 0, heads - 1)
-for column, model in zip(st.columns(len(shown_models)), shown_models):
-    result = results[[m.scheme for m in models].index(model.scheme)]
-    column.plotly_chart(attention_bars(result, head=head), key=f"shuffle_bars_{model.scheme}")
-    column.caption(f"{model.scheme} · {model.label}. Each token keeps its colour.\n\n"
-                   + ("Without positions each weight travels with its token: same heights, new places."
-                      if model.scheme == "none" else "With positions the weights change, not only their places.")
-                   + (" Pick another scheme in the sidebar to see it beside this one." if len(shown_models) == 1 else ""))
+@st.fragment
+def looks(models: list, results: list) -> None:
+    """The attention bars, with their own head control."""
+    st.subheader("Where the last token looks, before and after")
+    shown_models = [m for m in models if m.scheme in ("none", selection.scheme)]
+    heads = min(m.model.config.n_head for m in shown_models)
+    head = st.segmented_control("Attention head", list(range(heads)), default=0, required=True, key="shuffle_head",
+                                format_func=lambda h: f"head {h}")
+    head = min(head or 0, heads - 1)
+    for column, model in zip(st.columns(len(shown_models)), shown_models):
+        result = results[[m.scheme for m in models].index(model.scheme)]
+        column.plotly_chart(attention_bars(result, head=head), key=f"shuffle_bars_{model.scheme}")
+        column.caption(f"{model.scheme} · {model.label}. Each token keeps its colour.\n\n"
+                       + ("Without positions each weight travels with its token: same heights, new places."
+                          if model.scheme == "none" else "With positions the weights change, not only their places.")
+                       + (" Pick another scheme in the sidebar to see it beside this one." if len(shown_models) == 1 else ""))
+
+
+experiment()
