@@ -18,6 +18,8 @@ PAGES = {
     "Experiments": [
         st.Page("pages/order_blindness.py", title="Order blindness (shuffle)", icon=":material/shuffle:"),
         st.Page("pages/extrapolation.py", title="Length extrapolation", icon=":material/straighten:"),
+        st.Page("pages/inside.py", title="Inside the model", icon=":material/neurology:"),
+        st.Page("pages/stretch.py", title="Stretching the context", icon=":material/open_in_full:"),
         st.Page("pages/timeline.py", title="Training timeline", icon=":material/history:"),
     ],
 }

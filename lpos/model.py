@@ -4,6 +4,8 @@ Pre-LayerNorm blocks, `transformer.wte` (tied to `lm_head`), `transformer.wpe` o
 learned scheme, and one attention path that can hand back its weights, because the app draws
 them. The five schemes differ in exactly two places: `embed_parts` (learned, sinusoidal add a
 position row) and `CausalSelfAttention.forward` (rope rotates q and k, alibi biases scores).
+`offset` starts the positions at k instead of 0, as a cache continuing a sequence does; a
+`KVCache` keeps each layer's keys and values so generation reads one new position at a time.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from lpos.positions import SCHEMES, alibi_bias, check_scheme, rope_rotate, sinusoidal_table
+from lpos.positions import SCHEMES, RopeScaling, alibi_bias, check_scheme, rope_rotate, sinusoidal_table
 
 
 INIT_STD = 0.02  # GPT-2's initialisation of weights and embedding rows
@@ -77,6 +79,36 @@ class LayerNorm(nn.Module):
         return F.layer_norm(x, self.weight.shape, self.weight, self.bias, 1e-5)
 
 
+class LayerCache:
+    """The keys (already rotated, for rope) and values of the positions one layer has read."""
+
+    def __init__(self) -> None:
+        self.keys: torch.Tensor | None = None  # (B, nh, S, hs)
+        self.values: torch.Tensor | None = None  # (B, nh, S, hs)
+
+    @property
+    def length(self) -> int:
+        return 0 if self.keys is None else self.keys.shape[2]
+
+    def extend(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append the new positions' keys and values; return all of them."""
+        self.keys = k if self.keys is None else torch.cat([self.keys, k], dim=2)
+        self.values = v if self.values is None else torch.cat([self.values, v], dim=2)
+        return self.keys, self.values
+
+
+class KVCache:
+    """One LayerCache per block. Pass the same cache to successive `GPT.forward` calls: each call
+    reads only its new tokens, at the positions after those already cached."""
+
+    def __init__(self, n_layer: int) -> None:
+        self.layers = [LayerCache() for _ in range(n_layer)]
+
+    @property
+    def length(self) -> int:
+        return self.layers[0].length
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -87,21 +119,30 @@ class CausalSelfAttention(nn.Module):
         self.n_head = config.n_head
         self.position = config.position
 
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Returns the attention output (B, T, C) and the weights (B, nh, T, T)."""
+    def forward(self, x: torch.Tensor, *, offset: int = 0, rope_scaling: RopeScaling | None = None,
+                cache: LayerCache | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Returns the attention output (B, T, C) and the weights (B, nh, T, S): S keys, the T new
+        ones after any in `cache`. The new tokens sit at positions offset + cached + (0..T-1)."""
         B, T, C = x.shape
         nh, hs = self.n_head, C // self.n_head
         q, k, v = self.c_attn(x).split(C, dim=2)
         q = q.view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
         k = k.view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
         v = v.view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+        past = cache.length if cache is not None else 0
         if self.position == "rope":
-            positions = torch.arange(T, device=x.device)
-            q, k = rope_rotate(q, positions), rope_rotate(k, positions)
-        scores = (q @ k.transpose(-2, -1)) / math.sqrt(hs)  # (B, nh, T, T)
-        if self.position == "alibi":
-            scores = scores + alibi_bias(nh, T).to(scores)  # (nh, T, T) broadcast over B
-        causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+            positions = torch.arange(offset + past, offset + past + T, device=x.device)
+            frequencies = rope_scaling.frequencies(hs) if rope_scaling is not None else None
+            magnitude = rope_scaling.attention_factor if rope_scaling is not None else 1.0
+            q = rope_rotate(q, positions, frequencies=frequencies, magnitude=magnitude)
+            k = rope_rotate(k, positions, frequencies=frequencies, magnitude=magnitude)
+        if cache is not None:
+            k, v = cache.extend(k, v)  # (B, nh, S, hs), S = past + T
+        S = k.shape[2]
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(hs)  # (B, nh, T, S)
+        if self.position == "alibi":  # distances only: the offset cancels
+            scores = scores + alibi_bias(nh, S, first_query=past).to(scores)  # (nh, T, S) broadcast over B
+        causal = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=past)
         scores = scores.masked_fill(~causal, float("-inf"))
         weights = F.softmax(scores, dim=-1)
         y = self.attn_dropout(weights) @ v  # (B, nh, T, hs)
@@ -129,8 +170,9 @@ class Block(nn.Module):
         self.ln_2 = LayerNorm(config.n_embd, bias=config.bias)
         self.mlp = MLP(config)
 
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        attended, weights = self.attn(self.ln_1(x))
+    def forward(self, x: torch.Tensor, *, offset: int = 0, rope_scaling: RopeScaling | None = None,
+                cache: LayerCache | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        attended, weights = self.attn(self.ln_1(x), offset=offset, rope_scaling=rope_scaling, cache=cache)
         x = x + attended
         x = x + self.mlp(self.ln_2(x))
         return x, weights
@@ -173,46 +215,64 @@ class GPT(nn.Module):
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
-    def check_length(self, T: int) -> None:
-        if self.config.position == "learned" and T > self.config.block_size:
+    def check_length(self, T: int, *, offset: int = 0) -> None:
+        if offset < 0:
+            raise ValueError(f"offset must be 0 or more, got {offset}")
+        if self.config.position == "learned" and offset + T > self.config.block_size:
             extending = [s for s in SCHEMES if s != "learned"]
+            needs = f" from position {offset}, so it needs {offset + T} rows" if offset else ""
             raise ValueError(
                 f"the learned position table has {self.config.block_size} rows; this sequence "
-                f"has {T} tokens. Shorten it to {self.config.block_size} tokens, or use a scheme "
+                f"has {T} tokens{needs}. Shorten it to {self.config.block_size} tokens, or use a scheme "
                 f"that extends to any length: {', '.join(extending)}"
             )
 
-    def embed_parts(self, idx: torch.Tensor) -> EmbedParts:
-        """Token rows, position rows (or None) and their sum for ids `idx` (B, T)."""
+    def embed_parts(self, idx: torch.Tensor, *, offset: int = 0) -> EmbedParts:
+        """Token rows, position rows (or None) and their sum for ids `idx` (B, T) at positions
+        offset..offset+T-1."""
         T = idx.shape[1]
-        self.check_length(T)
+        self.check_length(T, offset=offset)
         wte = self.transformer.wte
         token = wte(idx)  # (B, T, C)
         if self.config.position == "learned":
-            position = self.transformer.wpe(torch.arange(T, device=idx.device))  # (T, C)
+            position = self.transformer.wpe(torch.arange(offset, offset + T, device=idx.device))  # (T, C)
         elif self.config.position == "sinusoidal":
             # The table's +-1 values would drown token rows initialised at 0.02 (measured: 0.4
             # nats worse). Scaled, a position row has the norm of an initial token row, as a
             # learned table starts; the rows shown are the rows added.
-            position = SINUSOID_SCALE * sinusoidal_table(T, self.config.n_embd).to(token)  # (T, C)
+            table = sinusoidal_table(offset + T, self.config.n_embd)[offset:]  # (T, C): rows offset..offset+T-1
+            position = SINUSOID_SCALE * table.to(token)
         else:
             return EmbedParts(token, None, token)
         return EmbedParts(token, position, token + position)
 
-    def hidden_states(self, idx: torch.Tensor, *, keep_attention: bool = True) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    def hidden_states(self, idx: torch.Tensor, *, keep_attention: bool = True, offset: int = 0,
+                      rope_scaling: RopeScaling | None = None,
+                      cache: KVCache | None = None) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """Final normalised hidden states (B, T, C) and per-layer attention weights (an empty
         list with keep_attention=False: at 1,024 tokens each layer's weights take nh × 4 MB)."""
-        x = self.transformer.drop(self.embed_parts(idx).total)
+        if rope_scaling is not None and self.config.position != "rope":
+            raise ValueError(f"rope_scaling rescales RoPE's rotations; this model uses {self.config.position!r}")
+        past = cache.length if cache is not None else 0
+        x = self.transformer.drop(self.embed_parts(idx, offset=offset + past).total)
         attention = []
-        for block in self.transformer.h:
-            x, weights = block(x)
+        for i, block in enumerate(self.transformer.h):
+            x, weights = block(x, offset=offset, rope_scaling=rope_scaling,
+                               cache=cache.layers[i] if cache is not None else None)
             if keep_attention:
                 attention.append(weights)
         return self.transformer.ln_f(x), attention
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, return_attention: bool = False):
-        """Logits for every position (B, T, vocab); loss if targets are given."""
-        h, attention = self.hidden_states(idx, keep_attention=return_attention)
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, return_attention: bool = False, *,
+                offset: int = 0, rope_scaling: RopeScaling | None = None, cache: KVCache | None = None):
+        """Logits for every position (B, T, vocab); loss if targets are given.
+
+        offset: every position shifted by it (learned: offset + T must fit the table);
+        rope_scaling: a RoPE scaling method applied at inference (rope models only);
+        cache: keys and values of earlier tokens, extended by these (see KVCache).
+        """
+        h, attention = self.hidden_states(idx, keep_attention=return_attention, offset=offset,
+                                          rope_scaling=rope_scaling, cache=cache)
         logits = self.lm_head(h)  # (B, T, vocab)
         if self.output_vocab is not None:
             outside = torch.ones(self.config.vocab_size, dtype=torch.bool, device=logits.device)
@@ -225,13 +285,14 @@ class GPT(nn.Module):
             return logits, loss, attention
         return logits, loss
 
-    def vocab_loss(self, idx: torch.Tensor, targets: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+    def vocab_loss(self, idx: torch.Tensor, targets: torch.Tensor, reduction: str = "mean", *, offset: int = 0,
+                   rope_scaling: RopeScaling | None = None) -> torch.Tensor:
         """Cross-entropy of next-token `targets` (token ids) with the softmax over
         `output_vocab` only, without building full-vocabulary logits (what training and
         evaluation use; equal to `forward`'s loss). Targets outside the vocabulary are left
         out of the mean (NaN with reduction="none"): the model gives them probability zero.
         """
-        h, _ = self.hidden_states(idx, keep_attention=False)
+        h, _ = self.hidden_states(idx, keep_attention=False, offset=offset, rope_scaling=rope_scaling)
         vocab = self.output_vocab if self.output_vocab is not None else torch.arange(self.config.vocab_size)
         lookup = torch.full((self.config.vocab_size,), -1, dtype=torch.long, device=idx.device)
         lookup[vocab] = torch.arange(len(vocab), device=idx.device)

@@ -1,0 +1,206 @@
+"""Stretching the context: RoPE scaling measured on a trained model, and positions as a shift.
+
+- Loss against evaluation length for a RoPE model under none / PI / NTK-aware / YaRN, with ALiBi
+  and sinusoidal beside it. Every length scores the same predictions: each text is cut into
+  chunks of 1,024 tokens and every chunk into windows of L, so a curve moves only because the
+  window (the context) grows.
+- Per pair: wavelength against the training length, before and after each method.
+- Past the wall: the largest attention logit and the attention entropy at every position
+  (Position Interpolation's diagnosis: positions outside training give outsized scores).
+- A shift: the same sentence at positions k.. instead of 0..; relative schemes cannot tell.
+"""
+from __future__ import annotations
+
+import math
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from lpos.cli import DEFAULT_DATA_DIR
+from lpos.model import GPT
+from lpos.positions import (ROPE_METHOD_NAMES, ROPE_METHODS, RopeScaling, alibi_bias, pair_frequencies, rope_rotate,
+                            yarn_ramp)
+
+LENGTHS = (128, 256, 512, 1024)
+CHUNK = 1024  # tokens per chunk; every evaluation length divides it
+EVAL_CHUNKS = 4  # chunks drawn evenly from the held-out stream: 4,096 predictions
+
+
+def chunks(stream: torch.Tensor, *, count: int | None = None, length: int = CHUNK) -> torch.Tensor:
+    """`count` chunks of length+1 tokens spread evenly over `stream` (all that fit when None),
+    (n, length+1): each chunk's tokens and the next one, its last target."""
+    fit = (len(stream) - 1) // length
+    if fit == 0:
+        raise ValueError(f"the text has {len(stream)} tokens; a chunk needs {length + 1}")
+    count = fit if count is None else min(count, fit)
+    starts = np.linspace(0, len(stream) - length - 1, count).round().astype(int) if count > 1 else [0]
+    return torch.stack([stream[s : s + length + 1] for s in starts])
+
+
+def eval_stream(meta: dict) -> torch.Tensor | None:
+    """The held-out stream the model card was measured on, or None without its corpus files."""
+    from lpos.train import load_corpus  # only here: a page without the corpus never needs it
+
+    files = [DEFAULT_DATA_DIR / name for name in meta.get("data_files", [])]
+    if not files or not all(f.is_file() for f in files):
+        return None
+    return load_corpus(files, seed=meta.get("train_args", {}).get("seed", 1337)).val
+
+
+@torch.no_grad()
+def chunk_losses(model: GPT, texts: torch.Tensor, *, lengths=LENGTHS, rope_scaling: RopeScaling | None = None,
+                 batch_size: int = 4) -> dict[int, dict]:
+    """{L: {"loss", "windows", "tokens"}} over `texts` (n, CHUNK+1) read in windows of L tokens;
+    {"loss": None, "note": why} where the model cannot read L tokens."""
+    results = {}
+    for length in lengths:
+        if model.config.position == "learned" and length > model.config.block_size:
+            results[length] = {"loss": None, "note": f"n/a: the table has {model.config.block_size} rows"}
+            continue
+        span = texts.shape[1] - 1
+        x = texts[:, :span].reshape(-1, length)  # (n * span / L, L)
+        y = texts[:, 1:].reshape(-1, length)
+        losses = torch.cat([model.vocab_loss(x[i : i + batch_size], y[i : i + batch_size], reduction="none",
+                                             rope_scaling=rope_scaling).reshape(-1)
+                            for i in range(0, len(x), batch_size)])
+        known = ~losses.isnan()
+        results[length] = {"loss": round(float(losses[known].mean()), 4), "windows": len(x), "tokens": int(known.sum())}
+    return results
+
+
+def curve_name(scheme: str, method: str = "none", factor: float = 1.0) -> str:
+    if scheme != "rope":
+        return scheme
+    return "rope" if method == "none" else f"rope + {ROPE_METHOD_NAMES[method]} ×{factor:g}"
+
+
+def loss_frame(results: dict[str, dict[int, dict]], *, text: str) -> pd.DataFrame:
+    """Rows (text, curve, length, loss, tokens) from {curve name: chunk_losses(...)}."""
+    return pd.DataFrame([{"text": text, "curve": name, "length": length, "loss": entry["loss"],
+                          "tokens": entry.get("tokens")}
+                         for name, table in results.items() for length, entry in table.items()])
+
+
+def loss_reading(frame: pd.DataFrame, *, train_length: int, factor: float) -> str:
+    """Markdown: what the measured curves say, method by method, from the numbers only."""
+    lines = []
+    for text, rows in frame.groupby("text", sort=False):
+        table = rows.pivot(index="length", columns="curve", values="loss")
+        if "rope" not in table:
+            continue
+        longest = int(table.index.max())
+        base = table["rope"]
+        lines.append(f"**{text}**, at {longest} tokens: rope as trained **{base[longest]:.3f}**.")
+        for method in ROPE_METHODS[1:]:
+            name = curve_name("rope", method, factor)
+            if name not in table:
+                continue
+            change = table[name] - base  # (lengths,)
+            past = change[change.index > train_length]
+            helped = [int(length) for length, delta in past.items() if delta < -0.005]
+            verdict = (f"helps at {', '.join(map(str, helped))} tokens" if helped else
+                       "helps at no length past training: it is worse than or equal to plain RoPE everywhere")
+            within = change.get(train_length)
+            cost = f"; at {train_length} tokens it costs {within:+.3f}" if within is not None and within > 0.005 else ""
+            lines.append(f"- {ROPE_METHOD_NAMES[method]} ×{factor:g}: {table[name][longest]:.3f} "
+                         f"({change[longest]:+.3f}); {verdict}{cost}.")
+        for other in ("alibi", "sinusoidal"):
+            if other in table:
+                lines.append(f"- {other} (for reference): {table[other][longest]:.3f}.")
+    return "\n".join(lines) or "No RoPE curve was measured."
+
+
+def wavelength_frame(dim: int, base: float = 10000.0, *, factor: float, original_length: int) -> pd.DataFrame:
+    """Per pair: wavelength (positions per full turn) as trained and under each method, turns
+    inside the training length, and YaRN's interpolated share and region."""
+    trained = pair_frequencies(dim, base)
+    frame = pd.DataFrame({"pair": np.arange(dim // 2), "turns": (original_length * trained / (2 * math.pi)).numpy()})
+    for method in ROPE_METHODS:
+        frequencies = RopeScaling(method, factor, original_length).frequencies(dim, base)
+        frame[method] = (2 * math.pi / frequencies).numpy()
+    share = yarn_ramp(dim, base, original_length=original_length).numpy()
+    frame["yarn_share"] = share
+    frame["yarn_region"] = np.where(share == 0, "left alone", np.where(share == 1, "interpolated", "ramp"))
+    return frame
+
+
+@torch.no_grad()
+def attention_profile(model: GPT, ids: list[int], *, rope_scaling: RopeScaling | None = None) -> pd.DataFrame:
+    """Per layer and query position: the largest attention logit (over heads and keys) and the
+    attention entropy in nats (mean over heads). Rows (layer, position, max_logit, entropy)."""
+    idx = torch.tensor([ids], dtype=torch.long)
+    x = model.embed_parts(idx).total  # (1, T, C)
+    rows = []
+    for layer, block in enumerate(model.transformer.h):
+        scores = attention_logits(model, block, x, rope_scaling=rope_scaling)  # (nh, T, T), -inf above the diagonal
+        weights = F.softmax(scores, dim=-1)
+        entropy = -(weights * weights.clamp_min(1e-30).log()).sum(-1).mean(0)  # (T,)
+        rows.append(pd.DataFrame({"layer": layer, "position": np.arange(len(ids)),
+                                  "max_logit": scores.amax(dim=(0, 2)).numpy(), "entropy": entropy.numpy()}))
+        x, _ = block(x, rope_scaling=rope_scaling)
+    return pd.concat(rows, ignore_index=True)
+
+
+def attention_logits(model: GPT, block, x: torch.Tensor, *, rope_scaling: RopeScaling | None) -> torch.Tensor:
+    """One block's pre-softmax scores for input x (1, T, C), as its attention computes them
+    (tested against the weights the model returns)."""
+    _, T, C = x.shape
+    nh, hs = model.config.n_head, C // model.config.n_head
+    q, k, _ = block.attn.c_attn(block.ln_1(x)).split(C, dim=2)
+    q, k = (t.view(T, nh, hs).transpose(0, 1) for t in (q, k))  # (nh, T, hs)
+    if model.config.position == "rope":
+        positions = torch.arange(T)
+        frequencies = rope_scaling.frequencies(hs) if rope_scaling is not None else None
+        magnitude = rope_scaling.attention_factor if rope_scaling is not None else 1.0
+        q = rope_rotate(q, positions, frequencies=frequencies, magnitude=magnitude)
+        k = rope_rotate(k, positions, frequencies=frequencies, magnitude=magnitude)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(hs)  # (nh, T, T)
+    if model.config.position == "alibi":
+        scores = scores + alibi_bias(nh, T)
+    return scores.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
+
+
+@torch.no_grad()
+def offset_change(model: GPT, ids: list[int], *, offset: int) -> float | None:
+    """max |change| of the last position's logits when the sentence sits at positions offset..
+    instead of 0..; None when the model cannot place it there (the learned table ends)."""
+    if model.config.position == "learned" and offset + len(ids) > model.config.block_size:
+        return None
+    idx = torch.tensor([ids], dtype=torch.long)
+    at_zero, _ = model(idx)
+    shifted, _ = model(idx, offset=offset)
+    a, b = at_zero[0, -1], shifted[0, -1]  # (vocab,)
+    finite = a.isfinite()  # tokens outside the model's vocabulary are -inf in both
+    return float((a[finite] - b[finite]).abs().max())
+
+
+def wavelength_reading(frame: pd.DataFrame, *, original_length: int, factor: float) -> str:
+    """Markdown: YaRN's three regions for this head size, with their pairs and turns."""
+    lines = []
+    for region, rows in frame.groupby("yarn_region", sort=False):
+        pairs = rows["pair"].tolist()
+        span = f"pair {pairs[0]}" if len(pairs) == 1 else f"pairs {pairs[0]}–{pairs[-1]}"
+        turns = f"{rows['turns'].max():.2f} to {rows['turns'].min():.2f}" if len(pairs) > 1 else f"{rows['turns'].iloc[0]:.2f}"
+        what = {"left alone": "kept exactly as trained",
+                "ramp": "partly interpolated, more the slower they turn",
+                "interpolated": f"divided by {factor:g}, as Position Interpolation does"}[region]
+        lines.append(f"- **{region}**: {span} ({turns} turns in {original_length} tokens): {what}.")
+    inside = int((frame["turns"] >= 1).sum())
+    lines.append(f"- {inside} of {len(frame)} pairs complete a full turn inside the {original_length}-token window; "
+                 f"the other {len(frame) - inside} never did in training, so past it they reach angles the model never saw.")
+    return "\n".join(lines)
+
+
+def profile_reading(profiles: dict[str, pd.DataFrame], *, layer: int, train_length: int) -> str:
+    """Markdown: mean largest logit and entropy within and past the training length, per curve."""
+    lines = []
+    for name, frame in profiles.items():
+        rows = frame[frame["layer"] == layer]
+        within, past = rows[rows["position"] < train_length], rows[rows["position"] >= train_length]
+        if past.empty:
+            continue
+        lines.append(f"- **{name}**: largest logit {within['max_logit'].mean():.2f} within the first {train_length} "
+                     f"positions, {past['max_logit'].mean():.2f} past them; entropy {within['entropy'].mean():.2f} → "
+                     f"{past['entropy'].mean():.2f} nats.")
+    return "\n".join(lines)

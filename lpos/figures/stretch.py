@@ -1,0 +1,103 @@
+"""Figures of the Stretching-the-context page: loss against length per RoPE scaling method,
+the wavelength of each pair before and after, and attention past the wall."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from lpos.figures.common import finish, safe
+from lpos.positions import ROPE_METHOD_NAMES
+
+METHOD_COLOURS = {"none": "#2ca02c", "pi": "#1f77b4", "ntk": "#9467bd", "yarn": "#d62728"}
+REFERENCE_COLOURS = {"alibi": "#8c564b", "sinusoidal": "#ff7f0e"}
+REGION_FILLS = {"left alone": "rgba(44,160,44,0.10)", "ramp": "rgba(255,187,0,0.14)",
+                "interpolated": "rgba(214,39,40,0.10)"}
+
+
+def curve_style(name: str) -> dict:
+    """Colour and dash of a loss curve named as lpos.analysis.stretch.curve_name names it."""
+    if name in REFERENCE_COLOURS:
+        return dict(color=REFERENCE_COLOURS[name], dash="dash")
+    method = next((m for m, title in ROPE_METHOD_NAMES.items() if title in name), "none")
+    return dict(color=METHOD_COLOURS[method], dash="solid")
+
+
+def _training_line(fig: go.Figure, train_length: int, *, log_x: bool) -> None:
+    fig.add_shape(type="line", x0=train_length, x1=train_length, y0=0, y1=1, yref="paper",
+                  line=dict(color="black", dash="dash"))
+    fig.add_annotation(x=math.log10(train_length) if log_x else train_length, y=1, yref="paper",
+                       text=f"training length {train_length}", showarrow=False, xanchor="left", yanchor="top")
+
+
+def scaled_loss_figure(frame: pd.DataFrame, *, title: str, train_length: int) -> go.Figure:
+    """Loss against evaluation length, one line per curve (rows: curve, length, loss, tokens)."""
+    fig = go.Figure()
+    for name, rows in frame.dropna(subset=["loss"]).groupby("curve", sort=False):
+        fig.add_trace(go.Scatter(
+            x=rows["length"], y=rows["loss"], mode="lines+markers", name=safe(name), line=curve_style(name),
+            customdata=rows["tokens"],
+            hovertemplate=f"{safe(name)}<br>windows of %{{x}} tokens<br>loss %{{y:.3f}} over %{{customdata:,}} "
+                          "predictions<extra></extra>"))
+    _training_line(fig, train_length, log_x=True)
+    lengths = sorted(frame["length"].unique())
+    fig.update_xaxes(type="log", title_text="evaluation length (tokens, log scale)", tickvals=lengths,
+                     ticktext=[str(length) for length in lengths],
+                     range=[math.log10(lengths[0]) - 0.08, math.log10(lengths[-1]) + 0.08])
+    fig.update_yaxes(title_text="mean next-token loss (nats)")
+    fig.update_layout(legend=dict(orientation="h", y=-0.25))
+    return finish(fig, title=title, height=440)
+
+
+def wavelength_methods_figure(frame: pd.DataFrame, *, original_length: int, factor: float) -> go.Figure:
+    """Wavelength of each pair as trained and under each method (log scale), the training and
+    target lengths as lines, and YaRN's three regions shaded behind."""
+    fig = go.Figure()
+    for region, rows in frame.groupby("yarn_region", sort=False):
+        fig.add_vrect(x0=rows["pair"].min() - 0.5, x1=rows["pair"].max() + 0.5, fillcolor=REGION_FILLS[region],
+                      line_width=0, layer="below", annotation_text=f"YaRN: {region}", annotation_position="top left")
+    for method, title in ROPE_METHOD_NAMES.items():
+        fig.add_trace(go.Scatter(
+            x=frame["pair"], y=frame[method], mode="lines+markers", name=title if method != "none" else "as trained",
+            line=dict(color=METHOD_COLOURS[method], width=3 if method == "none" else 2,
+                      dash="solid" if method in ("none", "yarn") else "dot"),
+            customdata=np.stack([frame["turns"], frame["yarn_share"]], axis=-1),
+            hovertemplate=f"{title}<br>pair %{{x}}: wavelength %{{y:,.1f}} positions<br>as trained: "
+                          f"%{{customdata[0]:.2f}} turns in {original_length} tokens<br>YaRN interpolates "
+                          "%{customdata[1]:.0%}<extra></extra>"))
+    target = original_length * factor
+    fig.add_hline(y=original_length, line=dict(color="black", dash="dash"),
+                  annotation_text=f"training length {original_length}", annotation_position="bottom right")
+    fig.add_hline(y=target, line=dict(color="grey", dash="dot"),
+                  annotation_text=f"target length {target:,.0f} (×{factor:g})", annotation_position="top right")
+    fig.update_xaxes(title_text="pair i (columns 2i, 2i+1 of each query and key head)", dtick=1)
+    fig.update_yaxes(title_text="wavelength (positions per full turn, log scale)", type="log")
+    fig.update_layout(legend=dict(orientation="h", y=-0.25))
+    return finish(fig, title=f"Which pairs turn fully inside the {original_length}-token window", height=460)
+
+
+def attention_profile_figure(profiles: dict[str, pd.DataFrame], *, layer: int, measure: str, train_length: int,
+                             window: int = 16) -> go.Figure:
+    """The largest attention logit or the entropy against position, one line per method
+    (`profiles`: curve name -> lpos.analysis.stretch.attention_profile rows), smoothed over
+    `window` positions; entropy also gets ln(t + 1), that of attending evenly to every key."""
+    fig = go.Figure()
+    label = "largest attention logit" if measure == "max_logit" else "attention entropy (nats)"
+    for name, frame in profiles.items():
+        rows = frame[frame["layer"] == layer]
+        smooth = rows[measure].rolling(window, min_periods=1).mean()
+        fig.add_trace(go.Scatter(
+            x=rows["position"], y=smooth, mode="lines", name=safe(name), line=curve_style(name),
+            hovertemplate=f"{safe(name)}<br>position %{{x}}<br>{label}: %{{y:.2f}} (mean of {window})<extra></extra>"))
+    if measure == "entropy":
+        positions = np.arange(int(max(len(f[f["layer"] == layer]) for f in profiles.values())))
+        fig.add_trace(go.Scatter(x=positions, y=np.log(positions + 1), mode="lines", name="even attention: ln(t + 1)",
+                                 line=dict(color="#999999", dash="dot"),
+                                 hovertemplate="position %{x}<br>ln(t + 1) = %{y:.2f}<extra></extra>"))
+    _training_line(fig, train_length, log_x=False)
+    fig.update_xaxes(title_text="query position")
+    fig.update_yaxes(title_text=label)
+    fig.update_layout(legend=dict(orientation="h", y=-0.25))
+    return finish(fig, title=f"Layer {layer}: {label} at each position", height=420)

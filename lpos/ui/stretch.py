@@ -1,0 +1,115 @@
+"""Cached computations of the Stretching-the-context page, keyed by shipped model name, text,
+method and factor; and the loop that streams five continuations into the page.
+
+Only shipped checkpoints are measured here (the page is about the models that ship), so a
+model's name is its cache key; the model objects come from lpos.ui.models' shared cache.
+"""
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+import streamlit as st
+import torch
+
+from lpos import checkpoints
+from lpos.analysis import generate, stretch
+from lpos.analysis.lengths import story, training_length
+from lpos.model import GPT
+from lpos.positions import RopeScaling
+from lpos.tokenizer import encode
+from lpos.ui.guards import literal
+from lpos.ui.models import load_offered
+
+STORY = "The built-in story"
+HELD_OUT = "The held-out stream"
+REFERENCES = ("alibi", "sinusoidal")
+
+
+def shipped(name: str) -> tuple[GPT, dict] | None:
+    return load_offered(name) if name in checkpoints.available() else None
+
+
+def train_length_of(name: str) -> int:
+    model, meta = load_offered(name)
+    return training_length(meta, model)
+
+
+@st.cache_resource(show_spinner="Reading the held-out stories…")
+def texts(name: str) -> dict[str, torch.Tensor]:
+    """The texts every curve is scored on, as chunks of CHUNK + 1 tokens: the story's first
+    chunk, and EVAL_CHUNKS chunks spread over the held-out stream when its corpus is here."""
+    out = {STORY: stretch.chunks(torch.tensor(encode(story())), count=1)}
+    held_out = stretch.eval_stream(load_offered(name)[1])
+    if held_out is not None:
+        out[HELD_OUT] = stretch.chunks(held_out, count=stretch.EVAL_CHUNKS)
+    return out
+
+
+@st.cache_data(max_entries=64, show_spinner="Scoring the texts at 128 to 1,024 tokens…")
+def _losses(name: str, method: str, factor: float) -> pd.DataFrame:
+    model, _ = load_offered(name)
+    scaling = RopeScaling(method, factor, train_length_of(name)) if method != "none" else None
+    curve = stretch.curve_name(model.config.position, method, factor)
+    return pd.concat([stretch.loss_frame({curve: stretch.chunk_losses(model, chunks, rope_scaling=scaling)}, text=text)
+                      for text, chunks in texts("rope").items()], ignore_index=True)
+
+
+def loss_curves(factor: float) -> pd.DataFrame:
+    """Every curve of the loss figure: rope under each method at `factor`, then the references."""
+    frames = [_losses("rope", method, factor if method != "none" else 1.0) for method in ("none", "pi", "ntk", "yarn")]
+    frames += [_losses(name, "none", 1.0) for name in REFERENCES if name in checkpoints.available()]
+    return pd.concat(frames, ignore_index=True)
+
+
+@st.cache_data(max_entries=32, show_spinner="Reading 1,024 tokens under each method…")
+def attention_profiles(factor: float) -> dict[str, pd.DataFrame]:
+    model, _ = load_offered("rope")
+    ids = stretch.chunks(torch.tensor(encode(story())), count=1)[0, :stretch.CHUNK].tolist()
+    out = {}
+    for method in ("none", "pi", "ntk", "yarn"):
+        scaling = RopeScaling(method, factor, train_length_of("rope")) if method != "none" else None
+        out[stretch.curve_name("rope", method, factor)] = stretch.attention_profile(model, ids, rope_scaling=scaling)
+    return out
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def _offset_change(key: str, scheme: str, ids: tuple[int, ...], offset: int, _model: GPT) -> float | None:
+    return stretch.offset_change(_model, list(ids), offset=offset)
+
+
+def offset_changes(models, ids: list[int], offset: int) -> list[float | None]:
+    return [_offset_change(m.key, m.scheme, tuple(ids), offset, m.model) for m in models]
+
+
+def marked_text(prompt: list[int], new: list[int], *, length: int) -> str:
+    """Markdown of prompt + continuation with the training length marked where it falls."""
+    before, after = generate.split_at_length(prompt, new, length=length)
+    shown = literal(before).replace("\n", "  \n")
+    if len(prompt) + len(new) > length:
+        shown += f" :red[**⟦{length} tokens: the training length ends here⟧**] " + literal(after).replace("\n", "  \n")
+    return shown
+
+
+def write_all(models: dict[str, GPT], prompt: list[int], *, tokens: int, sampling: generate.Sampling,
+              lengths: dict[str, int], boxes: dict, store: dict) -> None:
+    """Continue `prompt` with every model in turn, one token each round, drawing each text into
+    its box (an st.empty) at most every 0.15 s. `store[name]` holds the tokens so far, so a
+    Stop (which reruns the fragment mid-loop) still shows what was written."""
+    streams = {name: generate.stream(model, prompt, max_new_tokens=tokens, sampling=sampling)
+               for name, model in models.items()}
+    for name in models:
+        store[name] = []
+    drawn = 0.0
+    while streams:
+        for name in list(streams):
+            token = next(streams[name], None)
+            if token is None:
+                del streams[name]
+                boxes[name].markdown(marked_text(prompt, store[name], length=lengths[name]))
+            else:
+                store[name].append(token)
+        if time.monotonic() - drawn > 0.15:
+            for name in streams:
+                boxes[name].markdown(marked_text(prompt, store[name], length=lengths[name]) + " ▌")
+            drawn = time.monotonic()

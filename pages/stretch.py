@@ -1,0 +1,163 @@
+"""Stretching the context: RoPE scaling (PI, NTK-aware, YaRN) measured on the shipped model,
+writing past the training length, and "absolute vs relative" as a shift of every position."""
+import pandas as pd
+import streamlit as st
+
+from lpos import checkpoints, ui
+from lpos.analysis import generate, stretch
+from lpos.figures.stretch import attention_profile_figure, scaled_loss_figure, wavelength_methods_figure
+from lpos.positions import SCHEMES
+from lpos.tokenizer import encode
+from lpos.ui import cached_experiments
+from lpos.ui import stretch as cached
+from lpos.ui.models import label
+from lpos.ui.state import MAX_TOKENS
+
+PAPERS = ("Chen et al. (2023), [Position Interpolation](https://arxiv.org/abs/2306.15595); bloc97 (2023), NTK-aware "
+          "scaling; Peng et al. (2023), [YaRN](https://arxiv.org/abs/2309.00071).")
+
+selection = ui.selection()
+st.title("Stretching the context")
+st.caption("The shipped RoPE model was trained on 128-token windows. Three published tricks rescale its rotations at "
+           "inference, with no retraining, so that longer text lands on angles it has seen. Here they are measured on "
+           f"the real model, not drawn from formulas. {PAPERS}")
+
+
+@st.fragment
+def scaling_sections() -> None:
+    if cached.shipped("rope") is None:
+        st.info("No shipped RoPE checkpoint is installed yet (checkpoints/rope.pt), so there is nothing to rescale. "
+                "Sections 4 and 5 below work with whatever is installed.", icon=":material/hourglass_empty:")
+        return
+    train_length = cached.train_length_of("rope")
+    factor = st.radio("Scaling factor (target length ÷ training length)", [2, 4, 8], index=1, horizontal=True,
+                      key="stretch_factor", format_func=lambda f: f"×{f} ({f * train_length:,} tokens)")
+
+    st.subheader("1. Loss against evaluation length")
+    frame = cached.loss_curves(float(factor))
+    columns = st.columns(2)
+    for column, (text, rows) in zip(columns, frame.groupby("text", sort=False)):
+        predictions = int(rows["tokens"].max())
+        column.plotly_chart(scaled_loss_figure(rows, title=f"{text}: {predictions:,} predictions at every length",
+                                               train_length=train_length), key=f"stretch_loss_{text}")
+    if len(columns) > frame["text"].nunique():
+        columns[1].info("The held-out stream needs the training corpus (shared/data), which is not on this machine: "
+                        "only the built-in story is scored.", icon=":material/info:")
+    st.caption("Each text is cut into chunks of 1,024 tokens and every chunk into windows of L tokens, so every length "
+               "scores the same predictions and a line moves only because the model reads more context. The held-out "
+               f"stream is {stretch.EVAL_CHUNKS} chunks spread evenly over the stories held out from training.")
+    st.markdown(stretch.loss_reading(frame, train_length=train_length, factor=factor))
+    st.caption("A method that is above plain RoPE everywhere helps nobody at this size: the model is small and briefly "
+               "trained, and the papers fine-tune or evaluate far larger models. The learned model has no row past 128 "
+               "and is left off (see Length extrapolation).")
+
+    st.subheader("2. Which pairs turn fully inside the training window")
+    model, _ = cached.shipped("rope")
+    head = model.config.n_embd // model.config.n_head
+    waves = stretch.wavelength_frame(head, factor=factor, original_length=train_length)
+    st.plotly_chart(wavelength_methods_figure(waves, original_length=train_length, factor=factor),
+                    key="stretch_wavelengths")
+    st.markdown(stretch.wavelength_reading(waves, original_length=train_length, factor=factor))
+    st.caption(f"Each head has {head} columns, so {head // 2} pairs. PI divides every frequency by the factor (every "
+               "wavelength ×factor); NTK-aware raises the base, so fast pairs barely move and only the slowest is "
+               "divided by the full factor; YaRN leaves pairs that turn 32 or more times alone, interpolates those "
+               "turning less than once, with a ramp between (its boundaries floored and ceiled as in the reference "
+               "code, which is why pair 0 is left alone at about 20 turns).")
+    st.page_link("pages/sinusoids.py", label="The same wavelengths for the sinusoidal table", icon=":material/waves:")
+
+    st.subheader("3. What goes wrong past the wall")
+    left, right = st.columns(2)
+    layer = left.selectbox("Layer", range(model.config.n_layer), key="stretch_layer")
+    measure = right.radio("Measure", ["max_logit", "entropy"], horizontal=True, key="stretch_measure",
+                          format_func={"max_logit": "largest attention logit", "entropy": "attention entropy"}.get)
+    profiles = cached.attention_profiles(float(factor))
+    st.plotly_chart(attention_profile_figure(profiles, layer=layer, measure=measure, train_length=train_length),
+                    key="stretch_attention")
+    st.markdown(stretch.profile_reading(profiles, layer=layer, train_length=train_length))
+    st.caption("The first 1,024 tokens of the built-in story, one forward per method; the largest logit is over heads "
+               "and keys, the entropy the mean over heads, both smoothed over 16 positions. Position Interpolation's "
+               "diagnosis is that positions past training give outsized scores; YaRN's own scale multiplies q and k by "
+               "0.1·ln(factor) + 1, so its logits are larger by design.")
+
+
+@st.fragment
+def write_past_the_wall() -> None:
+    st.subheader("4. Write past the wall")
+    names = [name for name in SCHEMES if name in checkpoints.available()]
+    if not names:
+        st.info("No shipped checkpoint is installed yet, so there is no trained model to write with.",
+                icon=":material/hourglass_empty:")
+        return
+    prompt_text = st.text_input("Prompt", "Once upon a time", key="stretch_prompt", max_chars=2000)
+    columns = st.columns(5)
+    tokens = columns[0].slider("New tokens", 16, generate.MAX_NEW_TOKENS, 256, step=16, key="stretch_tokens")
+    greedy = columns[1].toggle("Greedy", key="stretch_greedy", help="Always the most likely token (temperature 0).")
+    temperature = columns[2].slider("Temperature", 0.1, 2.0, 0.8, step=0.1, key="stretch_temperature", disabled=greedy)
+    top_k = columns[3].number_input("Top-k", 1, 50257, 40, key="stretch_top_k", disabled=greedy)
+    seed = columns[4].number_input("Seed", 0, 2**31 - 1, 0, key="stretch_seed", disabled=greedy)
+    write_column, stop_column, _ = st.columns([1, 1, 5])
+    start = write_column.button("Write", key="stretch_write", type="primary", icon=":material/edit:")
+    stopped = stop_column.button("Stop", key="stretch_stop", icon=":material/stop:")
+    prompt = encode(prompt_text)
+    if not prompt:
+        st.info("Type a prompt to continue: any text works.", icon=":material/edit:")
+        return
+    sampling = generate.Sampling(0.0 if greedy else temperature, None if greedy else int(top_k), int(seed))
+    lengths = {name: cached.train_length_of(name) for name in names}
+    models = {}
+    boxes = {}
+    for name in names:
+        model, _ = cached.shipped(name)
+        room = generate.room(model, len(prompt))
+        if room == 0:
+            st.warning(f"**{name}**: the prompt has {len(prompt)} tokens and the learned table "
+                       f"{model.config.block_size} rows, so there is no position left to write at.",
+                       icon=":material/straighten:")
+            continue
+        models[name] = model
+        note = (f"stops at its {model.config.block_size}-row table: {room} new tokens at most, no sliding window"
+                if room is not None else "reads its whole text, past the training length")
+        st.markdown(f"**{label(name)}** · {note}")
+        boxes[name] = st.container(height=180).empty()
+    settings = (tuple(prompt), tokens, sampling)
+    store = st.session_state.setdefault("stretch_written", {})
+    if start:
+        st.session_state.update(stretch_settings=settings, stretch_done=False)
+        cached.write_all(models, prompt, tokens=tokens, sampling=sampling, lengths=lengths, boxes=boxes, store=store)
+        st.session_state["stretch_done"] = True
+    elif st.session_state.get("stretch_settings") == settings:
+        for name, box in boxes.items():
+            box.markdown(cached.marked_text(prompt, store.get(name, []), length=lengths[name]))
+        if not st.session_state.get("stretch_done"):
+            st.caption(("Stopped" if stopped else "Interrupted") + ": the texts end where writing stopped.")
+    else:
+        st.caption("Press Write: the five models continue the prompt side by side, token by token.")
+    st.caption("Each new token costs one position's forward: the keys and values already computed stay in a cache. "
+               "The red mark is where the text reaches the training length; a sampled run repeats exactly for a seed.")
+
+
+@st.fragment
+def shift_section() -> None:
+    st.subheader("5. Absolute vs relative, as a shift")
+    ids = selection.ids[:MAX_TOKENS]
+    if not ids:
+        st.info("Type a sentence in the sidebar: this section moves it along the positions.", icon=":material/edit:")
+        return
+    offset = st.slider("Offset k: the sentence sits at positions k, k+1, … instead of 0, 1, …", 1, 512, 64,
+                       key="stretch_offset")
+    models = cached_experiments.scheme_models(selection)
+    changes = cached.offset_changes(models, ids, offset)
+    rows = [{"scheme": m.scheme, "model": m.label,
+             "max |change| of the last position's logits": f"{c:.2e}" if c is not None else
+             f"n/a: the table has {m.model.config.block_size} rows; the sentence would end at {offset + len(ids)}"}
+            for m, c in zip(models, changes)]
+    st.table(pd.DataFrame(rows).set_index("scheme"))
+    st.caption(f"Your sentence ({len(ids)} tokens) at offset 0 and at offset {offset}. rope, alibi and none only ever "
+               "see differences between positions, so their change is zero up to float rounding; learned and "
+               "sinusoidal add a row for each absolute position, so theirs is not. That is why a relative model can "
+               "keep its cached keys as the window slides along a long text, where an absolute one must recompute.")
+
+
+scaling_sections()
+write_past_the_wall()
+shift_section()
