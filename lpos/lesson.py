@@ -29,7 +29,7 @@ STEPS: tuple[Step, ...] = (
         "Attention without positions is blind to order",
         "Attention lets the last token look back at every earlier token and take a weighted average of "
         "what it finds. With no position information, that average does not care about order: shuffle the "
-        "earlier tokens and the first layer's output for the last token is exactly the same.",
+        "earlier tokens and the first layer's output for the last token is the same, up to float rounding.",
         "Under “none” the bars keep their heights and move with their tokens, and the change is zero up "
         "to rounding: “The dog bit the man” and “The man bit the dog” look alike to the first layer.",
         "none",
@@ -87,7 +87,8 @@ STEPS: tuple[Step, ...] = (
         "The twist: the mask leaks order",
         "A model with no positions is order-blind only in its first layer. Each earlier token can see only "
         "the tokens before it, so from layer 2 on the model knows something about order after all.",
-        "Under “none”, the full model's predictions change after the shuffle, though layer 1 did not.",
+        "Under “none”, the full model's next-token probabilities shift after the shuffle, though layer 1 did not "
+        "move; the top guess may or may not change.",
         "none",
     ),
 )

@@ -43,7 +43,9 @@ def rope_section(own: bool, layer: int, head: int) -> None:
                "The arrow keeps its length and turns by the same angle per step: position is an angle, not an added row.")
     st.plotly_chart(cached_figures.rope_angles(head_dim), key="ra_angles")
     st.caption(f"Each of the head's {head_dim // 2} pairs turns at its own speed: pair 0 one radian per position, "
-               "the last almost not at all.\nThe same geometric ladder as the sinusoidal table, applied to q and k.")
+               f"the last almost not at all.\nA geometric ladder like the sinusoidal table's, but over the head's "
+               f"{head_dim} columns ({head_dim // 2} pairs, each {10000 ** (-2 / head_dim):.2f}× the speed of the one "
+               f"before), not the model's {config.n_embd}: RoPE rotates each head's q and k separately.")
     length = max(len(ids), 64)
     offsets = [offset for offset in (0, 1, 4, 16) if offset < length]
     st.plotly_chart(offset_scores_figure(offset_scores(query, key, offsets=offsets, length=length)), key="ra_flat")

@@ -2,6 +2,7 @@
 import streamlit as st
 
 from lpos import ui
+from lpos.model import SINUSOID_SCALE
 from lpos.ui import cached_figures
 
 selection = ui.selection()
@@ -58,7 +59,10 @@ def distance(width: int, base: float) -> None:
     dots = cached_figures.sinusoid_offset_dots(width, tuple(int(s) for s in starts), max_offset, float(base))
     st.plotly_chart(dots, key="sin_offset_dot")
     st.caption("row t · row t+k = Σᵢ cos(k·wᵢ): the start t cancels, so the three curves lie on top of each other.\n"
-               "That is why attention can learn “look k tokens back” once and apply it everywhere.")
+               "Attention does not see this raw dot product: scores pass through the learned W_q and W_k first. "
+               "Vaswani et al. (2017) argue from a different fact: each pair of row t+k is row t's pair turned by the "
+               "angle k·wᵢ, so PE(t+k) is a fixed linear map (a rotation) of PE(t), the same for every t. "
+               "A layer can therefore learn one map for “k tokens back”.")
 
 
 explorer()
@@ -73,7 +77,10 @@ else:
     ids = ui.usable_ids(selection)
     shown = min(max(2 * len(ids), 64), 4096)
     model_table, _ = cached_figures.sinusoid_table(shown, config.n_embd, 10000.0, highlight_rows=len(ids),
-                                                   title=f"The {config.n_embd}-column table this model adds")
+                                                   title=f"The {config.n_embd}-column table this model adds, "
+                                                         f"drawn at ±1 (added × {SINUSOID_SCALE:.3f})")
     st.plotly_chart(model_table, key="sin_model_table")
-    st.caption(f"Your sentence has {len(ids)} tokens: the boxed rows 0–{len(ids) - 1} are the rows added to its token rows.\n"
+    st.caption(f"Your sentence has {len(ids)} tokens: the boxed rows 0–{len(ids) - 1} are the rows added to its token rows, "
+               f"each multiplied by {SINUSOID_SCALE:.4f} first, so that a row has the norm of an initial token row "
+               "(at ±1 the table would drown the token rows). The Embeddings page shows the rows as added.\n"
                "A longer sentence just uses more rows: the table never runs out.")

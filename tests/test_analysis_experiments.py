@@ -84,6 +84,18 @@ def test_a_one_layer_model_without_positions_is_blind_end_to_end(tiny_model):
     result = shuffle_experiment(tiny_model("none", n_layer=1), encode("The dog bit the man."), seed=0)
     assert result.logits_change < 1e-6
     assert predictions_table([result])["same top-1"].tolist() == [True]
+    assert result.distribution_change < 1e-6
+
+
+def test_distribution_change_is_the_total_variation(tiny_model):
+    model = tiny_model("none", n_layer=2)
+    ids = encode("The dog bit the man.")
+    result = shuffle_experiment(model, ids, seed=0)
+    with torch.no_grad():
+        before = torch.softmax(model(torch.tensor([ids]))[0][0, -1].double(), -1)
+        after = torch.softmax(model(torch.tensor([result.shuffled]))[0][0, -1].double(), -1)
+    assert result.distribution_change == pytest.approx(float((before - after).abs().sum() / 2), rel=1e-4, abs=1e-7)
+    assert 0 < result.distribution_change <= 1
 
 
 def test_an_explicit_shuffle_must_keep_the_last_token(tiny_model):

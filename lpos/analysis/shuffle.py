@@ -72,6 +72,11 @@ class ShuffleResult:
     weights_after: np.ndarray  # (n_head, T), columns in the shuffled order
     top_before: pd.DataFrame  # top-5 next tokens and probabilities
     top_after: pd.DataFrame
+    distribution_change: float  # total variation between the last position's next-token distributions
+
+    @property
+    def same_top1(self) -> bool:
+        return self.top_before["token"].iloc[0] == self.top_after["token"].iloc[0]
 
     @property
     def order_blind(self) -> bool:
@@ -110,6 +115,8 @@ def shuffle_experiment(model: GPT, ids: list[int], *, seed: int = 0, shuffled: l
         weights_after=weights_after,
         top_before=top_predictions(model, ids),
         top_after=top_predictions(model, shuffled),
+        distribution_change=float(0.5 * (torch.softmax(logits_after[0, -1], -1) - torch.softmax(logits_before[0, -1], -1))
+                                  .abs().sum()),
     )
 
 
@@ -146,6 +153,7 @@ def predictions_table(results: list[ShuffleResult]) -> pd.DataFrame:
             "scheme": [r.scheme for r in results],
             "top-5 next tokens, original order": [_ranked(r.top_before) for r in results],
             "top-5 next tokens, shuffled": [_ranked(r.top_after) for r in results],
-            "same top-1": [r.top_before["token"].iloc[0] == r.top_after["token"].iloc[0] for r in results],
+            "same top-1": [r.same_top1 for r in results],
+            "distribution moved (total variation)": [round(r.distribution_change, 3) for r in results],
         }
     )

@@ -74,8 +74,8 @@ def figure(step: int, selection: Selection) -> tuple[go.Figure, str | None]:
             return attention_bars(result, head=0), (
                 f"Layer 1 output of the last token moved by {result.attention_change:.1e} under “none”: float rounding.")
         return prediction_bars(result), (
-            f"Layer 1 moved by {result.attention_change:.1e}, yet the full model's logits moved by up to "
-            f"{result.logits_change:.2f}.")
+            f"Layer 1 moved by {result.attention_change:.1e}, yet the full model's next-token distribution moved by a "
+            f"total variation of {result.distribution_change:.3f} (top-1 {'unchanged' if result.same_top1 else 'changed'}).")
     if step == 3:
         view = embeddings.embedding_view(model, ids)
         repeats = embeddings.repeated_tokens(view)
