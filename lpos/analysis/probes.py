@@ -1,0 +1,214 @@
+"""Where position lives: linear probes on every residual stream of a model.
+
+For each stream (the input to block 1, then the output of every block) a ridge regression in
+closed form predicts, from a token's hidden vector alone, (a) its absolute position in the window
+and (b) a relative quantity: how many tokens back the last sentence end (. ! ? or a newline) was.
+Probes are fitted on some windows of held-out text, their penalty is picked on other windows, and
+they are scored on windows neither saw (Haviv et al. 2022 probe position the same way). The
+reading at the end turns the scores into sentences, so the app never states what it did not measure.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from lpos.model import GPT
+from lpos.tokenizer import END_OF_TEXT_ID, token_strings
+
+WINDOW = 128  # tokens per probe window: the shipped models' training length
+PENALTIES = tuple(10.0 ** k for k in range(-6, 3))  # ridge penalties, as multiples of the mean eigenvalue of XᵀX
+FEATURE_BUDGET = 16_000_000  # floats of hidden states held at once (64 MB): caps tokens for wide, deep uploads
+SENTENCE_ENDS = (".", "!", "?", "\n")
+HELD_OUT_TOKENS = 48 * WINDOW  # of the eval stream, beside the built-in story
+
+
+@dataclass(frozen=True)
+class ProbeText:
+    windows: torch.Tensor  # (n, L) token ids, non-overlapping windows of the texts
+    split: torch.Tensor  # (n,) 0 = fit, 1 = pick the penalty, 2 = score
+    sources: str  # what the text is, for captions
+
+
+def held_out_stream(files: list[Path], *, seed: int, tokens: int = HELD_OUT_TOKENS) -> list[int]:
+    """The first `tokens` of the held-out stories of a training corpus (the stream the model cards'
+    loss by length is measured on); [] when the files are not on this machine."""
+    if not files or not all(Path(f).is_file() for f in files):
+        return []
+    from lpos.train import load_corpus  # the same split as training, so these stories were never trained on
+
+    return load_corpus([str(f) for f in files], seed=seed).val[:tokens].tolist()
+
+
+def probe_text(texts: dict[str, list[int]], *, model: GPT, window: int = WINDOW) -> ProbeText:
+    """Non-overlapping windows of each text, interleaved into fit / penalty / score windows (2:1:1).
+
+    The window is the model's block size when that is shorter; wide, deep models get fewer windows
+    (FEATURE_BUDGET), and every split keeps at least one window.
+    """
+    config = model.config
+    length = min(window, config.block_size)
+    rows = [torch.tensor(ids[i : i + length]) for ids in texts.values() for i in range(0, len(ids) - length + 1, length)]
+    affordable = max(4, FEATURE_BUDGET // (length * config.n_embd * (config.n_layer + 1)))
+    rows = rows[:affordable]
+    if len(rows) < 4:
+        raise ValueError(f"a probe needs at least 4 windows of {length} tokens (fit, penalty, score); this text "
+                         f"has {len(rows)}. Use a longer text.")
+    if max(int(r.max()) for r in rows) >= config.vocab_size:
+        raise ValueError(f"this model's vocabulary has {config.vocab_size:,} tokens, fewer than GPT-2's: it cannot "
+                         "read this text")
+    split = torch.tensor([(0, 0, 1, 2)[i % 4] for i in range(len(rows))])
+    counts = ", ".join(f"{name} ({len(ids):,} tokens)" for name, ids in texts.items())
+    return ProbeText(torch.stack(rows), split, counts)
+
+
+@torch.no_grad()
+def residual_streams(model: GPT, idx: torch.Tensor, *, keep_attention: bool = False,
+                     batch_size: int = 16) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Every residual stream for windows `idx` (n, L): n_layer + 1 tensors (n, L, C), the block
+    input first; and, with keep_attention, each layer's weights (n, nh, L, L). Runs the blocks one
+    by one, as GPT.hidden_states does, keeping what it drops."""
+    streams, attention = [], []
+    for first in range(0, len(idx), batch_size):
+        x = model.embed_parts(idx[first : first + batch_size]).total  # (b, L, C)
+        here, weights_here = [x], []
+        for block in model.transformer.h:
+            x, weights = block(x)  # (b, L, C), (b, nh, L, L)
+            here.append(x)
+            if keep_attention:
+                weights_here.append(weights)
+        streams.append(here)
+        attention.append(weights_here)
+    merged = [torch.cat([batch[s] for batch in streams]) for s in range(len(streams[0]))]
+    weights = [torch.cat([batch[layer] for batch in attention]) for layer in range(len(attention[0]))] if keep_attention else []
+    return merged, weights
+
+
+def sentence_distance(windows: torch.Tensor) -> torch.Tensor:
+    """Tokens since the last sentence end before each token, inside its window (n, L); NaN where
+    the window holds none before it. A story separator counts as an end."""
+    unique = windows.unique().tolist()
+    strings = dict(zip(unique, token_strings(unique)))
+    ends = {t for t, s in strings.items() if t == END_OF_TEXT_ID or any(e in s for e in SENTENCE_ENDS)}
+    is_end = torch.isin(windows, torch.tensor(sorted(ends) or [-1]))  # (n, L)
+    positions = torch.arange(windows.shape[1]).expand_as(windows)
+    last = torch.where(is_end, positions, torch.full_like(positions, -1)).cummax(dim=1).values  # last end at or before
+    before = torch.cat([torch.full_like(last[:, :1], -1), last[:, :-1]], dim=1)  # strictly before each token
+    return torch.where(before >= 0, (positions - before).double(), torch.tensor(math.nan, dtype=torch.double))
+
+
+def ridge(features: torch.Tensor, targets: torch.Tensor, *, penalty: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Closed-form ridge regression: weights (C,) and bias () minimising |Xw + b - y|² + λ|w|²,
+    with λ = penalty × the mean eigenvalue of the centred XᵀX, so one penalty suits every layer's scale."""
+    mean_x, mean_y = features.mean(0), targets.mean()
+    centred = features - mean_x  # (N, C)
+    gram = centred.T @ centred  # (C, C)
+    lam = penalty * max(float(gram.diagonal().mean()), 1e-12)
+    weights = torch.linalg.solve(gram + lam * torch.eye(len(gram), dtype=gram.dtype), centred.T @ (targets - mean_y))
+    return weights, mean_y - mean_x @ weights
+
+
+def r_squared(predicted: torch.Tensor, targets: torch.Tensor) -> float:
+    """1 - residual / total sum of squares around the scored targets' own mean."""
+    total = float(((targets - targets.mean()) ** 2).sum())
+    return 1.0 - float(((targets - predicted) ** 2).sum()) / total if total > 0 else math.nan
+
+
+def fit_probe(features: torch.Tensor, targets: torch.Tensor, split: torch.Tensor) -> dict:
+    """Fit on split 0, pick the penalty on split 1, refit on both, score on split 2. Rows whose
+    target is NaN are left out. `features` (N, C), `targets` (N,), `split` (N,)."""
+    keep = ~targets.isnan()
+    X, y, s = features[keep].double(), targets[keep].double(), split[keep]
+    if min(int((s == part).sum()) for part in (0, 1, 2)) < 2:
+        return {"r2": math.nan, "mae": math.nan, "penalty": math.nan, "fitted": int((s < 2).sum()), "scored": int((s == 2).sum())}
+    fit, pick, score = s == 0, s == 1, s == 2
+
+    def validation_error(penalty: float) -> float:
+        w, b = ridge(X[fit], y[fit], penalty=penalty)
+        return float(((X[pick] @ w + b - y[pick]) ** 2).mean())
+
+    penalty = min(PENALTIES, key=validation_error)
+    w, b = ridge(X[~score], y[~score], penalty=penalty)
+    predicted = X[score] @ w + b
+    return {"r2": r_squared(predicted, y[score]), "mae": float((predicted - y[score]).abs().mean()),
+            "penalty": penalty, "fitted": int((~score).sum()), "scored": int(score.sum())}
+
+
+def stream_names(n_layer: int) -> list[str]:
+    return ["input"] + [f"after block {i}" for i in range(1, n_layer + 1)]
+
+
+def position_probes(model: GPT, text: ProbeText) -> pd.DataFrame:
+    """One row per (stream, target): R² and mean absolute error (in tokens) on the scored windows,
+    the penalty picked, and how many tokens were fitted on and scored."""
+    streams, _ = residual_streams(model, text.windows)
+    n, L = text.windows.shape
+    targets = {"absolute position": torch.arange(L).double().repeat(n),
+               "tokens since sentence end": sentence_distance(text.windows).reshape(-1)}
+    split = text.split.repeat_interleave(L)
+    rows = []
+    for index, (name, stream) in enumerate(zip(stream_names(len(streams) - 1), streams)):
+        features = stream.reshape(n * L, -1)  # (N, C)
+        for target, values in targets.items():
+            rows.append({"stream": index, "stream name": name, "target": target, "window": L,
+                         **fit_probe(features, values, split)})
+    return pd.DataFrame(rows)
+
+
+def _series(frame: pd.DataFrame, target: str) -> pd.Series:
+    return frame[frame.target == target].set_index("stream")["r2"]
+
+
+def _r2(value: float) -> str:
+    return f"{value:.2f}".replace("-0.00", "0.00")
+
+
+def _listing(values: dict[str, float]) -> str:
+    return ", ".join(f"{name} {_r2(value)}" for name, value in sorted(values.items(), key=lambda item: -item[1]))
+
+
+def probe_reading(trained: dict[str, pd.DataFrame], untrained: dict[str, pd.DataFrame]) -> list[str]:
+    """Sentences from the probe scores of trained and untrained models, grouped by what the numbers show."""
+    absolute = {n: _series(f, "absolute position") for n, f in trained.items()}
+    absolute = {n: a for n, a in absolute.items() if not a.isna().all()}
+    if not absolute:
+        return ["No trained model to read: the probes of the untrained models are drawn alone."]
+    relative = {n: _series(trained[n], "tokens since sentence end") for n in absolute}
+    lines = []
+    given = {n: a.iloc[0] for n, a in absolute.items() if a.iloc[0] >= 0.5}
+    if given:
+        lines.append(f"Position is in the stream from the start where the scheme adds it to the input (R² at the "
+                     f"input: {_listing(given)}), and still there after the last block "
+                     f"({_listing({n: absolute[n].iloc[-1] for n in given})}).")
+    blank = {n: a for n, a in absolute.items() if a.iloc[0] < 0.1}
+    if blank:
+        lines.append(f"Where nothing is added to the input (R² at most {_r2(max(a.iloc[0] for a in blank.values()))} "
+                     "there), the blocks write some position into the stream; at their best layer: "
+                     f"{_listing({n: a.max() for n, a in blank.items()})}.")
+    none = next((n for n in blank if n == "none"), None)
+    fresh = _series(untrained["none"], "absolute position") if "none" in untrained else None
+    if none is not None and fresh is not None:
+        strength = "strongly" if absolute[none].max() >= 0.7 else "partly" if absolute[none].max() >= 0.2 else "barely"
+        lines.append(f"`none` has no position scheme at all, yet a read-out finds R² {_r2(absolute[none].max())} at "
+                     f"its best layer, against at most {_r2(fresh.max())} in the same model untrained: training taught "
+                     f"it, {strength}, to count through the causal mask, as Haviv et al. (2022) found in larger models.")
+    drops = {n: a.max() - a.iloc[-1] for n, a in absolute.items()}
+    gains = {n: r.iloc[-1] - r.iloc[0] for n, r in relative.items() if not r.isna().all()}
+    fading = [n for n, d in drops.items() if d > 0.1]
+    if fading:
+        lines.append(f"Absolute position fades by the last block in {', '.join(fading)} (down from its best by "
+                     f"{_listing({n: drops[n] for n in fading})}).")
+    else:
+        lines.append(f"Absolute position does not fade with depth in any trained model (largest drop from its best "
+                     f"layer to the last: {_r2(max(drops.values()))}).")
+    if gains:
+        fresh_relative = {n: _series(f, "tokens since sentence end").max() for n, f in untrained.items()}
+        direction = "grows" if min(gains.values()) > 0 else "changes"
+        lines.append(f"The distance to the last sentence end, a relative quantity, {direction} with depth: R² after "
+                     f"the last block {_listing({n: relative[n].iloc[-1] for n in gains})}, up from "
+                     f"{_r2(min(r.iloc[0] for r in relative.values()))}–{_r2(max(r.iloc[0] for r in relative.values()))}"
+                     f" at the input; untrained models reach at most {_r2(max(fresh_relative.values()))}.")
+    return lines

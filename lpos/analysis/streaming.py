@@ -1,0 +1,138 @@
+"""The attention sink, tested: stream a long text through a window of W tokens, with and without
+the first tokens kept (StreamingLLM, Xiao et al. 2023).
+
+Each token is predicted from (a) the W tokens before it alone, or (b) the first `sink` tokens of
+the text followed by those W tokens. The context is run as a fresh sequence, so positions start
+again at 0 inside it, as a rolling cache re-indexes them. Until the text is longer than the window
+both contexts are the whole prefix; after that they differ only by the kept first tokens.
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from lpos.analysis.lengths import token_losses
+from lpos.model import GPT
+
+SINK_TOKENS = 4  # what StreamingLLM keeps
+WINDOWS = (8, 16, 32, 64, 96, 124)  # 124 + 4 kept tokens fills a 128-row learned table
+SCORED = 512  # predictions past the first window, where the two streams differ
+MIN_SCORED = 32  # what the largest uploads get
+STREAM_BUDGET = 40e9  # multiply-adds per stream (the shipped models need ~3e10 at W = 64): large uploads stream less
+
+
+@dataclass(frozen=True)
+class SinkTest:
+    window: int
+    sink: int
+    alone: np.ndarray  # (N,) loss of predicting token i+1 with the window alone; NaN outside the vocabulary
+    with_sink: np.ndarray  # (N,) the same with the first `sink` tokens kept in front
+
+
+def streamed_tokens(model: GPT, *, window: int) -> int:
+    """How many tokens of text to stream through `model`: the first window and SCORED more, fewer (down
+    to MIN_SCORED) for a model so large that would cost more than STREAM_BUDGET."""
+    config = model.config
+    per_prediction = (window + SINK_TOKENS) * 12 * config.n_embd ** 2 * config.n_layer  # a block: 12 C² per token
+    return int(window + 1 + max(MIN_SCORED, min(SCORED, STREAM_BUDGET // per_prediction)))
+
+
+@torch.no_grad()
+def last_token_losses(model: GPT, contexts: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Loss of predicting `targets` (B,) after each context (B, T), scoring the last position only
+    (the full-vocabulary softmax of forward, restricted to output_vocab when the model has one)."""
+    hidden, _ = model.hidden_states(contexts, keep_attention=False)  # (B, T, C)
+    logits = model.lm_head(hidden[:, -1])  # (B, vocab)
+    if model.output_vocab is not None:
+        outside = torch.ones(logits.shape[-1], dtype=torch.bool)
+        outside[model.output_vocab] = False
+        logits = logits.masked_fill(outside, float("-inf"))
+        unknown = outside[targets]
+    else:
+        unknown = torch.zeros_like(targets, dtype=torch.bool)
+    losses = F.cross_entropy(logits, targets, reduction="none")
+    return losses.masked_fill(unknown, float("nan"))
+
+
+def streaming_losses(model: GPT, ids: list[int], *, window: int, sink: int = 0, batch_size: int = 64) -> np.ndarray:
+    """Loss of predicting each token 1..T-1 of `ids` from the `window` tokens before it, after the
+    first `sink` tokens of the text (never repeated when the window already holds them): (T-1,)."""
+    if len(ids) < 2:
+        raise ValueError("streaming needs at least two tokens: one to read, one to predict")
+    if window < 1:
+        raise ValueError("the window must hold at least one token")
+    longest = window + sink
+    if model.config.position == "learned" and longest > model.config.block_size:
+        raise ValueError(f"a window of {window} plus {sink} kept tokens needs {longest} rows; the learned table "
+                         f"has {model.config.block_size}. Pick a window of at most {model.config.block_size - sink}.")
+    tokens = torch.tensor(ids, dtype=torch.long)
+    prefix = min(window, len(ids) - 1)  # predictions 0..prefix-1 see their whole prefix: one plain forward
+    losses = [token_losses(model, tokens[: prefix + 1])]
+    groups: dict[int, list[int]] = defaultdict(list)  # context length -> predicting positions t (from tokens ..t)
+    for t in range(prefix, len(ids) - 1):
+        start = t - window + 1
+        groups[min(sink, start) + window].append(t)
+    later = torch.full((len(ids) - 1 - prefix,), math.nan)
+    for length, positions in groups.items():
+        for first in range(0, len(positions), batch_size):
+            chosen = positions[first : first + batch_size]
+            contexts = torch.stack([torch.cat([tokens[: min(sink, t - window + 1)], tokens[t - window + 1 : t + 1]])
+                                    for t in chosen])  # (b, length)
+            targets = tokens[[t + 1 for t in chosen]]
+            later[[t - prefix for t in chosen]] = last_token_losses(model, contexts, targets)
+    return torch.cat([*losses, later]).numpy()
+
+
+def sink_test(model: GPT, ids: list[int], *, window: int, sink: int = SINK_TOKENS) -> SinkTest:
+    """Both streams over the same text."""
+    return SinkTest(window=window, sink=sink, alone=streaming_losses(model, ids, window=window),
+                    with_sink=streaming_losses(model, ids, window=window, sink=sink))
+
+
+def sink_summary(test: SinkTest) -> dict:
+    """Means over the predictions past the first window (where the two streams differ): window
+    alone, with the kept tokens, the gain (alone minus with sink) and its standard error."""
+    alone, kept = test.alone[test.window :], test.with_sink[test.window :]
+    valid = ~(np.isnan(alone) | np.isnan(kept))
+    if valid.sum() < 2:
+        return {"tokens": int(valid.sum()), "alone": math.nan, "with sink": math.nan, "gain": math.nan, "error": math.nan}
+    gain = alone[valid] - kept[valid]
+    return {"tokens": int(valid.sum()), "alone": float(alone[valid].mean()), "with sink": float(kept[valid].mean()),
+            "gain": float(gain.mean()), "error": float(gain.std(ddof=1) / math.sqrt(valid.sum()))}
+
+
+def sink_verdict(summary: dict) -> str:
+    """"helps", "hurts" or "no clear change": a gain counts when it is more than two standard errors."""
+    if math.isnan(summary["gain"]):
+        return "not measured"
+    if abs(summary["gain"]) <= 2 * summary["error"]:
+        return "no clear change"
+    return "helps" if summary["gain"] > 0 else "hurts"
+
+
+def sink_reading(summaries: dict[str, dict], *, window: int, sink: int = SINK_TOKENS) -> list[str]:
+    """Sentences from the per-scheme summaries: which scheme the kept tokens help, by how much."""
+    measured = {s: v for s, v in summaries.items() if not math.isnan(v["gain"])}
+    if not measured:
+        return [f"The text is not longer than the window of {window} tokens, so both streams are the same."]
+    lines = []
+    for scheme, summary in sorted(measured.items(), key=lambda item: -item[1]["gain"]):
+        verdict = {"helps": "the kept tokens **help**", "hurts": "the kept tokens **hurt**"}.get(
+            sink_verdict(summary), "**no clear change**")
+        lines.append(f"**{scheme}**: {summary['alone']:.3f} with the window alone, {summary['with sink']:.3f} with the "
+                     f"first {sink} tokens kept ({-summary['gain']:+.3f} ± {2 * summary['error']:.3f} nats per token, "
+                     f"over {summary['tokens']} predictions): {verdict}.")
+    helped = [s for s, v in measured.items() if sink_verdict(v) == "helps"]
+    if helped:
+        best = max(helped, key=lambda s: measured[s]["gain"])
+        lines.append(f"Keeping the first {sink} tokens helps {', '.join(helped)}; most of all **{best}**, by "
+                     f"{measured[best]['gain']:.3f} nats per token.")
+    else:
+        lines.append(f"Keeping the first {sink} tokens helps no scheme here by more than two standard errors: "
+                     "these small models lean on no sink token the way Xiao et al. (2023) found in large ones.")
+    return lines
