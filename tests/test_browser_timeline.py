@@ -1,0 +1,30 @@
+"""The Training timeline page in the real app, driven in headless Chromium: the step control moves by
+keyboard, the figures redraw for that step, and the browser reports no errors."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import open_url, run_and_wait
+from lpos import checkpoints
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def chart_titles(page) -> list[str]:
+    return page.locator("[data-testid='stPlotlyChart'] .gtitle").all_inner_texts()
+
+
+def test_step_slider_redraws_the_timeline(running_app, page, tmp_path):
+    steps = checkpoints.load("learned")[1]["timeline"]["steps"]
+    open_url(page, f"{running_app.url}/?scheme=learned&model=learned")
+    run_and_wait(page, page.get_by_role("link", name="Training timeline").click)
+    assert any(t.startswith(f"Validation loss, step {steps[-1]}:") for t in chart_titles(page)), chart_titles(page)
+    slider = page.get_by_role("slider").first
+    slider.focus()
+    run_and_wait(page, lambda: slider.press("Home"))  # a fragment's run: only the step view redraws
+    titles = chart_titles(page)
+    assert any(t.startswith(f"Validation loss, step {steps[0]}:") for t in titles), titles
+    assert any(t.startswith(f"Step {steps[0]}: cosine of the learned position rows") for t in titles), titles
+    page.screenshot(path=str(tmp_path / "timeline.png"), full_page=True)
+    assert not page.console_errors, page.console_errors
+    assert not page.failed_requests, page.failed_requests
