@@ -1,10 +1,15 @@
-"""Save and load models: the lpos format, nanoGPT `ckpt.pt` files and Hugging Face GPT-2 folders.
+"""Save and load models: the lpos format, and the layouts people save (lpos.layouts: nanoGPT
+`ckpt.pt`, trainer dicts, bare state_dicts, Hugging Face GPT-2 folders).
 
 Every file goes through `torch.load(weights_only=True)`, which refuses to unpickle anything but
-tensors and plain containers: a file that tries to run code is refused, never executed. Before
-that, the archive's declared sizes are checked against a cap, so a zip bomb is refused unread,
-and a configuration is checked before any model is built, so a file cannot ask for more memory
-than the cap either. Whatever is wrong with a file, `load` raises CheckpointError with one sentence.
+tensors and plain containers: a file that tries to run code is refused, never executed. The one
+exception is a trainer's own config object (a pickled `@dataclass GPTConfig`): the class the file
+names is never imported; a stand-in of ours (PickledConfig) is built in its place and keeps plain
+values only. Before loading, the archive's declared sizes are checked against a cap, so a zip
+bomb is refused unread, and a configuration is checked before any model is built, so a file
+cannot ask for more memory than the cap either. Files are memory-mapped and only the model's
+tensors are copied out, so an optimizer state saved beside them is never read into memory.
+Whatever is wrong with a file, `load` raises CheckpointError with one sentence.
 
 lpos format (one file): {"format": "lpos", "version": 1, "config": {...GPTConfig fields},
 "state_dict": {...}, "meta": {...}}. When a model was trained over a corpus vocabulary
@@ -15,10 +20,13 @@ random row" literally true.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import pickle
+import re
+import threading
 import zipfile
 from pathlib import Path
 
@@ -29,13 +37,32 @@ from lpos.tokenizer import VOCAB_SIZE
 
 CHECKPOINT_DIR = Path(__file__).resolve().parent.parent / "checkpoints"
 FORMAT_VERSION = 1
-MAX_BYTES = int(os.environ.get("LPOS_MAX_UPLOAD_MB", "600")) * 1024 * 1024
+MAX_BYTES = int(os.environ.get("LPOS_MAX_UPLOAD_MB", "1024")) * 1024 * 1024
 MAX_CONFIG_BYTES = 1024 * 1024  # a Hugging Face config.json is a few kB
 SIZE_FIELDS = ("n_layer", "n_head", "n_embd", "block_size")
+HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
+CONFIG_CLASS = re.compile(r"(?:[A-Za-z_]\w*\.)+[A-Za-z_]\w*(?:Config|Args)")  # src.model.gpt.GPTConfig
+_SAFE_GLOBALS = threading.Lock()  # torch's allowlist is one global set: one stand-in load at a time
 
 
 class CheckpointError(ValueError):
     """A file that cannot be used as a model; the message is one sentence for the user."""
+
+
+class PickledConfig:
+    """Built in place of a trainer's own config class: numbers, text, True/False/None kept as
+    `fields`, anything else dropped. Unpickling calls only this `__setstate__`; nothing of the
+    file's class runs (it is never imported), and `__slots__` leaves no `__dict__` to overwrite."""
+
+    __slots__ = ("fields",)
+    source = ""  # the class the file names; set on the subclass made for each name
+
+    def __setstate__(self, state) -> None:
+        if isinstance(state, tuple) and len(state) == 2:  # (__dict__, __slots__ values)
+            state = {**(state[0] if isinstance(state[0], dict) else {}), **(state[1] if isinstance(state[1], dict) else {})}
+        plain = (bool, int, float, str, type(None))
+        self.fields = {k: v for k, v in state.items() if type(k) is str and not k.startswith("_") and type(v) in plain} \
+            if isinstance(state, dict) else {}
 
 
 def available() -> list[str]:
@@ -44,7 +71,7 @@ def available() -> list[str]:
 
 
 def save(model: GPT, meta: dict, path: str | Path) -> None:
-    state = {k: v for k, v in model.state_dict().items() if k != "lm_head.weight"}  # tied to wte
+    state = {k: v for k, v in model.state_dict().items() if k != "lm_head.weight" or not model.config.tied}
     if model.output_vocab is not None:
         ids = model.output_vocab.sort().values
         state.pop("transformer.wte.weight")
@@ -64,18 +91,31 @@ def save(model: GPT, meta: dict, path: str | Path) -> None:
     tmp.replace(path)  # never leave a half-written checkpoint behind
 
 
-def load(name_or_path: str | Path, *, max_bytes: int = MAX_BYTES) -> tuple[GPT, dict]:
-    """A model in eval mode and its meta, from a shipped name, an lpos/nanoGPT file or an HF folder."""
+def load(name_or_path: str | Path, *, n_head: int | None = None, max_bytes: int = MAX_BYTES) -> tuple[GPT, dict]:
+    """A model in eval mode and its meta, from a shipped name, a torch file of any layout in
+    lpos.layouts, or a Hugging Face folder. `n_head` is used only when the file does not say it."""
     name = str(name_or_path)
     path = CHECKPOINT_DIR / f"{name}.pt" if name in available() else Path(name_or_path)
     if path.is_dir():
-        model, meta = _load_hf_folder(path, max_bytes)
+        model, meta = _load_hf_folder(path, n_head, max_bytes)
     elif path.is_file():
-        model, meta = _from_payload(read_payload(path, max_bytes=max_bytes), path.name, max_bytes)
+        model, meta = _from_payload(read_payload(path, max_bytes=max_bytes), path.name, n_head, max_bytes)
     else:
         raise CheckpointError(f"no checkpoint named {name!r}: use one of {available()} or a file path")
     model.eval()
     return model, meta
+
+
+def describe(model: GPT, meta: dict) -> list[str]:
+    """What was loaded, in three lines: the layout, the configuration, what was left unread."""
+    c = model.config
+    lines = [f"read as: {meta.get('source', 'lpos checkpoint')}",
+             f"{c.n_layer} layers, {c.n_head} heads, width {c.n_embd}, {c.block_size:,} position rows, "
+             f"vocabulary {c.vocab_size:,}, head {'tied to the token table' if c.tied else 'untied (its own rows)'}, "
+             f"{model.num_params() / 1e6:,.1f}M parameters"]
+    if meta.get("ignored"):
+        lines.append(f"ignored: {', '.join(meta['ignored'])}")
+    return lines
 
 
 def read_payload(path: Path, *, max_bytes: int = MAX_BYTES) -> dict:
@@ -92,8 +132,10 @@ def read_payload(path: Path, *, max_bytes: int = MAX_BYTES) -> dict:
         raise CheckpointError(
             f"{path.name} unpacks to {declared / 2**20:.0f} MB, over the {max_bytes / 2**20:.0f} MB limit"
         )
+    stand_ins = _config_stand_ins(path)
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
+        with _SAFE_GLOBALS if stand_ins else contextlib.nullcontext(), torch.serialization.safe_globals(stand_ins):
+            payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except pickle.UnpicklingError as e:
         if "Weights only load failed" not in str(e) or "Unsupported operand" in str(e):  # damaged, not refused
             raise CheckpointError(f"{path.name} could not be read (UnpicklingError): the file is damaged") from None
@@ -107,21 +149,37 @@ def read_payload(path: Path, *, max_bytes: int = MAX_BYTES) -> dict:
     return payload
 
 
-def _from_payload(payload: dict, label: str, max_bytes: int) -> tuple[GPT, dict]:
+def _config_stand_ins(path: Path) -> list[tuple[type, str]]:
+    """A PickledConfig subclass for each config class the file names (read from its pickle's
+    GLOBAL instructions without running them); every other global stays refused."""
+    try:
+        names = torch.serialization.get_unsafe_globals_in_checkpoint(str(path))
+    except Exception:  # damaged: torch.load says how
+        return []
+    return [(type(name.rpartition(".")[2], (PickledConfig,), {"__slots__": (), "source": name}), name)
+            for name in sorted(names) if CONFIG_CLASS.fullmatch(name)]
+
+
+def _from_payload(payload: dict, label: str, n_head: int | None, max_bytes: int) -> tuple[GPT, dict]:
+    from lpos import layouts
+
     if payload.get("format") == "lpos":
         if payload.get("version") != FORMAT_VERSION:
             raise CheckpointError(f"{label} is lpos format version {payload.get('version')}; this lpos reads {FORMAT_VERSION}")
         config = _config(_mapping(payload.get("config"), label, "config"), label, max_bytes)
         state = _mapping(payload.get("state_dict"), label, "state_dict")
         return _build(config, state, label), _mapping(payload.get("meta", {}), label, "meta")
-    if "model_args" in payload and "model" in payload:  # nanoGPT
-        args = _mapping(payload["model_args"], label, "model_args")
-        config = _config({**args, "position": "learned", "activation": "gelu"}, label, max_bytes)
-        state = {str(k).removeprefix("_orig_mod."): v for k, v in _mapping(payload["model"], label, "model").items()
-                 if not str(k).endswith(".attn.bias")}  # nanoGPT's causal-mask buffer, saved without flash attention
-        meta = {"source": "nanoGPT", "iter_num": payload.get("iter_num"), "best_val_loss": _number(payload.get("best_val_loss"))}
-        return _build(config, state, label), meta
-    raise CheckpointError(f"{label} is neither an lpos checkpoint nor a nanoGPT ckpt.pt")
+    found = layouts.recognise(payload, label)
+    payload.clear()  # the optimizer state and other extras go now, before a model is built
+    return _import(found, label, n_head, max_bytes)
+
+
+def _import(found, label: str, n_head: int | None, max_bytes: int) -> tuple[GPT, dict]:
+    from lpos import layouts
+
+    config = _config(layouts.config_values(found, n_head=n_head, label=label), label, max_bytes)
+    model = _build(config, found.state, label)
+    return model, {"source": found.layout, **found.meta, "ignored": found.ignored[:12]}
 
 
 def _mapping(value, label: str, what: str) -> dict:
@@ -130,59 +188,64 @@ def _mapping(value, label: str, what: str) -> dict:
     return dict(value)
 
 
-def _number(value):
-    return value.item() if isinstance(value, torch.Tensor) else value
+def _load_hf_folder(folder: Path, n_head: int | None, max_bytes: int) -> tuple[GPT, dict]:
+    from lpos import layouts
 
-
-def _load_hf_folder(folder: Path, max_bytes: int) -> tuple[GPT, dict]:
-    config_file, weights_file = folder / "config.json", folder / "model.safetensors"
-    if not config_file.is_file() or not weights_file.is_file():
-        raise CheckpointError(f"{folder.name} needs both config.json and model.safetensors (Hugging Face GPT-2)")
+    config_file = folder / "config.json"
+    weights_file = next((folder / name for name in HF_WEIGHTS if (folder / name).is_file()), None)
+    if not config_file.is_file() or weights_file is None:
+        raise CheckpointError(f"{folder.name} needs config.json and model.safetensors or pytorch_model.bin (Hugging Face GPT-2)")
     if weights_file.stat().st_size > max_bytes:
-        raise CheckpointError(f"model.safetensors is over the {max_bytes / 2**20:.0f} MB limit")
+        raise CheckpointError(f"{weights_file.name} is over the {max_bytes / 2**20:.0f} MB limit")
     if config_file.stat().st_size > MAX_CONFIG_BYTES:
         raise CheckpointError(f"config.json is over {MAX_CONFIG_BYTES // 1024} kB: it is not a GPT-2 configuration")
     try:
         hf = json.loads(config_file.read_text())
-        from safetensors.torch import load_file
-
-        weights = load_file(str(weights_file))
     except Exception as e:
-        raise CheckpointError(f"{folder.name} could not be read ({type(e).__name__}): check config.json and model.safetensors") from None
+        raise CheckpointError(f"{folder.name} could not be read ({type(e).__name__}): check config.json") from None
     if not isinstance(hf, dict):
         raise CheckpointError("config.json does not hold a JSON object: it is not a GPT-2 configuration")
     if hf.get("model_type", "gpt2") != "gpt2":
         raise CheckpointError(f"model_type {hf.get('model_type')!r} is not supported; lpos reads GPT-2 models")
-    activation = "gelu_tanh" if hf.get("activation_function", "gelu_new") in ("gelu_new", "gelu_pytorch_tanh") else "gelu"
-    config = _config(
-        dict(vocab_size=hf.get("vocab_size", VOCAB_SIZE), block_size=hf.get("n_positions", 1024), n_layer=hf.get("n_layer"),
-             n_head=hf.get("n_head"), n_embd=hf.get("n_embd"), position="learned", activation=activation, bias=True),
-        folder.name, max_bytes,
-    )
-    conv1d = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
-    state = {}
-    for key, tensor in weights.items():
-        key = key.removeprefix("transformer.")
-        if key.endswith((".attn.bias", ".attn.masked_bias")) or key == "lm_head.weight":
-            continue  # causal-mask buffers (not c_attn.bias) and the tied head
-        if key.endswith(conv1d):
-            tensor = tensor.T  # HF's Conv1D stores (in, out); nn.Linear wants (out, in)
-        state[f"transformer.{key}"] = tensor
-    return _build(config, state, folder.name), {"source": "Hugging Face GPT-2"}
+    if weights_file.suffix == ".bin":
+        weights = read_payload(weights_file, max_bytes=max_bytes)
+    else:
+        try:
+            from safetensors.torch import load_file
+
+            weights = load_file(str(weights_file))
+        except Exception as e:
+            raise CheckpointError(f"{folder.name} could not be read ({type(e).__name__}): check model.safetensors") from None
+    names = {"vocab_size": "vocab_size", "n_positions": "block_size", "n_layer": "n_layer", "n_head": "n_head", "n_embd": "n_embd"}
+    declared = {ours: hf[theirs] for theirs, ours in names.items() if theirs in hf}
+    found = layouts.from_state(weights, folder.name, layout=f"Hugging Face GPT-2 folder (config.json + {weights_file.name})",
+                               declared=declared)
+    del weights
+    found.activation = "gelu_tanh" if hf.get("activation_function", "gelu_new") in ("gelu_new", "gelu_pytorch_tanh") else "gelu"
+    return _import(found, folder.name, n_head, max_bytes)
 
 
 def _config(values: dict, label: str, max_bytes: int) -> GPTConfig:
     try:
         values = dict(values)
+        from lpos.layouts import MAX_PADDED_VOCAB
+
         vocab = int(values.get("vocab_size") or 0)
         if vocab < VOCAB_SIZE:
             raise CheckpointError(f"{label} has a vocabulary of {vocab}; lpos needs GPT-2's {VOCAB_SIZE} tokens")
+        if vocab > MAX_PADDED_VOCAB:
+            raise CheckpointError(f"{label} has a vocabulary of {vocab:,}; lpos reads GPT-2's {VOCAB_SIZE:,} tokens "
+                                  f"(padded to at most {MAX_PADDED_VOCAB:,} rows), so it was trained with another tokenizer")
         values["vocab_size"] = VOCAB_SIZE  # nanoGPT pads to 50304; the padding rows are never used
         for field in SIZE_FIELDS:
             value = values.get(field, getattr(GPTConfig, field))
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise CheckpointError(f"{label} has an unsupported configuration: {field} is "
                                       f"{str(value)[:20]!r}, not a positive whole number")
+        for field in ("bias", "tied"):
+            if not isinstance(values.get(field, True), bool):
+                raise CheckpointError(f"{label} has an unsupported configuration: {field} is "
+                                      f"{str(values[field])[:20]!r}, not True or False")
         config = GPTConfig.from_dict(values)
     except CheckpointError:
         raise
@@ -196,7 +259,7 @@ def _check_memory(config: GPTConfig, label: str, max_bytes: int) -> None:
     """Refuse, before building anything, a configuration whose float32 weights exceed the cap:
     a small file may declare a huge model (lpos rebuilds untrained token rows from a seed)."""
     C = config.n_embd
-    parameters = config.vocab_size * C + 12 * config.n_layer * C * C
+    parameters = (1 if config.tied else 2) * config.vocab_size * C + 12 * config.n_layer * C * C
     if config.position == "learned":
         parameters += config.block_size * C
     if 4 * parameters > max_bytes:
@@ -220,9 +283,15 @@ def _build(config: GPTConfig, state: dict, label: str) -> GPT:
         table[ids] = rows.float()
         state["transformer.wte.weight"] = table
         model.output_vocab = ids.long()
-    elif isinstance(state.get("transformer.wte.weight"), torch.Tensor):
-        state["transformer.wte.weight"] = state["transformer.wte.weight"][: config.vocab_size]
-    state["lm_head.weight"] = state.get("transformer.wte.weight")
+    for key in ("transformer.wte.weight", "lm_head.weight"):
+        if isinstance(state.get(key), torch.Tensor) and state[key].ndim == 2:
+            state[key] = state[key][: config.vocab_size]  # nanoGPT's padding rows are never tokens
+    if config.tied:
+        head, table = state.get("lm_head.weight"), state.get("transformer.wte.weight")
+        if isinstance(head, torch.Tensor) and not (isinstance(table, torch.Tensor) and head.shape == table.shape
+                                                   and torch.equal(head, table)):
+            raise CheckpointError(f"{label} says its head is tied to the token table, but lm_head.weight holds other values")
+        state["lm_head.weight"] = table
     expected = model.state_dict()
     missing = sorted(set(expected) - set(state))
     unexpected = sorted(str(key)[:80] for key in set(state) - set(expected))

@@ -39,6 +39,7 @@ class GPTConfig:
     position: str = "learned"  # learned | sinusoidal | rope | alibi | none
     activation: str = "gelu"  # gelu (exact) | gelu_tanh (GPT-2 checkpoints)
     init_seed: int = 0  # seeds the token table, so rows training never touches can be rebuilt
+    tied: bool = True  # the output head is the token table (GPT-2); False: lm_head has rows of its own
 
     def __post_init__(self) -> None:
         check_scheme(self.position)
@@ -192,7 +193,8 @@ class GPT(nn.Module):
             modules["wpe"] = nn.Embedding(config.block_size, config.n_embd)
         self.transformer = nn.ModuleDict(modules)
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
-        self.lm_head.weight = self.transformer.wte.weight  # weight tying, as GPT-2
+        if config.tied:
+            self.lm_head.weight = self.transformer.wte.weight  # weight tying, as GPT-2
         # ids the output softmax runs over; None = all. Set for checkpoints trained on a corpus
         # vocabulary: every other token gets probability zero.
         self.register_buffer("output_vocab", None, persistent=False)
@@ -297,7 +299,7 @@ class GPT(nn.Module):
         lookup = torch.full((self.config.vocab_size,), -1, dtype=torch.long, device=idx.device)
         lookup[vocab] = torch.arange(len(vocab), device=idx.device)
         index = lookup[targets].reshape(-1)  # position of each target in the vocabulary
-        weight = self.transformer.wte.weight
+        weight = self.lm_head.weight  # the token table itself when tied
         rows = weight if self.output_vocab is None else weight[vocab]  # (V', C); no copy of the whole table
         flat = h.reshape(-1, h.size(-1))  # (B*T, C)
         # Without gradients, score a few hundred positions at a time: 1,024 positions over all

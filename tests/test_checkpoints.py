@@ -1,11 +1,19 @@
 """Checkpoints: the lpos round trip (with the compact token table), files that must be refused
-before anything runs, and imports of nanoGPT and Hugging Face GPT-2 checked against a GPT-2
-forward pass written out here with plain torch ops."""
+before anything runs, and every layout people save (nanoGPT, a trainer's dict with a pickled
+config object, bare state_dicts, DDP/compile prefixes, a padded vocabulary, GPT-2's own keys, an
+untied head), each checked against a forward pass of the original written out here with plain
+torch ops: GPT-2's (Conv1D weights) and nanoGPT's (Linear weights)."""
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import math
+import pickle
+import re
 import struct
+import sys
+import types
 import zipfile
 
 import pytest
@@ -14,7 +22,8 @@ from safetensors.torch import save_file
 from torch.testing import assert_close
 
 from lpos import checkpoints
-from lpos.checkpoints import CheckpointError, available, load, save
+from lpos.checkpoints import CheckpointError, available, describe, load, save
+from lpos.layouts import NeedsHeadCount
 from lpos.model import GPT, initial_token_table
 from lpos.positions import SCHEMES
 
@@ -303,7 +312,10 @@ def test_nanogpt_checkpoint(tmp_path, bias, compiled, mask_buffer):
     model, meta = load(tmp_path / "ckpt.pt")
     assert model.config.vocab_size == VOCAB and model.config.activation == "gelu"
     assert model.config.position == "learned" and model.config.block_size == 24 and model.config.bias == bias
-    assert meta == {"source": "nanoGPT", "iter_num": 5000, "best_val_loss": pytest.approx(1.4697)}
+    assert meta == {"source": "nanoGPT ckpt.pt" + ("; _orig_mod. prefixes removed" if compiled else ""),
+                    "iter_num": 5000, "best_val_loss": pytest.approx(1.4697),
+                    "ignored": ["optimizer", "config", *(["2 causal-mask buffers"] if mask_buffer else []),
+                                "token rows 50,257-50,303 (padding, never a token)"]}
     expected = reference_logits(w, IDS[0].tolist(), n_head=2, gelu=gelu_exact)
     assert_close(logits_of(model).double(), expected, rtol=0, atol=1e-4)
     # the check has teeth: GPT-2's tanh GELU gives visibly different logits
@@ -347,7 +359,9 @@ def test_hugging_face_folder(tmp_path, prefix, buffers):
     w = random_gpt2_weights(n_positions=32, seed=2)
     folder = hf_folder(tmp_path / "gpt2-tiny", w, n_head=2, n_positions=32, prefix=prefix, buffers=buffers)
     model, meta = load(folder)
-    assert meta == {"source": "Hugging Face GPT-2"}
+    keys = "GPT2Model keys, " if prefix == "" else ""
+    assert meta == {"source": f"Hugging Face GPT-2 folder (config.json + model.safetensors); {keys}Conv1D weights transposed",
+                    "ignored": ["4 causal-mask buffers"] if buffers else []}
     assert model.config.activation == "gelu_tanh" and model.config.block_size == 32
     expected = reference_logits(w, IDS[0].tolist(), n_head=2, gelu=gelu_tanh)
     assert_close(logits_of(model).double(), expected, rtol=0, atol=1e-4)
@@ -370,8 +384,251 @@ def test_hugging_face_small_vocabulary_is_refused(tmp_path):
 def test_hugging_face_folder_needs_both_files(tmp_path):
     (tmp_path / "half").mkdir()
     (tmp_path / "half" / "config.json").write_text("{}")
-    with pytest.raises(CheckpointError, match="needs both config.json and model.safetensors"):
+    with pytest.raises(CheckpointError, match="needs config.json and model.safetensors or pytorch_model.bin"):
         load(tmp_path / "half")
+
+
+def test_hugging_face_sizes_missing_from_config_json_come_from_the_shapes(tmp_path):
+    w = random_gpt2_weights(n_positions=16, seed=4)
+    folder = hf_folder(tmp_path / "m", w, n_head=2, n_positions=16)
+    config = json.loads((folder / "config.json").read_text())
+    for key in ("n_layer", "n_embd", "n_positions", "vocab_size"):
+        del config[key]
+    (folder / "config.json").write_text(json.dumps(config))
+    model, _ = load(folder)
+    assert (model.config.n_layer, model.config.n_embd, model.config.block_size) == (2, 16, 16)
+    assert_close(logits_of(model).double(), reference_logits(w, IDS[0].tolist(), n_head=2, gelu=gelu_tanh), rtol=0, atol=1e-4)
+
+
+# ---------------------------------------------------------------------------------------------
+# the layouts people save, each built here from random weights and checked against the original
+
+def nanogpt_state(w: dict, *, head: torch.Tensor | None = None) -> dict:
+    """The weights of `w` as a nanoGPT model's state_dict: `transformer.` names, nn.Linear layout,
+    lm_head tied to the token table unless `head` is given."""
+    state = {f"transformer.{k}": (v.T.contiguous() if k.endswith(CONV1D) else v) for k, v in w.items()}
+    state["lm_head.weight"] = state["transformer.wte.weight"] if head is None else head
+    return state
+
+
+def reference_nanogpt_logits(state: dict, ids: list[int], *, n_head: int) -> torch.Tensor:
+    """nanoGPT's forward pass over its own state_dict names (nn.Linear: y = x W^T + b), float64,
+    one sequence -> (T, rows of lm_head)."""
+    w = {k: v.double() for k, v in state.items()}
+    T, C = len(ids), w["transformer.wte.weight"].shape[1]
+    hs = C // n_head
+
+    def linear(x, name):
+        return x @ w[name + ".weight"].T + w.get(name + ".bias", 0)
+
+    def layer_norm(x, name):
+        centred = x - x.mean(-1, keepdim=True)
+        return centred / torch.sqrt((centred**2).mean(-1, keepdim=True) + 1e-5) * w[name + ".weight"] + w.get(name + ".bias", 0)
+
+    future = torch.full((T, T), float("-inf"), dtype=torch.float64).triu(1)
+    x = w["transformer.wte.weight"][ids] + w["transformer.wpe.weight"][:T]  # (T, C)
+    for i in sorted({int(k.split(".")[2]) for k in w if k.startswith("transformer.h.")}):
+        p = f"transformer.h.{i}."
+        q, k, v = (t.view(T, n_head, hs).transpose(0, 1) for t in linear(layer_norm(x, p + "ln_1"), p + "attn.c_attn").split(C, -1))
+        weights = torch.softmax(q @ k.transpose(1, 2) / math.sqrt(hs) + future, dim=-1)  # (nh, T, T)
+        x = x + linear((weights @ v).transpose(0, 1).reshape(T, C), p + "attn.c_proj")
+        x = x + linear(gelu_exact(linear(layer_norm(x, p + "ln_2"), p + "mlp.c_fc")), p + "mlp.c_proj")
+    return layer_norm(x, "transformer.ln_f") @ w["lm_head.weight"].T
+
+
+@dataclasses.dataclass
+class SeedConfig:
+    """The trainer's own config class, as the Tiny Children Stories trainer's src/model/gpt.py has it."""
+
+    vocab_size: int = 50257
+    block_size: int = 1024
+    n_layer: int = 6
+    n_head: int = 8
+    n_embd: int = 512
+    dropout: float = 0.1
+    bias: bool = True
+
+
+TRAINER_MODULE = "src.model.gpt"
+SeedConfig.__name__ = SeedConfig.__qualname__ = "GPTConfig"
+
+
+@contextlib.contextmanager
+def importable_from_trainer_module(cls):
+    """While a file is written, `cls` is src.model.gpt.GPTConfig, as in the trainer's own process."""
+    modules = {name: types.ModuleType(name) for name in ("src", "src.model", TRAINER_MODULE)}
+    setattr(modules[TRAINER_MODULE], cls.__name__, cls)
+    cls.__module__ = TRAINER_MODULE
+    sys.modules.update(modules)
+    try:
+        yield
+    finally:
+        for name in modules:
+            sys.modules.pop(name, None)
+
+
+def seed_trainer_payload(w: dict, *, n_head: int, block_size: int, config=None) -> dict:
+    """What the seed trainer saves: blocks named ln1/ln2, Adam's state, the config object."""
+    state = {k.replace(".ln_1.", ".ln1.").replace(".ln_2.", ".ln2."): v for k, v in nanogpt_state(w).items()}
+    adam = {i: {"step": torch.tensor(100.0), "exp_avg": torch.zeros_like(t), "exp_avg_sq": torch.zeros_like(t)}
+            for i, t in enumerate(state.values())}
+    n_layer = len({k.split(".")[1] for k in w if k.startswith("h.")})
+    config = config or SeedConfig(block_size=block_size, n_layer=n_layer, n_head=n_head, n_embd=w["wte.weight"].shape[1])
+    return {"model": state, "optimizer": {"state": adam, "param_groups": [{"lr": 3e-4, "params": list(adam)}]},
+            "iter_num": 20000, "loss": 2.31, "config": config}
+
+
+def seed_trainer_file(path, w: dict, *, n_head: int = 2, block_size: int = 24, config=None):
+    with importable_from_trainer_module(SeedConfig):
+        torch.save(seed_trainer_payload(w, n_head=n_head, block_size=block_size, config=config), path)
+    return path
+
+
+def test_seed_trainer_dict_with_a_pickled_config_object(tmp_path):
+    w = random_gpt2_weights(n_positions=24, seed=5)
+    path = seed_trainer_file(tmp_path / "best_model.pt", w)
+    assert torch.serialization.get_unsafe_globals_in_checkpoint(str(path)) == ["src.model.gpt.GPTConfig"]
+    with pytest.raises(pickle.UnpicklingError):  # what lpos did before: weights_only refuses the object
+        torch.load(path, weights_only=True)
+    model, meta = load(path)
+    assert TRAINER_MODULE not in sys.modules  # the trainer's module was never imported
+    c = model.config
+    assert (c.n_layer, c.n_head, c.n_embd, c.block_size, c.vocab_size, c.tied, c.dropout) == (2, 2, 16, 24, VOCAB, True, 0.1)
+    assert meta == {"source": "trainer dict (weights in 'model', config from a src.model.gpt.GPTConfig object); "
+                              "blocks named ln1/ln2",
+                    "iter_num": 20000, "loss": pytest.approx(2.31), "ignored": ["optimizer"]}
+    expected = reference_nanogpt_logits(nanogpt_state(w), IDS[0].tolist(), n_head=2)
+    assert_close(logits_of(model).double(), expected, rtol=0, atol=1e-4)
+    parameters = sum(v.numel() for k, v in nanogpt_state(w).items() if k != "lm_head.weight")
+    assert describe(model, meta) == [
+        "read as: trainer dict (weights in 'model', config from a src.model.gpt.GPTConfig object); blocks named ln1/ln2",
+        f"2 layers, 2 heads, width 16, 24 position rows, vocabulary 50,257, head tied to the token table, "
+        f"{parameters / 1e6:,.1f}M parameters",
+        "ignored: optimizer"]
+
+
+def test_pickled_config_keeps_plain_values_only(tmp_path):
+    config = SeedConfig(n_layer=2, n_head=2, n_embd=16, block_size=24)
+    config.__dict__.update({"__setstate__": "not a method", "_private": 1, "nested": {"a": 1}, "shape": (1, 2)})
+    path = seed_trainer_file(tmp_path / "m.pt", random_gpt2_weights(n_positions=24), config=config)
+    stand_in = checkpoints.read_payload(path)["config"]
+    assert isinstance(stand_in, checkpoints.PickledConfig) and not hasattr(stand_in, "__dict__")
+    assert stand_in.source == "src.model.gpt.GPTConfig"
+    assert stand_in.fields == dict(vocab_size=VOCAB, block_size=24, n_layer=2, n_head=2, n_embd=16, dropout=0.1, bias=True)
+
+
+@pytest.mark.parametrize("mask_buffers", [False, True])
+def test_bare_state_dict_asks_for_and_takes_a_head_count(tmp_path, mask_buffers):
+    w = random_gpt2_weights(n_positions=24, seed=6)
+    state = nanogpt_state(w)
+    if mask_buffers:  # what nanoGPT saves when it runs without flash attention
+        for i in range(2):
+            state[f"transformer.h.{i}.attn.bias"] = torch.ones(24, 24).tril().view(1, 1, 24, 24)
+    torch.save(state, tmp_path / "model.pt")
+    with pytest.raises(NeedsHeadCount) as error:
+        load(tmp_path / "model.pt")
+    assert str(error.value) == ("model.pt does not say how many attention heads it has: give n_head, one of "
+                                "1, 2, 4, 8, 16 (the numbers that divide its width, 16)")
+    assert error.value.width == 16
+    model, meta = load(tmp_path / "model.pt", n_head=2)
+    assert meta["source"] == "bare state_dict"
+    assert meta["ignored"] == (["2 causal-mask buffers"] if mask_buffers else [])
+    expected = reference_nanogpt_logits(state, IDS[0].tolist(), n_head=2)
+    assert_close(logits_of(model).double(), expected, rtol=0, atol=1e-4)
+    other, _ = load(tmp_path / "model.pt", n_head=4)  # the head count matters: a wrong one gives other logits
+    assert float((logits_of(other).double() - expected).abs().max()) > 1e-2
+
+
+@pytest.mark.parametrize("prefix", ["module.", "module._orig_mod.", "_orig_mod.module."])
+def test_ddp_and_compile_prefixes(tmp_path, prefix):
+    w = random_gpt2_weights(n_positions=24, seed=7)
+    state = nanogpt_state(w)
+    args = dict(n_layer=2, n_head=2, n_embd=16, block_size=24, bias=True, vocab_size=VOCAB, dropout=0.0)
+    torch.save({"model": {prefix + k: v for k, v in state.items()}, "model_args": args, "iter_num": 3}, tmp_path / "ckpt.pt")
+    model, meta = load(tmp_path / "ckpt.pt")
+    removed = ", ".join(f"{p}. prefixes removed" for p in prefix.rstrip(".").split("."))
+    assert meta["source"] == f"nanoGPT ckpt.pt; {removed}"
+    assert_close(logits_of(model).double(), reference_nanogpt_logits(state, IDS[0].tolist(), n_head=2), rtol=0, atol=1e-4)
+
+
+def test_padded_vocabulary_of_50304_rows(tmp_path):
+    w = random_gpt2_weights(n_positions=24, seed=8)
+    padded = torch.cat([w["wte.weight"], torch.randn(50304 - VOCAB, 16) * 5])  # loud rows: none may be offered
+    state = nanogpt_state({**w, "wte.weight": padded})
+    torch.save(state, tmp_path / "model.pt")
+    model, meta = load(tmp_path / "model.pt", n_head=2)
+    assert model.config.vocab_size == VOCAB and model.config.tied
+    assert model.transformer.wte.weight.shape == (VOCAB, 16) and logits_of(model).shape == (IDS.shape[1], VOCAB)
+    assert "token rows 50,257-50,303 (padding, never a token)" in meta["ignored"]
+    expected = reference_nanogpt_logits(state, IDS[0].tolist(), n_head=2)  # (T, 50304)
+    assert_close(logits_of(model).double(), expected[:, :VOCAB], rtol=0, atol=1e-4)
+
+
+@pytest.mark.parametrize("rows, message", [
+    (100277, "has a vocabulary of 100,277 rows; lpos reads GPT-2's 50,257 tokens (padded to at most 51,200 rows), "
+             "so it was trained with another tokenizer"),
+    (32000, "has a vocabulary of 32000; lpos needs GPT-2's 50257 tokens"),
+])
+def test_another_tokenizer_is_refused_naming_both_sizes(tmp_path, rows, message):
+    w = random_gpt2_weights(n_positions=8, vocab=rows)
+    torch.save(nanogpt_state(w), tmp_path / "model.pt")
+    with pytest.raises(CheckpointError, match=re.escape(f"model.pt {message}")):
+        load(tmp_path / "model.pt", n_head=2)
+
+
+def gpt2model_state(w: dict, *, n_positions: int) -> dict:
+    """GPT2Model.state_dict() as transformers saves it in pytorch_model.bin: Conv1D weights, no
+    `transformer.` prefix, no lm_head, the causal mask and masked_bias buffers."""
+    state = dict(w)
+    for i in range(len({k.split(".")[1] for k in w if k.startswith("h.")})):
+        state[f"h.{i}.attn.bias"] = torch.ones(n_positions, n_positions).tril().view(1, 1, n_positions, n_positions)
+        state[f"h.{i}.attn.masked_bias"] = torch.tensor(-1e4)
+    return state
+
+
+def test_gpt2model_keys_in_pytorch_model_bin(tmp_path):
+    w = random_gpt2_weights(n_positions=32, seed=9)
+    folder = tmp_path / "gpt2-tiny"
+    folder.mkdir()
+    torch.save(gpt2model_state(w, n_positions=32), folder / "pytorch_model.bin")
+    (folder / "config.json").write_text(json.dumps({"model_type": "gpt2", "vocab_size": VOCAB, "n_positions": 32,
+                                                    "n_embd": 16, "n_layer": 2, "n_head": 2}))
+    model, meta = load(folder)
+    assert meta == {"source": "Hugging Face GPT-2 folder (config.json + pytorch_model.bin); GPT2Model keys, "
+                              "Conv1D weights transposed", "ignored": ["4 causal-mask buffers"]}
+    expected = reference_logits(w, IDS[0].tolist(), n_head=2, gelu=gelu_tanh)
+    assert_close(logits_of(model).double(), expected, rtol=0, atol=1e-4)
+    alone, _ = load(folder / "pytorch_model.bin", n_head=2)  # without config.json: GPT-2's tanh GELU from the keys
+    assert alone.config.activation == "gelu_tanh" and alone.config.block_size == 32
+    assert_close(logits_of(alone).double(), expected, rtol=0, atol=1e-4)
+
+
+def test_untied_head_gives_the_files_own_logits(tmp_path):
+    w = random_gpt2_weights(n_positions=24, seed=10)
+    state = nanogpt_state(w, head=torch.randn(VOCAB, 16, generator=torch.Generator().manual_seed(11)) * 0.5)
+    args = dict(n_layer=2, n_head=2, n_embd=16, block_size=24, bias=True, vocab_size=VOCAB)
+    torch.save({"model": state, "model_args": args}, tmp_path / "ckpt.pt")
+    model, _ = load(tmp_path / "ckpt.pt")
+    assert not model.config.tied and model.lm_head.weight is not model.transformer.wte.weight
+    expected = reference_nanogpt_logits(state, IDS[0].tolist(), n_head=2)
+    assert_close(logits_of(model).double(), expected, rtol=0, atol=1e-4)
+    as_if_tied = reference_nanogpt_logits({**state, "lm_head.weight": state["transformer.wte.weight"]}, IDS[0].tolist(), n_head=2)
+    assert float((as_if_tied - expected).abs().max()) > 1  # what lpos showed before: other predictions everywhere
+    with torch.no_grad():  # the loss the app scores with uses the head's own rows too
+        assert_close(model.vocab_loss(IDS[:, :-1], IDS[:, 1:]), model(IDS[:, :-1], IDS[:, 1:])[1])
+    save(model, {}, tmp_path / "untied.pt")
+    assert "lm_head.weight" in torch.load(tmp_path / "untied.pt", weights_only=True)["state_dict"]
+    again, _ = load(tmp_path / "untied.pt")
+    assert not again.config.tied and torch.equal(logits_of(again), logits_of(model))
+
+
+def test_lpos_file_saying_tied_with_another_head_is_refused(tmp_path, tiny_model):
+    save(tiny_model("learned", tied=False), {}, tmp_path / "m.pt")
+    payload = torch.load(tmp_path / "m.pt", weights_only=True)
+    payload["config"]["tied"] = True
+    torch.save(payload, tmp_path / "m.pt")
+    with pytest.raises(CheckpointError, match="says its head is tied to the token table, but lm_head.weight holds other values"):
+        load(tmp_path / "m.pt")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -6,19 +6,23 @@ and the worst of them through the upload box itself (AppTest).
 from __future__ import annotations
 
 import collections
+import dataclasses
 import inspect
 import io
 import json
+import os
 import pickle
 import re
 import struct
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 import torch
 from conftest import ROOT, app_test
+from test_checkpoints import TRAINER_MODULE, importable_from_trainer_module, random_gpt2_weights, seed_trainer_payload
 from test_upload import FakeUpload, hf_files, lpos_bytes, nanogpt_bytes
 
 from lpos.checkpoints import CheckpointError
@@ -80,6 +84,71 @@ def test_code_through_the_upload_box_runs_nothing(tmp_path):
     assert at.selectbox(key="model").value == before
     assert not marker.exists()
     assert "uploads" not in at.session_state
+
+
+# --- a trainer's config object that would run code ----------------------------------------------
+
+
+class SystemConfig:
+    """A config whose pickle is os.system(command)."""
+
+    def __init__(self, command: str):
+        self.command = command
+
+    def __reduce__(self):
+        return os.system, (self.command,)
+
+
+class EvalConfig(SystemConfig):
+    """A config whose pickle is builtins.eval of Python that runs a command."""
+
+    def __reduce__(self):
+        return eval, (f"__import__('os').system({self.command!r})",)
+
+
+@pytest.mark.parametrize("config_class", [SystemConfig, EvalConfig])
+def test_seed_trainer_file_whose_config_runs_code_is_refused(tmp_path, config_class):
+    marker = tmp_path / "pwned"
+    payload = seed_trainer_payload(random_gpt2_weights(n_positions=8), n_head=2, block_size=8)
+    payload["config"] = config_class(f"touch {marker}")
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    message = refused([("best_model.pt", buffer.getvalue())])
+    assert message == "best_model.pt contains Python objects other than tensors; lpos refuses to unpickle them"
+    assert not marker.exists()
+    torch.load(io.BytesIO(buffer.getvalue()), weights_only=False)  # the file really is hostile: a careless load runs it
+    assert marker.exists()
+
+
+@dataclasses.dataclass
+class GPTConfig:
+    """The trainer's config class with a __setstate__ that runs a command: loading the file with
+    the trainer's module importable would run it. lpos never imports that module."""
+
+    n_layer: int = 2
+    n_head: int = 2
+    n_embd: int = 16
+    block_size: int = 8
+    marker: str = ""
+
+    def __setstate__(self, state):
+        subprocess.call(["touch", state["marker"]])
+        self.__dict__.update(state)
+
+
+def test_seed_trainer_config_class_never_runs(tmp_path):
+    marker = tmp_path / "pwned"
+    payload = seed_trainer_payload(random_gpt2_weights(n_positions=8), n_head=2, block_size=8,
+                                   config=GPTConfig(marker=str(marker)))
+    buffer = io.BytesIO()
+    with importable_from_trainer_module(GPTConfig):
+        torch.save(payload, buffer)
+    result = upload.load_upload([FakeUpload("best_model.pt", buffer.getvalue())])  # read through the stand-in
+    assert (result.model.config.n_layer, result.model.config.n_head, result.model.config.block_size) == (2, 2, 8)
+    assert not marker.exists() and TRAINER_MODULE not in sys.modules
+    with importable_from_trainer_module(GPTConfig):  # a careless load, with the trainer's code at hand, runs it
+        torch.load(io.BytesIO(buffer.getvalue()), weights_only=False)
+    assert marker.exists()
 
 
 # --- damaged files -------------------------------------------------------------------------------
@@ -163,8 +232,10 @@ def test_hostile_nanogpt_configurations(change, message):
     ({"model": {}, "model_args": "n_layer=2"}, "model_args is not a dictionary"),
     ({"model": [], "model_args": dict(vocab_size=50304, n_layer=1, n_head=1, n_embd=8, block_size=8)},
      "model is not a dictionary"),
-    ({"model": {}, "model_args": {}}, "has a vocabulary of 0"),
-    ({"weights": torch.zeros(3)}, "neither an lpos checkpoint nor a nanoGPT ckpt.pt"),
+    ({"model": {}, "model_args": {}}, "has no token table (a 2-D transformer.wte.weight)"),
+    ({"weights": torch.zeros(3)}, "has no token table (a 2-D transformer.wte.weight)"),
+    ({"transformer.wte.weight": torch.zeros(50257)}, "has no token table (a 2-D transformer.wte.weight)"),
+    ({"iter_num": 3, "loss": 2.5}, "neither an lpos checkpoint, a nanoGPT ckpt.pt, a trainer dict with 'model' nor a state_dict"),
     ([torch.zeros(3)], "does not hold a checkpoint dictionary"),
 ])
 def test_wrong_structures_are_refused(payload, message):
@@ -184,7 +255,7 @@ def test_huge_declared_model_is_refused_before_anything_is_built():
     torch.save(payload, buffer)
     message = refused([("ckpt.pt", buffer.getvalue())])
     assert re.fullmatch(r"ckpt\.pt declares a model of [\d,]+ million parameters \([\d,]+ MB in memory\), "
-                        r"over the 600 MB limit", message), message
+                        r"over the 1024 MB limit", message), message
 
 
 class _Storage:
@@ -252,7 +323,7 @@ def test_forged_declared_size_is_refused():
     directory = [m.start() for m in re.finditer(rb"PK\x01\x02", data)][-1]  # the last central entry
     assert data[directory + 46: directory + 46 + len(entry.filename)] == entry.filename.encode()
     forged = data[:directory + 24] + struct.pack("<I", 0xFFFFFFF0) + data[directory + 28:]  # uncompressed size
-    assert re.fullmatch(r"ckpt\.pt unpacks to \d+ MB, over the 600 MB limit", refused([("ckpt.pt", forged)]))
+    assert re.fullmatch(r"ckpt\.pt unpacks to \d+ MB, over the 1024 MB limit", refused([("ckpt.pt", forged)]))
 
 
 def test_hugging_face_header_declaring_a_huge_tensor():
@@ -268,7 +339,8 @@ def test_hugging_face_header_declaring_a_huge_tensor():
     (b"[1, 2, 3]", "config.json does not hold a JSON object"),
     (b"{not json", "could not be read (JSONDecodeError)"),
     (json.dumps({"model_type": "bert"}).encode(), "model_type 'bert' is not supported"),
-    (json.dumps({"model_type": "gpt2", "n_layer": 2, "n_head": 4}).encode(), "n_embd is 'None'"),
+    (json.dumps({"model_type": "gpt2", "n_layer": 2, "n_head": 4, "n_embd": None}).encode(), "n_embd is 'None'"),
+    (json.dumps({"model_type": "gpt2", "n_head": 4, "n_embd": 64}).encode(), "has shape"),  # the tensors are 32 wide
     (b" " * (2 * 2**20), "config.json is over 1024 kB"),
 ])
 def test_hostile_hugging_face_configs(config, message):
