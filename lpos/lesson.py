@@ -73,7 +73,8 @@ STEPS: tuple[Step, ...] = (
         "What training learned",
         "An untrained table is random noise. After training, neighbouring positions get similar rows, and "
         "tokens used alike get similar token rows.",
-        "Compare the trained and untrained similarity maps: training draws a bright band along the diagonal.",
+        "Compare the trained table with the same table at step 0: training draws a band along the diagonal, "
+        "and rows far apart end up pointing away from each other.",
         "learned",
     ),
     Step(

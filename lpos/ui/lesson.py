@@ -5,11 +5,11 @@ A step about one scheme uses that scheme's shipped model when the sidebar model 
 """
 from __future__ import annotations
 
-import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from lpos.analysis import attention, embeddings, lengths, shuffle, similarity, sinusoids
+from lpos import checkpoints
+from lpos.analysis import attention, embeddings, lengths, shuffle, similarity, sinusoids, timeline
 from lpos.figures.attention import BIAS_COLOURS, matrix_panels, offset_scores_figure
 from lpos.figures.embeddings import embedding_heatmaps, token_chips
 from lpos.figures.lengths import length_curves_figure
@@ -20,6 +20,7 @@ from lpos.lesson import STEPS
 from lpos.tokenizer import encode, token_strings, visible
 from lpos.ui import cached_experiments
 from lpos.ui.guards import literal
+from lpos.ui.models import load_offered
 from lpos.ui.state import Selection
 
 PRESETS = ("The dog bit the man.", "The man bit the dog.")  # same tokens, same last token
@@ -110,11 +111,20 @@ def figure(step: int, selection: Selection) -> tuple[go.Figure, str | None]:
             f"Slopes from {effect.slopes.max():.3g} (steepest head) to {effect.slopes.min():.3g} (gentlest).")
     if step == 8:
         trained = similarity.position_rows(model, model.config.block_size)
-        initial = similarity.initial_position_rows(len(trained), model.config.n_embd)
+        meta = load_offered(scheme_model.key)[1] if scheme_model.key in checkpoints.available() else {}
+        start = timeline.starting_rows(meta, len(trained))
+        if start is None:
+            start, start_title = similarity.initial_position_rows(len(trained), model.config.n_embd), "a random table"
+        else:
+            start_title = "the same table at step 0"
         maps = [similarity.similarity_map(trained, title=f"learned table: {scheme_model.label}"),
-                similarity.similarity_map(initial, title="the same table untrained")]
-        near = float(np.mean(np.diag(similarity.cosine_similarity_map(trained), k=1)))
-        return similarity_heatmaps(maps, axis_title="position"), f"Neighbouring positions: mean cosine {near:.2f}."
+                similarity.similarity_map(start, title=start_title)]
+        structure = timeline.table_structure(trained)
+        return similarity_heatmaps(maps, axis_title="position"), (
+            f"Neighbouring positions: mean cosine {structure['cosine_at_1']:.2f}; 64 apart: "
+            f"{structure.get('cosine_at_64', float('nan')):.2f}. The 10 most similar rows of a row sit "
+            f"{structure['neighbour_distance']:.1f} positions away (about 42 for random rows). "
+            "The Training timeline page shows the band forming step by step.")
     tables = cached_experiments.shipped_loss_tables()
     trained_at = model.config.block_size  # the shipped models train at their context length
     return length_curves_figure(tables, train_length=trained_at), lengths.length_reading(tables, train_length=trained_at)
