@@ -10,6 +10,8 @@ from lpos.positions import SCHEMES
 from lpos.train import TrainArgs
 
 TRAIN_DEFAULTS = TrainArgs()
+CHECKPOINT_HELP = ("a shipped name, a file of any layout lpos reads, or a Hugging Face folder "
+                   "(default: the scheme's shipped trained model, as the app opens)")
 DEFAULT_DATA_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 
 
@@ -20,13 +22,17 @@ def main(argv: list[str] | None = None) -> int:
     inspect = commands.add_parser("inspect", help="each token, its id and the norms of its token, position and summed rows")
     inspect.add_argument("text")
     inspect.add_argument("--scheme", choices=SCHEMES, help="default learned; a checkpoint's own scheme wins")
-    inspect.add_argument("--checkpoint", help="a shipped name or a path (default: a freshly initialised model, seed 0)")
+    inspect.add_argument("--checkpoint", help=CHECKPOINT_HELP)
+    inspect.add_argument("--n-head", type=int, help="the head count, for a file that does not say it")
+    inspect.add_argument("--untrained", action="store_true", help="the scheme's freshly initialised model (seed 0)")
     inspect.add_argument("--json", action="store_true")
 
     shuffle = commands.add_parser("shuffle", help="permute all tokens but the last; what changes?")
     shuffle.add_argument("text")
     shuffle.add_argument("--scheme", choices=SCHEMES, help="default learned; a checkpoint's own scheme wins")
-    shuffle.add_argument("--checkpoint", help="a shipped name or a path (default: a freshly initialised model, seed 0)")
+    shuffle.add_argument("--checkpoint", help=CHECKPOINT_HELP)
+    shuffle.add_argument("--n-head", type=int, help="the head count, for a file that does not say it")
+    shuffle.add_argument("--untrained", action="store_true", help="the scheme's freshly initialised model (seed 0)")
     shuffle.add_argument("--seed", type=int, default=0)
     shuffle.add_argument("--json", action="store_true")
 
@@ -55,6 +61,12 @@ def main(argv: list[str] | None = None) -> int:
     evaluate.add_argument("--lengths", type=int, nargs="+", default=[64, 128, 256, 512, 1024])
     evaluate.add_argument("--data", nargs="+", help="corpus files (default: those the checkpoint was trained on)")
     evaluate.add_argument("--json", action="store_true")
+
+    convert = commands.add_parser("convert", help="write any model file lpos reads (nanoGPT, a trainer's dict, a "
+                                  "state_dict, a GPT-2 folder) in the lpos format, e.g. for LPOS_CHECKPOINT_DIR")
+    convert.add_argument("path", help="the file or Hugging Face folder to read")
+    convert.add_argument("--out", required=True, help="the .pt file to write")
+    convert.add_argument("--n-head", type=int, help="the head count, for a file that does not say it")
 
     card = commands.add_parser("card", help="rewrite checkpoints/README.md from the shipped checkpoints' meta")
     card.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "checkpoints" / "README.md"))
@@ -91,15 +103,49 @@ def model_for(args):
     return GPT(GPTConfig(position=args.scheme or "learned")).eval()
 
 
+def load_checkpoint(name: str, *, n_head: int | None = None):
+    """checkpoints.load, with a head-count question put as the flag that answers it."""
+    from lpos import checkpoints
+    from lpos.layouts import NeedsHeadCount
+
+    try:
+        return checkpoints.load(name, n_head=n_head)
+    except NeedsHeadCount as e:
+        raise ValueError(f"{e}; pass it as --n-head N") from None
+
+
+def chosen_model(args):
+    """inspect's and shuffle's model, as the app opens: --checkpoint (its own scheme wins), else
+    the scheme's shipped trained model, else (--untrained, or none shipped) a seeded untrained
+    one; and the line that says which (printed to stderr once the command has its result)."""
+    import torch
+
+    from lpos import checkpoints
+    from lpos.model import GPT, GPTConfig
+
+    scheme = args.scheme or "learned"
+    if args.checkpoint:
+        model, meta = load_checkpoint(args.checkpoint, n_head=args.n_head)
+        if args.scheme is not None and model.config.position != args.scheme:
+            print(f"note: {args.checkpoint} uses the {model.config.position!r} scheme", file=sys.stderr)
+        return model, f"model: {args.checkpoint} (read as: {meta.get('source', 'lpos checkpoint')})"
+    if not args.untrained and scheme in checkpoints.available():
+        return checkpoints.load(scheme)[0], f"model: {scheme} (trained, shipped; --untrained for the random one)"
+    note = "" if args.untrained else f" (no trained {scheme} model is shipped)"
+    torch.manual_seed(0)
+    return GPT(GPTConfig(position=scheme)).eval(), f"model: untrained {scheme} (random init, seed 0){note}"
+
+
 def run_inspect(args) -> int:
     from lpos.analysis.embeddings import embedding_view, row_norms
     from lpos.tokenizer import encode
 
-    model = model_for(args)
+    model, used = chosen_model(args)
     ids = encode(args.text)
     if not ids:
         raise ValueError("the text is empty: give a sentence to inspect")
     frame = row_norms(embedding_view(model, ids))
+    print(used, file=sys.stderr)
     if args.json:
         print(frame.to_json(orient="records", force_ascii=False))
     else:
@@ -112,9 +158,10 @@ def run_shuffle(args) -> int:
     from lpos.analysis.shuffle import shuffle_experiment
     from lpos.tokenizer import decode, encode
 
-    model = model_for(args)
+    model, used = chosen_model(args)
     ids = encode(args.text)
     result = shuffle_experiment(model, ids, seed=args.seed)
+    print(used, file=sys.stderr)
     summary = {
         "scheme": model.config.position,
         "original": decode(result.original),
@@ -179,6 +226,19 @@ def run_eval(args) -> int:
     return 0
 
 
+def run_convert(args) -> int:
+    from lpos import checkpoints
+
+    out = Path(args.out)
+    if out.suffix != ".pt":
+        raise ValueError(f"--out {args.out}: the name must end in .pt (LPOS_CHECKPOINT_DIR offers .pt files)")
+    model, meta = load_checkpoint(args.path, n_head=args.n_head)
+    checkpoints.save(model, {**meta, "converted_from": Path(args.path).name}, out)
+    print("\n".join(checkpoints.describe(model, meta)))
+    print(f"wrote {out} (lpos format, {out.stat().st_size / 2**20:,.0f} MB)")
+    return 0
+
+
 def run_card(args) -> int:
     from lpos.card import model_card
 
@@ -203,4 +263,4 @@ def run_bench(args) -> int:
     return 0
 
 
-COMMANDS = {"bench": run_bench, "card": run_card, "inspect": run_inspect, "shuffle": run_shuffle, "train": run_train, "eval": run_eval}
+COMMANDS = {"bench": run_bench, "card": run_card, "convert": run_convert, "inspect": run_inspect, "shuffle": run_shuffle, "train": run_train, "eval": run_eval}

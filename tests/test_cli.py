@@ -1,4 +1,5 @@
-"""`python -m lpos inspect|shuffle`: the numbers it prints, its JSON, and one-line errors."""
+"""`python -m lpos inspect|shuffle|convert`: the numbers it prints, its JSON, which model it used
+(the shipped trained one by default, --untrained, or any layout lpos reads), and one-line errors."""
 from __future__ import annotations
 
 import json
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from lpos import checkpoints
 from lpos.cli import main
 from lpos.model import GPT, GPTConfig, initial_token_table
 
@@ -24,14 +26,18 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "lpos", *args], cwd=ROOT, capture_output=True, text=True, timeout=180)
 
 
-def inspect_json(capsys, *args: str) -> list[dict]:
+def inspect_json(capsys, *args: str, err: list | None = None) -> list[dict]:
     assert main(["inspect", SENTENCE, "--json", *args]) == 0
-    return json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    if err is not None:
+        err.append(captured.err)
+    return json.loads(captured.out)
 
 
 def test_inspect_prints_tokens_ids_and_norms():
-    done = run_cli("inspect", SENTENCE)
+    done = run_cli("inspect", SENTENCE, "--untrained")
     assert done.returncode == 0, done.stderr
+    assert done.stderr == "model: untrained learned (random init, seed 0)\n"
     lines = done.stdout.splitlines()
     assert lines[0] == "scheme learned, 5 tokens"
     assert lines[1].split() == ["position", "token", "id", "token_norm", "position_norm", "sum_norm"]
@@ -48,7 +54,7 @@ def test_inspect_prints_tokens_ids_and_norms():
 
 
 def test_inspect_json_sinusoidal(capsys):
-    records = inspect_json(capsys, "--scheme", "sinusoidal")
+    records = inspect_json(capsys, "--scheme", "sinusoidal", "--untrained")
     table = initial_token_table(GPTConfig())
     assert [r["token"] for r in records] == TOKENS and [r["id"] for r in records] == IDS
     for record in records:
@@ -68,7 +74,7 @@ def test_inspect_json_without_position_rows(capsys, scheme):
 
 
 def shuffle_change(capsys, scheme: str) -> tuple[float, float, str]:
-    assert main(["shuffle", SENTENCE, "--scheme", scheme]) == 0
+    assert main(["shuffle", SENTENCE, "--scheme", scheme, "--untrained"]) == 0
     out = capsys.readouterr().out
     first = float(re.search(r"\(a\) last position, layer-1 attention output: max \|change\| = (\S+)", out).group(1))
     full = float(re.search(r"\(b\) last position, full-model logits: +max \|change\| = (\S+)", out).group(1))
@@ -138,7 +144,75 @@ def test_a_checkpoint_keeps_its_own_scheme(tmp_path, capsys, tiny_model):
     assert main(["inspect", SENTENCE, "--checkpoint", str(tmp_path / "rope.pt"), "--scheme", "learned"]) == 0
     captured = capsys.readouterr()
     assert captured.out.startswith("scheme rope, 5 tokens")
-    assert captured.err == f"note: {tmp_path / 'rope.pt'} uses the 'rope' scheme\n"
+    used = f"model: {tmp_path / 'rope.pt'} (read as: lpos checkpoint)\n"
+    assert captured.err == f"note: {tmp_path / 'rope.pt'} uses the 'rope' scheme\n" + used
     assert main(["inspect", SENTENCE, "--checkpoint", str(tmp_path / "rope.pt")]) == 0
     captured = capsys.readouterr()
-    assert captured.out.startswith("scheme rope, 5 tokens") and captured.err == ""
+    assert captured.out.startswith("scheme rope, 5 tokens") and captured.err == used
+
+
+@pytest.mark.parametrize("scheme", ["learned", "rope"])
+def test_without_a_checkpoint_the_shipped_trained_model_is_used(capsys, scheme):
+    if scheme not in checkpoints.available():
+        pytest.skip(f"checkpoints/{scheme}.pt is not trained yet")
+    err = []
+    records = inspect_json(capsys, "--scheme", scheme, err=err)
+    assert err == [f"model: {scheme} (trained, shipped; --untrained for the random one)\n"]
+    trained = checkpoints.load(scheme)[0].transformer.wte.weight.detach()
+    assert [r["token_norm"] for r in records] == pytest.approx([float(trained[i].norm()) for i in IDS], abs=1e-4)
+    untrained = inspect_json(capsys, "--scheme", scheme, "--untrained")
+    initial = initial_token_table(GPTConfig())
+    assert [r["token_norm"] for r in untrained] == pytest.approx([float(initial[i].norm()) for i in IDS], abs=1e-4)
+    assert untrained != records
+
+
+def layout_files(tmp_path):
+    """One small model saved as the seed trainer does, as a bare state_dict and as GPT-2's
+    pytorch_model.bin (GPT2Model keys, Conv1D weights): (path, needs --n-head) each, and the model."""
+    from test_upload import seed_bytes
+
+    data, model = seed_bytes(n_layer=2, n_head=4, n_embd=32, block_size=64)
+    (tmp_path / "seed.pt").write_bytes(data)
+    torch.save(model.state_dict(), tmp_path / "bare.pt")
+    conv1d = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+    torch.save({k.removeprefix("transformer."): (v.T if k.endswith(conv1d) else v).contiguous()
+                for k, v in model.state_dict().items() if k != "lm_head.weight"}, tmp_path / "pytorch_model.bin")
+    return [(tmp_path / "seed.pt", False), (tmp_path / "bare.pt", True), (tmp_path / "pytorch_model.bin", True)], model
+
+
+def test_inspect_reads_every_layout(tmp_path, capsys):
+    files, model = layout_files(tmp_path)
+    rows = model.transformer.wte.weight.detach()[IDS]
+    positions = model.transformer.wpe.weight.detach()[: len(IDS)]
+    for path, needs_heads in files:
+        err = []
+        records = inspect_json(capsys, "--checkpoint", str(path), *(["--n-head", "4"] if needs_heads else []), err=err)
+        assert [r["token_norm"] for r in records] == pytest.approx(rows.norm(dim=-1).tolist(), abs=1e-5), path.name
+        assert [r["position_norm"] for r in records] == pytest.approx(positions.norm(dim=-1).tolist(), abs=1e-5)
+        assert err[0].startswith(f"model: {path} (read as: ")
+
+
+def test_a_file_without_its_head_count_asks_for_the_flag(tmp_path):
+    files, _ = layout_files(tmp_path)
+    assert_one_line_error(run_cli("inspect", SENTENCE, "--checkpoint", str(files[1][0])),
+                          contains="bare.pt does not say how many attention heads it has: give n_head, one of 1, 2, 4, 8, "
+                                   "16, 32 (the numbers that divide its width, 32); pass it as --n-head N")
+
+
+def test_convert_writes_the_lpos_format(tmp_path):
+    files, model = layout_files(tmp_path)
+    done = run_cli("convert", str(files[0][0]), "--out", str(tmp_path / "out" / "seed-lpos.pt"))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == ("read as: trainer dict (weights in 'model', config from a src.model.gpt.GPTConfig object); "
+                        "blocks named ln1/ln2")
+    assert lines[1].startswith("2 layers, 4 heads, width 32, 64 position rows, vocabulary 50,257, head tied")
+    assert lines[-1].startswith(f"wrote {tmp_path / 'out' / 'seed-lpos.pt'} (lpos format, ")
+    converted, meta = checkpoints.load(tmp_path / "out" / "seed-lpos.pt")
+    assert torch.load(tmp_path / "out" / "seed-lpos.pt", weights_only=True)["format"] == "lpos"
+    assert meta["converted_from"] == "seed.pt" and meta["iter_num"] == 20000
+    ids = torch.tensor([IDS])
+    with torch.no_grad():
+        assert torch.equal(converted(ids)[0], model(ids)[0])
+    assert_one_line_error(run_cli("convert", str(files[1][0]), "--out", str(tmp_path / "x.pt")), contains="--n-head N")
+    assert_one_line_error(run_cli("convert", str(files[0][0]), "--out", str(tmp_path / "x.bin")), contains="must end in .pt")
