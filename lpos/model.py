@@ -2,8 +2,8 @@
 
 Pre-LayerNorm blocks, `transformer.wte` (tied to `lm_head` unless `tied=False`), `transformer.wpe`
 only for the learned scheme, and one attention path that can hand back its weights, because the
-app draws them. The five schemes differ in exactly two places: `embed_parts` (learned, sinusoidal add a
-position row) and `CausalSelfAttention.forward` (rope rotates q and k, alibi biases scores).
+app draws them. The five schemes differ in exactly two places: `embed_parts` (learned, sinusoidal
+add a position row) and `CausalSelfAttention.forward` (rope rotates q and k, alibi biases scores).
 `offset` starts the positions at k instead of 0, as a cache continuing a sequence does; a
 `KVCache` keeps each layer's keys and values so generation reads one new position at a time.
 """
