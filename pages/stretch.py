@@ -23,6 +23,19 @@ st.caption("The shipped RoPE model was trained on 128-token windows. Three publi
            f"the real model, not drawn from formulas. {PAPERS}")
 
 
+def loss_panel(text: str, factor: int, train_length: int) -> None:
+    frame = cached.loss_curves(float(factor), text=text)
+    if frame is None:
+        st.info("The held-out stream needs the training corpus (shared/data), which is not on this machine.",
+                icon=":material/info:")
+        return
+    predictions = int(frame["tokens"].max())
+    plot_column, reading_column = st.columns([3, 2])
+    plot_column.plotly_chart(scaled_loss_figure(frame, title=f"{text}: {predictions:,} predictions at every length",
+                                                train_length=train_length), key=f"stretch_loss_{text}")
+    reading_column.markdown(stretch.loss_reading(frame, train_length=train_length, factor=factor))
+
+
 @st.fragment
 def scaling_sections() -> None:
     if cached.shipped("rope") is None:
@@ -34,22 +47,17 @@ def scaling_sections() -> None:
                       key="stretch_factor", format_func=lambda f: f"×{f} ({f * train_length:,} tokens)")
 
     st.subheader("1. Loss against evaluation length")
-    frame = cached.loss_curves(float(factor))
-    columns = st.columns(2)
-    for column, (text, rows) in zip(columns, frame.groupby("text", sort=False)):
-        predictions = int(rows["tokens"].max())
-        column.plotly_chart(scaled_loss_figure(rows, title=f"{text}: {predictions:,} predictions at every length",
-                                               train_length=train_length), key=f"stretch_loss_{text}")
-    if len(columns) > frame["text"].nunique():
-        columns[1].info("The held-out stream needs the training corpus (shared/data), which is not on this machine: "
-                        "only the built-in story is scored.", icon=":material/info:")
+    loss_panel(cached.STORY, factor, train_length)
+    held_out = st.expander(f"The same on the held-out stream: {stretch.EVAL_CHUNKS} × 1,024 tokens of the stories "
+                           "held out from training", key="stretch_held_out_open", on_change="rerun")
+    if held_out.open:  # closed, it computes nothing: opening it reruns this fragment
+        with held_out:
+            loss_panel(cached.HELD_OUT, factor, train_length)
     st.caption("Each text is cut into chunks of 1,024 tokens and every chunk into windows of L tokens, so every length "
-               "scores the same predictions and a line moves only because the model reads more context. The held-out "
-               f"stream is {stretch.EVAL_CHUNKS} chunks spread evenly over the stories held out from training.")
-    st.markdown(stretch.loss_reading(frame, train_length=train_length, factor=factor))
-    st.caption("A method that is above plain RoPE everywhere helps nobody at this size: the model is small and briefly "
-               "trained, and the papers fine-tune or evaluate far larger models. The learned model has no row past 128 "
-               "and is left off (see Length extrapolation).")
+               "scores the same predictions and a line moves only because the model reads more context. A method above "
+               "plain RoPE everywhere helps nobody at this size: the model is small and briefly trained, and the papers "
+               "measure far larger ones. The learned model has no row past 128 and is left off (see Length "
+               "extrapolation).")
 
     st.subheader("2. Which pairs turn fully inside the training window")
     model, _ = cached.shipped("rope")

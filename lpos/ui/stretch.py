@@ -36,29 +36,31 @@ def train_length_of(name: str) -> int:
 
 
 @st.cache_resource(show_spinner="Reading the held-out stories…")
-def texts(name: str) -> dict[str, torch.Tensor]:
-    """The texts every curve is scored on, as chunks of CHUNK + 1 tokens: the story's first
-    chunk, and EVAL_CHUNKS chunks spread over the held-out stream when its corpus is here."""
-    out = {STORY: stretch.chunks(torch.tensor(encode(story())), count=1)}
+def text_chunks(name: str, text: str) -> torch.Tensor | None:
+    """A text every curve is scored on, as chunks of CHUNK + 1 tokens: the story's first chunk,
+    or EVAL_CHUNKS chunks spread over the held-out stream (None when its corpus is not here)."""
+    if text == STORY:
+        return stretch.chunks(torch.tensor(encode(story())), count=1)
     held_out = stretch.eval_stream(load_offered(name)[1])
-    if held_out is not None:
-        out[HELD_OUT] = stretch.chunks(held_out, count=stretch.EVAL_CHUNKS)
-    return out
+    return None if held_out is None else stretch.chunks(held_out, count=stretch.EVAL_CHUNKS)
 
 
-@st.cache_data(max_entries=64, show_spinner="Scoring the texts at 128 to 1,024 tokens…")
-def _losses(name: str, method: str, factor: float) -> pd.DataFrame:
+@st.cache_data(max_entries=128, show_spinner="Scoring the text at 128 to 1,024 tokens…")
+def _losses(name: str, method: str, factor: float, text: str) -> pd.DataFrame:
     model, _ = load_offered(name)
     scaling = RopeScaling(method, factor, train_length_of(name)) if method != "none" else None
     curve = stretch.curve_name(model.config.position, method, factor)
-    return pd.concat([stretch.loss_frame({curve: stretch.chunk_losses(model, chunks, rope_scaling=scaling)}, text=text)
-                      for text, chunks in texts("rope").items()], ignore_index=True)
+    table = stretch.chunk_losses(model, text_chunks("rope", text), rope_scaling=scaling)
+    return stretch.loss_frame({curve: table}, text=text)
 
 
-def loss_curves(factor: float) -> pd.DataFrame:
-    """Every curve of the loss figure: rope under each method at `factor`, then the references."""
-    frames = [_losses("rope", method, factor if method != "none" else 1.0) for method in ("none", "pi", "ntk", "yarn")]
-    frames += [_losses(name, "none", 1.0) for name in REFERENCES if name in checkpoints.available()]
+def loss_curves(factor: float, *, text: str) -> pd.DataFrame | None:
+    """Every curve of one loss figure: rope under each method at `factor`, then the references;
+    None when the text is not available (the held-out stream without its corpus)."""
+    if text_chunks("rope", text) is None:
+        return None
+    frames = [_losses("rope", method, factor if method != "none" else 1.0, text) for method in ("none", "pi", "ntk", "yarn")]
+    frames += [_losses(name, "none", 1.0, text) for name in REFERENCES if name in checkpoints.available()]
     return pd.concat(frames, ignore_index=True)
 
 

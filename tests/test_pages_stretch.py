@@ -1,0 +1,105 @@
+"""AppTest runs of the Stretching-the-context page for every scheme, trained and untrained: the
+five sections draw, the shift table says what each scheme sees, writing streams and repeats."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import SCHEMES, app_test
+from lpos import checkpoints
+
+STRETCH = "pages/stretch.py"
+shipped_rope = pytest.mark.skipif("rope" not in checkpoints.available(), reason="checkpoints/rope.pt is not shipped")
+
+
+def shipped(scheme: str):
+    return pytest.param(scheme, marks=pytest.mark.skipif(scheme not in checkpoints.available(),
+                                                         reason=f"checkpoints/{scheme}.pt is not trained yet"))
+
+
+def shift_changes(at) -> dict[str, str]:
+    table = at.table[0].value
+    return dict(zip(table.index, table.iloc[:, -1]))
+
+
+def assert_page(at) -> None:
+    assert not at.exception
+    changes = shift_changes(at)
+    assert list(changes) == SCHEMES
+    for scheme in ("rope", "alibi", "none"):
+        assert float(changes[scheme]) < 1e-4, (scheme, changes[scheme])
+    for scheme in ("learned", "sinusoidal"):
+        assert float(changes[scheme]) > 1e-3, (scheme, changes[scheme])
+    if "rope" in checkpoints.available():
+        text = "\n".join(m.value for m in at.markdown)
+        assert "rope as trained" in text and "Position Interpolation ×4" in text and "YaRN ×4" in text
+        assert "pairs complete a full turn inside the 128-token window" in text
+        assert "largest logit" in text
+        assert len(at.get("plotly_chart")) == 3  # the story's losses, wavelengths, attention; the held-out stream closed
+        assert "The held-out stream" not in text
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_stretch_page_untrained(scheme):
+    assert_page(app_test(page=STRETCH, scheme=scheme, model="untrained", timeout=300))
+
+
+@pytest.mark.parametrize("scheme", [shipped(s) for s in SCHEMES])
+def test_stretch_page_shipped(scheme):
+    at = app_test(page=STRETCH, scheme=scheme, model=scheme, timeout=300)
+    assert_page(at)
+    assert shift_changes(at) and at.table[0].value["model"].tolist() == [f"{s} (trained, shipped)" for s in SCHEMES]
+
+
+def test_the_learned_table_ends_before_a_large_offset():
+    at = app_test(page=STRETCH, scheme="learned", model="untrained", timeout=300)
+    at.slider(key="stretch_offset").set_value(500).run()
+    changes = shift_changes(at)
+    assert changes["learned"] == "n/a: the table has 128 rows; the sentence would end at 505"
+    assert float(changes["rope"]) < 1e-4 and not at.exception
+
+
+def test_an_empty_sentence_is_asked_for():
+    at = app_test(page=STRETCH, scheme="rope", model="untrained", text="", timeout=300)
+    assert not at.exception
+    assert any("Type a sentence in the sidebar" in i.value for i in at.info)
+
+
+@shipped_rope
+def test_a_factor_change_redraws_the_curves():
+    at = app_test(page=STRETCH, scheme="rope", model="rope", timeout=300)
+    at.radio(key="stretch_factor").set_value(8).run()
+    text = "\n".join(m.value for m in at.markdown)
+    assert "YaRN ×8" in text and "YaRN ×4" not in text and not at.exception
+
+
+@shipped_rope
+def test_the_held_out_stream_is_scored_once_opened():
+    at = app_test(page=STRETCH, scheme="rope", model="rope", timeout=300)
+    at.session_state["stretch_held_out_open"] = True  # AppTest keeps no expander state
+    at.run()
+    text = "\n".join(m.value for m in at.markdown)
+    assert not at.exception and len(at.get("plotly_chart")) == 4
+    assert "**The held-out stream**, at 1024 tokens: rope as trained" in text
+
+
+@pytest.mark.skipif(not checkpoints.available(), reason="no shipped checkpoint")
+def test_writing_streams_every_shipped_model_and_a_seed_repeats():
+    at = app_test(page=STRETCH, scheme="rope", model="untrained", timeout=300)
+    at.slider(key="stretch_tokens").set_value(16).run()
+    at.button(key="stretch_write").click().run()
+    assert not at.exception
+    written = [m.value for m in at.markdown if m.value.startswith("Once upon a time")]
+    assert len(written) == len(checkpoints.available())
+    at.button(key="stretch_write").click().run()
+    assert [m.value for m in at.markdown if m.value.startswith("Once upon a time")] == written
+    at.number_input(key="stretch_seed").set_value(1).run()  # other settings: the old texts are not shown as theirs
+    assert not [m.value for m in at.markdown if m.value.startswith("Once upon a time")]
+
+
+@pytest.mark.skipif("learned" not in checkpoints.available(), reason="checkpoints/learned.pt is not shipped")
+def test_a_long_prompt_leaves_the_learned_model_no_room():
+    at = app_test(page=STRETCH, scheme="rope", model="untrained", timeout=300)
+    at.text_input(key="stretch_prompt").set_value("word " * 130).run()
+    assert any("no position left to write at" in w.value for w in at.warning) and not at.exception
+    at.text_input(key="stretch_prompt").set_value("").run()
+    assert any("Type a prompt" in i.value for i in at.info)
