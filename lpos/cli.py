@@ -1,4 +1,4 @@
-"""`python -m lpos inspect|shuffle|train|eval|bench`."""
+"""`python -m lpos inspect|shuffle|train|eval|extend|generate|bench|...`."""
 from __future__ import annotations
 
 import argparse
@@ -67,6 +67,21 @@ def main(argv: list[str] | None = None) -> int:
     convert.add_argument("path", help="the file or Hugging Face folder to read")
     convert.add_argument("--out", required=True, help="the .pt file to write")
     convert.add_argument("--n-head", type=int, help="the head count, for a file that does not say it")
+
+    extend = commands.add_parser("extend", help="loss by evaluation length of a RoPE model under a scaling method")
+    extend.add_argument("--method", choices=("none", "pi", "ntk", "yarn"), default="yarn")
+    extend.add_argument("--factor", type=float, default=4.0, help="target length / training length")
+    extend.add_argument("--checkpoint", default="rope", help="a shipped name or a path (method none: any scheme)")
+    extend.add_argument("--lengths", type=int, nargs="+", default=[128, 256, 512, 1024], help="each must divide 1024")
+    extend.add_argument("--json", action="store_true")
+
+    write = commands.add_parser("generate", help="continue a prompt with a checkpoint, one token at a time (KV cache)")
+    write.add_argument("prompt")
+    write.add_argument("--checkpoint", required=True, help="a shipped name or a path")
+    write.add_argument("--tokens", type=int, default=200, help="new tokens at most (learned: stops at its table)")
+    write.add_argument("--temperature", type=float, default=0.8, help="0 = greedy")
+    write.add_argument("--top-k", type=int, default=40, help="0 = the whole vocabulary")
+    write.add_argument("--seed", type=int, default=0)
 
     card = commands.add_parser("card", help="rewrite checkpoints/README.md from the shipped checkpoints' meta")
     card.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "checkpoints" / "README.md"))
@@ -239,6 +254,88 @@ def run_convert(args) -> int:
     return 0
 
 
+def run_extend(args) -> int:
+    import pandas as pd
+    import torch
+
+    from lpos import checkpoints
+    from lpos.analysis import stretch
+    from lpos.analysis.lengths import story, training_length
+    from lpos.positions import RopeScaling, check_rope_method
+    from lpos.tokenizer import encode
+
+    check_rope_method(args.method, args.factor)
+    if any(length < 1 or stretch.CHUNK % length for length in args.lengths):
+        raise ValueError(f"each length must divide {stretch.CHUNK} (every length scores the same chunks of {stretch.CHUNK} tokens)")
+    model, meta = checkpoints.load(args.checkpoint)
+    scheme, trained_at = model.config.position, training_length(meta, model)
+    scaling = RopeScaling(args.method, args.factor, trained_at)
+    if scheme != "rope" and args.method != "none":
+        raise ValueError(f"{args.checkpoint} uses the {scheme!r} scheme; RoPE scaling needs a rope model (or --method none)")
+    texts = {"story": stretch.chunks(torch.tensor(encode(story())), count=1)}
+    held_out = stretch.eval_stream(meta)
+    if held_out is None:
+        print("note: the training corpus is not here; scoring the built-in story only", file=sys.stderr)
+    else:
+        texts["held-out"] = stretch.chunks(held_out, count=stretch.EVAL_CHUNKS)
+    methods = ["none"] + ([args.method] if args.method != "none" else [])
+    results = {text: {method: stretch.chunk_losses(model, chunks, lengths=args.lengths,
+                                                   rope_scaling=RopeScaling(method, args.factor, trained_at)
+                                                   if method != "none" else None)
+                      for method in methods} for text, chunks in texts.items()}
+    if args.json:
+        print(json.dumps({"checkpoint": args.checkpoint, "scheme": scheme, "method": args.method, "factor": args.factor,
+                          "original_length": trained_at, "attention_factor": scaling.attention_factor,
+                          "predictions": {t: int(c.shape[0] * stretch.CHUNK) for t, c in texts.items()},
+                          "losses": results}, indent=2))
+        return 0
+    name = f"{args.method}×{args.factor:g}"
+    print(f"{args.checkpoint} ({scheme}, trained at {trained_at}): loss by evaluation length"
+          + (f", as trained and under {name}" if args.method != "none" else ""))
+    rows = {}
+    for text, by_method in results.items():
+        for method, table in by_method.items():
+            column = f"{text}: {'as trained' if method == 'none' else name}"
+            rows[column] = {length: entry["loss"] for length, entry in table.items()}
+        if args.method != "none":
+            pairs = {length: (by_method[args.method][length]["loss"], by_method["none"][length]["loss"])
+                     for length in args.lengths}
+            rows[f"{text}: change"] = {length: f"{a - b:+.4f}" if a is not None else "n/a"
+                                       for length, (a, b) in pairs.items()}
+    print(pd.DataFrame(rows).rename_axis("length").to_string(float_format=lambda v: f"{v:.4f}", na_rep="n/a"))
+    print(", ".join(f"{text}: {c.shape[0]} chunk(s) of {stretch.CHUNK} tokens" for text, c in texts.items())
+          + "; every length scores the same predictions")
+    return 0
+
+
+def run_generate(args) -> int:
+    from lpos import checkpoints
+    from lpos.analysis.generate import Sampling, continue_text
+    from lpos.tokenizer import encode
+
+    model, _ = checkpoints.load(args.checkpoint)
+    sampling = Sampling(args.temperature, args.top_k or None, args.seed)
+    result = continue_text(model, encode(args.prompt), max_new_tokens=args.tokens, sampling=sampling)
+    print(result.text)
+    if result.stopped_at_wall:
+        print(f"note: stopped after {len(result.new)} new tokens: the learned table has {model.config.block_size} rows "
+              "(no sliding window)", file=sys.stderr)
+    return 0
+
+
+def run_convert(args) -> int:
+    from lpos import checkpoints
+
+    out = Path(args.out)
+    if out.suffix != ".pt":
+        raise ValueError(f"--out {args.out}: the name must end in .pt (LPOS_CHECKPOINT_DIR offers .pt files)")
+    model, meta = load_checkpoint(args.path, n_head=args.n_head)
+    checkpoints.save(model, {**meta, "converted_from": Path(args.path).name}, out)
+    print("\n".join(checkpoints.describe(model, meta)))
+    print(f"wrote {out} (lpos format, {out.stat().st_size / 2**20:,.0f} MB)")
+    return 0
+
+
 def run_card(args) -> int:
     from lpos.card import model_card
 
@@ -263,4 +360,4 @@ def run_bench(args) -> int:
     return 0
 
 
-COMMANDS = {"bench": run_bench, "card": run_card, "convert": run_convert, "inspect": run_inspect, "shuffle": run_shuffle, "train": run_train, "eval": run_eval}
+COMMANDS = {"bench": run_bench, "card": run_card, "convert": run_convert, "extend": run_extend, "generate": run_generate, "inspect": run_inspect, "shuffle": run_shuffle, "train": run_train, "eval": run_eval}
