@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import tempfile
 import tomllib
 from dataclasses import dataclass
@@ -68,19 +69,24 @@ def nanogpt_bytes(*, n_embd: int = 64, n_layer: int = 2, n_head: int = 4, block_
 
 
 def seed_bytes(*, n_layer: int = 6, n_head: int = 8, n_embd: int = 512, block_size: int = 1024, seed: int = 0,
-               config: bool = True) -> tuple[bytes, object]:
+               config: bool = True, adam: bool = False) -> tuple[bytes, object]:
     """What the Tiny Children Stories trainer saves (blocks named ln1/ln2, its own GPTConfig object
-    pickled from src.model.gpt, iter_num, loss; the optimizer state left out), at its real size by
-    default (45M parameters, 181 MB), and the model whose weights it holds. config=False: a bare
-    state_dict of the same weights, which does not say its head count."""
+    pickled from src.model.gpt, iter_num, loss; Adam's state with adam=True), at its real size by
+    default (45M parameters, 181 MB; 540 MB with Adam's state), and the model whose weights it
+    holds. config=False: a bare state_dict of the same weights, which does not say its head count."""
     model = untrained_model("learned", n_embd=n_embd, n_layer=n_layer, n_head=n_head, block_size=block_size,
                             init_seed=seed)
     state = {k.replace(".ln_1.", ".ln1.").replace(".ln_2.", ".ln2."): v for k, v in model.state_dict().items()}
     buffer = io.BytesIO()
     if config:
+        payload = {"model": state, "iter_num": 20000, "loss": 2.31,
+                   "config": SeedConfig(block_size=block_size, n_layer=n_layer, n_head=n_head, n_embd=n_embd)}
+        if adam:
+            moments = {i: {"step": torch.tensor(20000.0), "exp_avg": torch.randn_like(p) * 1e-3,
+                           "exp_avg_sq": torch.rand_like(p) * 1e-6} for i, p in enumerate(model.parameters())}
+            payload["optimizer"] = {"state": moments, "param_groups": [{"lr": 3e-4, "params": list(moments)}]}
         with importable_from_trainer_module(SeedConfig):
-            torch.save({"model": state, "iter_num": 20000, "loss": 2.31, "config": SeedConfig(
-                block_size=block_size, n_layer=n_layer, n_head=n_head, n_embd=n_embd)}, buffer)
+            torch.save(payload, buffer)
     else:
         torch.save(state, buffer)
     return buffer.getvalue(), model
@@ -261,6 +267,11 @@ def test_hostile_meta_is_reduced_to_what_pages_can_read():
 # --- the sidebar, through AppTest -----------------------------------------------------------------
 
 
+def unescaped(markdown: str) -> str:
+    """What a caption written through lpos.ui.guards.literal shows."""
+    return re.sub(r"\\(.)", r"\1", markdown)
+
+
 def model_box(at):
     return at.selectbox(key="model")
 
@@ -281,8 +292,8 @@ def test_sidebar_upload_selects_the_model_and_a_bad_file_keeps_it():
     assert "ckpt.pt (your upload)" in model_box(at).options
     assert at.selectbox(key="scheme").value == "learned"  # the upload's own scheme
     assert at.success[0].value.startswith("Loaded ckpt.pt. Only you can see it")
-    assert [c.value for c in at.sidebar.caption][1:] == [
-        "read as: nanoGPT ckpt.pt; \\_orig\\_mod. prefixes removed",
+    assert [unescaped(c.value) for c in at.sidebar.caption][1:] == [
+        "read as: nanoGPT ckpt.pt; _orig_mod. prefixes removed",
         "2 layers, 4 heads, width 64, 256 position rows, vocabulary 50,257, head tied to the token table, 3.3M parameters",
         "ignored: optimizer, config, token rows 50,257-50,303 (padding, never a token)"]
     model, meta = at.session_state["uploads"][key]
@@ -320,7 +331,7 @@ def test_seed_trainer_file_through_the_sidebar():
     assert not at.exception and not at.error
     model, meta = at.session_state["uploads"][model_box(at).value]
     torch.testing.assert_close(logits(model), logits(source))
-    captions = [c.value for c in at.sidebar.caption]
+    captions = [unescaped(c.value) for c in at.sidebar.caption]
     assert "read as: trainer dict (weights in 'model', config from a src.model.gpt.GPTConfig object); blocks named ln1/ln2" in captions
     assert meta == {"source": "trainer dict (weights in 'model', config from a src.model.gpt.GPTConfig object); "
                               "blocks named ln1/ln2", "iter_num": 20000, "loss": 2.31, "ignored": []}

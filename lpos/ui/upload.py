@@ -231,6 +231,8 @@ def _load(files: list, *, n_head: int | None = None) -> None:
 
 def uploader() -> None:
     """The upload box, its last message and what the model was read as (called inside the sidebar)."""
+    from lpos.ui.guards import literal  # (guards imports lpos.ui.state, which imports this module)
+
     limit = cap_mb()
     st.file_uploader(
         "Upload a model", type=ACCEPTED_TYPES, accept_multiple_files=True, key="upload", on_change=_on_upload,
@@ -249,7 +251,7 @@ def uploader() -> None:
     elif kind == "success":
         st.success(message, icon=":material/check_circle:")
         for line in details[0] if details else []:
-            st.caption(line.replace("_", "\\_").replace("*", "\\*"))  # key names, not Markdown
+            st.caption(literal(line))  # key names from the file, shown as the characters they are
     if st.session_state.get("upload_pending"):
         width = st.session_state["upload_width"]
         st.selectbox("Attention heads in this model", head_counts(width), index=None, key="upload_heads",
