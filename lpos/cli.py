@@ -62,6 +62,13 @@ def main(argv: list[str] | None = None) -> int:
     evaluate.add_argument("--data", nargs="+", help="corpus files (default: those the checkpoint was trained on)")
     evaluate.add_argument("--json", action="store_true")
 
+    probe = commands.add_parser("probe", help="where position lives: a linear probe per layer, and what each head does")
+    probe.add_argument("--checkpoint", help="a shipped name or a path (default: a freshly initialised model, seed 0)")
+    probe.add_argument("--scheme", choices=SCHEMES, help="default learned; a checkpoint's own scheme wins")
+    probe.add_argument("--stream", type=int, metavar="W", help="also stream the text through windows of W tokens, "
+                       "alone and with the first 4 tokens kept (the attention-sink test)")
+    probe.add_argument("--json", action="store_true")
+
     convert = commands.add_parser("convert", help="write any model file lpos reads (nanoGPT, a trainer's dict, a "
                                   "state_dict, a GPT-2 folder) in the lpos format, e.g. for LPOS_CHECKPOINT_DIR")
     convert.add_argument("path", help="the file or Hugging Face folder to read")
@@ -360,4 +367,49 @@ def run_bench(args) -> int:
     return 0
 
 
-COMMANDS = {"bench": run_bench, "card": run_card, "convert": run_convert, "extend": run_extend, "generate": run_generate, "inspect": run_inspect, "shuffle": run_shuffle, "train": run_train, "eval": run_eval}
+def run_probe(args) -> int:
+    from lpos import checkpoints
+    from lpos.analysis.heads import head_portraits, heads_reading
+    from lpos.analysis.lengths import story
+    from lpos.analysis.probes import held_out_stream, position_probes, probe_text
+    from lpos.analysis.streaming import sink_reading, sink_summary, sink_test, streamed_tokens
+    from lpos.tokenizer import encode
+
+    model = model_for(args)
+    shipped = checkpoints.available()
+    name = args.checkpoint or (shipped[0] if shipped else None)
+    meta = checkpoints.load(name)[1] if name else {}  # the corpus whose held-out stories to read
+    files = [DEFAULT_DATA_DIR / f for f in meta.get("data_files", [])]
+    texts = {"the built-in story": encode(story()),
+             "held-out stories": held_out_stream(files, seed=meta.get("train_args", {}).get("seed", 1337))}
+    text = probe_text({k: v for k, v in texts.items() if v}, model=model)
+    probes, portraits = position_probes(model, text), head_portraits(model, text)
+    streamed = None
+    if args.stream:
+        ids = [t for part in texts.values() for t in part]
+        streamed = sink_test(model, ids[: streamed_tokens(model, window=args.stream)], window=args.stream)
+    if args.json:
+        print(json.dumps({"scheme": model.config.position, "text": text.sources,
+                          "probes": probes.to_dict(orient="records"), "heads": portraits.table.to_dict(orient="records"),
+                          "stream": None if streamed is None else {"window": args.stream, "tokens": len(streamed.alone) + 1,
+                                                                  **sink_summary(streamed)}}, indent=2))
+        return 0
+    table = probes.pivot(index="stream name", columns="target", values=["r2", "mae", "penalty"])
+    table = table.reindex(probes["stream name"].unique()).swaplevel(axis=1).sort_index(axis=1, level=0, sort_remaining=False)
+    table = table.apply(lambda column: column.map("{:.0e}".format if column.name[1] == "penalty" else "{:.3f}".format))
+    print(f"scheme {model.config.position}; windows of {text.windows.shape[1]} tokens of {text.sources}")
+    print(f"ridge probes fitted on {probes['fitted'].iloc[0]:,} tokens, scored on {probes['scored'].iloc[0]:,} others")
+    print(table.to_string())
+    print("(r2 on the scored windows; mae: mean absolute error in tokens; penalty: ridge λ as a multiple of the mean "
+          "eigenvalue of XᵀX, picked on held-out windows)\n")
+    print(portraits.table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    for line in heads_reading(portraits, scheme=model.config.position):
+        print(line.replace("**", ""))
+    if streamed is not None:
+        print(f"\nstreaming the first {len(streamed.alone) + 1:,} tokens through windows of {args.stream}:")
+        print(sink_reading({model.config.position: sink_summary(streamed)}, window=args.stream)[0].replace("**", ""))
+    return 0
+
+
+COMMANDS = {"bench": run_bench, "card": run_card, "convert": run_convert, "extend": run_extend, "generate": run_generate, "inspect": run_inspect, "shuffle": run_shuffle, "train": run_train, "eval": run_eval,
+            "probe": run_probe}

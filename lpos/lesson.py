@@ -14,6 +14,7 @@ class Step:
     text: str  # 2-4 plain sentences
     notice: str  # "what to notice"
     scheme: str | None  # the scheme this step is about; None = the sidebar's
+    further: tuple[str, str] | None = None  # (page file, link text): the app page that takes the step further
 
 
 STEPS: tuple[Step, ...] = (
@@ -91,5 +92,6 @@ STEPS: tuple[Step, ...] = (
         "Under “none”, the full model's next-token probabilities shift after the shuffle, though layer 1 did not "
         "move; the top guess may or may not change.",
         "none",
+        further=("pages/inside.py", "Inside the model: where that order ends up, layer by layer"),
     ),
 )

@@ -62,6 +62,8 @@ def step_view() -> None:
         if measured:
             st.markdown(measured)
     st.info(f"**What to notice.** {current.notice}", icon=":material/visibility:")
+    if current.further:
+        st.page_link(current.further[0], label=current.further[1], icon=":material/arrow_forward:")
 
 
 step_view()

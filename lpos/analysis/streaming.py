@@ -66,6 +66,9 @@ def streaming_losses(model: GPT, ids: list[int], *, window: int, sink: int = 0, 
         raise ValueError("streaming needs at least two tokens: one to read, one to predict")
     if window < 1:
         raise ValueError("the window must hold at least one token")
+    if max(ids) >= model.config.vocab_size:
+        raise ValueError(f"this model's vocabulary has {model.config.vocab_size:,} tokens, fewer than GPT-2's: it "
+                         "cannot read this text")
     longest = window + sink
     if model.config.position == "learned" and longest > model.config.block_size:
         raise ValueError(f"a window of {window} plus {sink} kept tokens needs {longest} rows; the learned table "

@@ -1,0 +1,138 @@
+"""Figures of the Inside the model page: probe scores across layers, head grids, distance
+profiles, and the streaming test with and without the first tokens kept."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from lpos.analysis.heads import BEHAVIOURS, SHARES, HeadPortraits, uniform_first_share
+from lpos.analysis.streaming import SinkTest
+from lpos.figures.common import finish, safe
+from lpos.figures.lengths import OTHER_COLOUR, SCHEME_COLOURS
+
+TARGETS = ("absolute position", "tokens since sentence end")
+BEHAVIOUR_COLOURS = {"first token (sink)": "#d62728", "previous token": "#1f77b4", "itself": "#2ca02c",
+                     "local": "#ff7f0e", "broad": "#c7c7c7"}
+
+
+def _colour(name: str) -> str:
+    return SCHEME_COLOURS.get(name, OTHER_COLOUR)
+
+
+def probe_figure(panels: dict[str, dict[str, pd.DataFrame]]) -> go.Figure:
+    """R² of both probes across streams: a column per panel ("trained", "untrained"), a row per
+    target, a line per model. `panels` maps a column title to {line name: position_probes frame}."""
+    titles = [f"{target}: {safe(panel)}" for target in TARGETS for panel in panels]
+    fig = make_subplots(rows=len(TARGETS), cols=len(panels), subplot_titles=titles, shared_yaxes=True,
+                        vertical_spacing=0.16, horizontal_spacing=0.05)
+    shown = set()
+    for col, frames in enumerate(panels.values(), start=1):
+        for name, frame in frames.items():
+            scheme = name.split(" ")[0]
+            for row, target in enumerate(TARGETS, start=1):
+                part = frame[frame.target == target]
+                fig.add_trace(go.Scatter(
+                    x=part["stream name"], y=part["r2"], mode="lines+markers", name=safe(name), legendgroup=name,
+                    showlegend=name not in shown, line=dict(color=_colour(scheme), dash="dash" if scheme != name else None),
+                    customdata=np.stack([part["mae"], part["penalty"], part["scored"]], axis=1),
+                    hovertemplate=(f"{safe(name)} · %{{x}}<br>R² %{{y:.3f}}<br>mean error %{{customdata[0]:.1f}} tokens"
+                                   "<br>penalty %{customdata[1]:.0e} × mean eigenvalue<br>%{customdata[2]} tokens "
+                                   "scored<extra></extra>")), row=row, col=col)
+                shown.add(name)
+    fig.update_yaxes(title_text="R² on unseen windows", range=[-0.1, 1.05], col=1)
+    fig.update_yaxes(range=[-0.1, 1.05])
+    fig.update_xaxes(title_text="residual stream", row=len(TARGETS))
+    fig.update_layout(legend=dict(orientation="h", y=-0.12))
+    return finish(fig, title="How well a linear probe reads position from each layer", height=640)
+
+
+def head_grid_figure(portraits: dict[str, HeadPortraits]) -> go.Figure:
+    """One layer × head grid per model, each cell coloured by the behaviour the head is named after."""
+    fig = make_subplots(rows=1, cols=len(portraits), subplot_titles=[safe(n) for n in portraits],
+                        horizontal_spacing=0.03)
+    codes = {b: i for i, b in enumerate(BEHAVIOURS)}
+    scale = [[edge, BEHAVIOUR_COLOURS[b]] for i, b in enumerate(BEHAVIOURS)
+             for edge in (i / len(BEHAVIOURS), (i + 1) / len(BEHAVIOURS))]
+    for col, (name, portrait) in enumerate(portraits.items(), start=1):
+        table = portrait.table
+        grid = table.pivot(index="layer", columns="head", values="behaviour")
+        z = grid.map(codes.get).to_numpy(dtype=float)
+
+        def cells(column: str) -> np.ndarray:
+            return table.pivot(index="layer", columns="head", values=column).to_numpy()
+
+        label = np.vectorize(_cell_label)(grid.to_numpy(), cells("first token share"), cells("previous token share"),
+                                          cells("self share"), cells("mean distance"))
+        hover = np.vectorize(lambda b, d, p, f, s: f"{b}<br>mean distance {d:.1f}<br>previous {p:.2f} · first {f:.2f}"
+                             f" · self {s:.2f}")(grid.to_numpy(), cells("mean distance"), cells("previous token share"),
+                                                 cells("first token share"), cells("self share"))
+        fig.add_trace(go.Heatmap(z=z, x=[f"h{h}" for h in grid.columns], y=[f"L{layer}" for layer in grid.index],
+                                 zmin=-0.5, zmax=len(BEHAVIOURS) - 0.5, colorscale=scale, showscale=False,
+                                 text=label, texttemplate="%{text}", customdata=hover, xgap=2, ygap=2,
+                                 hovertemplate=f"{safe(name)} · layer %{{y}} head %{{x}}<br>%{{customdata}}<extra></extra>"),
+                      row=1, col=col)
+        fig.update_yaxes(autorange="reversed", row=1, col=col, showticklabels=col == 1)
+    for behaviour, colour in BEHAVIOUR_COLOURS.items():  # a legend for the discrete colours
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=behaviour,
+                                 marker=dict(color=colour, size=12, symbol="square")))
+    fig.update_layout(legend=dict(orientation="h", y=-0.15), plot_bgcolor="rgba(0,0,0,0)")
+    return finish(fig, title="What each head does: layer × head, named by its dominant behaviour", height=380)
+
+
+def _cell_label(behaviour: str, first: float, previous: float, own: float, distance: float) -> str:
+    """Short text in a grid cell: the share that named the head, or its mean distance."""
+    value = {"first token (sink)": first, "previous token": previous, "itself": own}.get(behaviour)
+    short = {"first token (sink)": "sink", "previous token": "prev", "itself": "self"}.get(behaviour, behaviour)
+    return f"{short} {value:.2f}" if value is not None else f"{short} d={distance:.0f}"
+
+
+def distance_profile_figure(profiles: dict[str, np.ndarray], *, layer: int, head: int, window: int) -> go.Figure:
+    """Mean attention weight by distance back, one line per model, for one (layer, head), with the
+    weight an even spread over the prefix would give."""
+    fig = go.Figure()
+    for name, profile in profiles.items():
+        distance = np.arange(len(profile))
+        fig.add_trace(go.Scatter(x=distance, y=profile, mode="lines", name=safe(name), line=dict(color=_colour(name.split(" ")[0])),
+                                 hovertemplate=f"{safe(name)}<br>%{{x}} tokens back<br>mean weight %{{y:.3f}}<extra></extra>"))
+    d = np.arange(window)
+    even = [float(np.mean(1.0 / (np.arange(max(k, 1), window) + 1))) for k in d]  # mean of 1/(q+1), queries q >= d, q >= 1
+    fig.add_trace(go.Scatter(x=d, y=even, mode="lines", name="even spread over the prefix",
+                             line=dict(color="black", dash="dot"), hovertemplate="even spread: %{y:.3f}<extra></extra>"))
+    fig.update_xaxes(title_text="distance back (0 = the token itself)", range=[0, 128])
+    fig.update_yaxes(title_text="mean attention weight (log scale)", type="log")
+    fig.update_layout(legend=dict(orientation="h", y=-0.2))
+    return finish(fig, title=f"Layer {layer}, head {head}: average attention by distance", height=420)
+
+
+def streaming_figure(test: SinkTest, *, label: str, smooth: int = 32) -> go.Figure:
+    """Rolling mean of the per-token loss along the text for the window alone and with the first tokens kept."""
+    fig = go.Figure()
+    for losses, name, colour in ((test.alone, f"window of {test.window} alone", "#ff7f0e"),
+                                 (test.with_sink, f"first {test.sink} kept + window of {test.window}", "#1f77b4")):
+        rolling = pd.Series(losses).rolling(smooth, min_periods=1).mean()
+        fig.add_trace(go.Scatter(x=np.arange(1, len(losses) + 1), y=losses, mode="lines", showlegend=False,
+                                 line=dict(color=colour, width=0.6), opacity=0.25, hoverinfo="skip"))
+        fig.add_trace(go.Scatter(x=np.arange(1, len(losses) + 1), y=rolling, mode="lines", name=name,
+                                 line=dict(color=colour, width=3),
+                                 hovertemplate=f"{name}<br>token %{{x}}<br>mean of the last {smooth}: %{{y:.3f}}<extra></extra>"))
+    fig.add_vline(x=test.window, line=dict(color="black", dash="dash"), annotation_text="the window starts to slide",
+                  annotation_position="top right")
+    fig.update_xaxes(title_text="token predicted (position in the text)")
+    fig.update_yaxes(title_text=f"next-token loss (nats), mean of the last {smooth}")
+    fig.update_layout(legend=dict(orientation="h", y=-0.2))
+    return finish(fig, title=f"Streaming the text: {safe(label)}", height=420)
+
+
+def sink_gain_figure(summaries: dict[str, dict], *, sink: int) -> go.Figure:
+    """The loss saved per token by keeping the first tokens, per scheme, with two standard errors."""
+    names = list(summaries)
+    gains = [summaries[n]["gain"] for n in names]
+    errors = [2 * summaries[n]["error"] for n in names]
+    fig = go.Figure(go.Bar(x=[safe(n) for n in names], y=gains, error_y=dict(type="data", array=errors),
+                           marker_color=[_colour(n) for n in names],
+                           hovertemplate="%{x}<br>loss saved %{y:.4f} nats per token<extra></extra>"))
+    fig.add_hline(y=0, line=dict(color="black"))
+    fig.update_yaxes(title_text="loss saved per token (nats; bars: ± 2 s.e.)")
+    return finish(fig, title=f"What keeping the first {sink} tokens saves, by scheme", height=380)

@@ -1,0 +1,148 @@
+"""Inside the model: where position lives, layer by layer, and what each head does with it."""
+import streamlit as st
+
+from lpos import ui
+from lpos.analysis.heads import heads_reading
+from lpos.analysis.probes import PENALTIES, probe_reading
+from lpos.analysis.streaming import SINK_TOKENS, WINDOWS, sink_reading, sink_summary
+from lpos.figures.inside import (distance_profile_figure, head_grid_figure, probe_figure, sink_gain_figure,
+                                 streaming_figure)
+from lpos.ui import cached_experiments, inside
+
+HAVIV = ("Haviv et al. (2022), “Transformer Language Models without Positional Encodings Still Learn Positional "
+         "Information”, [arXiv:2203.16634](https://arxiv.org/abs/2203.16634)")
+XIAO = ("Xiao et al. (2023), “Efficient Streaming Language Models with Attention Sinks”, "
+        "[arXiv:2309.17453](https://arxiv.org/abs/2309.17453)")
+
+selection = ui.selection()
+st.title("Inside the model")
+st.caption("The other pages show position going in: rows added, queries rotated, scores biased. This one looks at "
+           "where it ends up: in which layer a linear read-out finds it, what each attention head does with it, and "
+           "whether the models lean on the first token as an attention sink. All of it runs on held-out text, not "
+           "the sidebar sentence: a probe needs thousands of tokens.")
+
+offered = inside.texts()
+source = st.radio("Text", list(offered), key="inside_text", horizontal=True,
+                  help="Stories no model was trained on: the app's own story, and the held-out stories of the "
+                       "training corpus (the text the model cards' losses are measured on) when it is on this machine.")
+chosen = offered[source]
+models = cached_experiments.scheme_models(selection)
+sidebar_model = next(m for m in models if m.scheme == selection.scheme)
+
+where, portraits_tab, sink_tab = st.tabs(["Where position lives", "Head portraits", "The sink, tested"],
+                                         key="inside_tab", on_change="rerun")
+
+
+def where_position_lives() -> None:
+    try:
+        trained, fresh = inside.probe_panels(selection, chosen)
+    except ValueError as error:
+        st.warning(f"The probes cannot run on this model: {error}.", icon=":material/warning:")
+        return
+    panels = {"trained": trained, "untrained": fresh} if trained else {"untrained": fresh}
+    st.plotly_chart(probe_figure(panels), key="inside_probes")
+    sample = next(iter(fresh.values()))
+    st.caption(f"Measured: for each residual stream, a ridge regression fitted on {sample['fitted'].iloc[0]:,} tokens "
+               f"and scored on {sample['scored'].iloc[0]:,} tokens of other windows ({source}), predicting each "
+               f"token's position in its {sample['window'].iloc[0]}-token window (top) and how many tokens back the "
+               "last sentence end (. ! ? or a newline) was (bottom). R² 1 is a perfect read-out, 0 no better than the "
+               f"mean. The penalty is picked per probe on held-out windows, from {PENALTIES[0]:.0e} to "
+               f"{PENALTIES[-1]:.0e} times the mean eigenvalue of XᵀX (hover a point to see it and the mean error in "
+               "tokens).")
+    if not trained:
+        st.info("No shipped checkpoint is installed yet, so only untrained models are drawn.", icon=":material/hourglass_empty:")
+    st.markdown("**What the lines show**")
+    for line in probe_reading(trained, fresh):
+        st.markdown(f"- {line}")
+    st.caption(f"Reference: {HAVIV}. A linear probe finds only what is written linearly; a low R² does not "
+               "prove the position is absent.")
+
+
+@st.fragment
+def head_portraits() -> None:
+    try:
+        shown = inside.portraits(models, chosen)
+    except ValueError as error:
+        st.warning(f"The heads cannot be measured on this model: {error}.", icon=":material/warning:")
+        return
+    named = {(f"{s} (sidebar)" if s == selection.scheme else s): p for s, p in shown.items()}
+    st.plotly_chart(head_grid_figure(named), key="inside_heads")
+    mine = shown[selection.scheme]
+    st.caption(f"Measured on {mine.queries:,} query tokens per head ({mine.queries // (mine.window - 1)} windows of "
+               f"{mine.window} tokens of {source}; query 0 can only look at itself and is left out). A head is named "
+               "after a token when it puts at least 40% of its attention there; otherwise “local” (mean distance "
+               f"under {mine.window // 16} tokens) or “broad”. Hover a cell for all four numbers.")
+    for line in heads_reading(mine, scheme=f"{selection.scheme} · {sidebar_model.label}"):
+        st.markdown(f"- {line}")
+    sinks = {s: p.table["first token share"].max() for s, p in shown.items()}
+    st.markdown("Largest first-token share per scheme: " + ", ".join(f"{s} {v:.2f}" for s, v in sinks.items()) + ".")
+
+    config = sidebar_model.model.config
+    options = [(layer, head) for layer in range(1, config.n_layer + 1) for head in range(config.n_head)]
+    layer, head = st.selectbox("Head to portray", options, key="inside_head",
+                               format_func=lambda option: f"layer {option[0]} · head {option[1]}",
+                               help="Its average attention by distance, beside the same layer and head of every scheme.")
+    profiles = {s: p.profiles[layer - 1, head] for s, p in shown.items()
+                if layer <= p.profiles.shape[0] and head < p.profiles.shape[1]}
+    st.plotly_chart(distance_profile_figure(profiles, layer=layer, head=head, window=mine.window), key="inside_profile")
+    st.caption("Mean weight a query puts on the key that many tokens back, over every query that has one. Head "
+               "numbers are arbitrary across models, except in ALiBi, where head h always has the same slope: its "
+               "lines fall steeply for steep heads. A RoPE head often shows ripples at the rotation's periods.")
+    with st.expander("The numbers, every head of the sidebar model", icon=":material/table:"):
+        st.dataframe(mine.table.round(3), hide_index=True, key="inside_head_table")
+
+
+@st.fragment
+def sink_tested() -> None:
+    window = st.select_slider("Window W (tokens)", WINDOWS, value=64, key="inside_window",
+                              help=f"How many recent tokens each prediction sees; {WINDOWS[-1]} + {SINK_TOKENS} kept "
+                                   "tokens fill the learned table's 128 rows.")
+    with st.spinner(f"Streaming the text through windows of {window} tokens…"):
+        mine = inside.sink_test(sidebar_model, chosen, window=window)
+    if isinstance(mine, str):
+        st.warning(f"{sidebar_model.label} cannot stream at this window: {mine}", icon=":material/straighten:")
+    else:
+        left, right = st.columns([3, 2])
+        left.plotly_chart(streaming_figure(mine, label=f"{selection.scheme} · {sidebar_model.label}"), key="inside_stream")
+        left.caption(f"Measured on the first {len(mine.alone) + 1:,} tokens of {source}: each token is predicted from "
+                     f"(a) the {window} tokens before it alone, or (b) the first {SINK_TOKENS} tokens of the text "
+                     "followed by those tokens, each run as a fresh sequence so positions start at 0 (as a rolling "
+                     "cache re-indexes them). Left of the dashed line both see the whole prefix and agree.")
+        right.markdown("**The mean past the first window**")
+        for line in sink_reading({selection.scheme: sink_summary(mine)}, window=window)[:1]:
+            right.markdown(f"- {line}")
+        if not selection.model.trained:
+            right.caption("An untrained model's loss sits near ln(50,257) ≈ 10.8 whatever it reads, so there is no "
+                          "sink to find. Pick a shipped model in the sidebar.")
+    every = st.expander("Every scheme: which one does the sink help?", key="inside_every_scheme", on_change="rerun",
+                        icon=":material/compare_arrows:")
+    with every:
+        if every.open:
+            every_scheme(window)
+    st.caption(f"Reference: {XIAO}. A gain counts only when it exceeds two standard errors of the per-token "
+               "difference.")
+
+
+def every_scheme(window: int) -> None:
+    results = inside.sink_tests(models, chosen, window=window)
+    summaries = {s: sink_summary(r) for s, r in results.items() if not isinstance(r, str)}
+    left, right = st.columns([2, 3])
+    left.plotly_chart(sink_gain_figure(summaries, sink=SINK_TOKENS), key="inside_sink_gain")
+    tokens = {len(r.alone) + 1 for r in results.values() if not isinstance(r, str)}
+    left.caption(f"Each model streams the first {', '.join(f'{t:,}' for t in sorted(tokens))} tokens of {source}, as "
+                 "above; a bar is the mean loss saved per prediction past the first window.")
+    for line in sink_reading(summaries, window=window):
+        right.markdown(f"- {line}")
+    for scheme, note in ((s, r) for s, r in results.items() if isinstance(r, str)):
+        right.caption(f"{scheme}: {note}")
+
+
+with where:
+    if where.open:
+        where_position_lives()
+with portraits_tab:
+    if portraits_tab.open:
+        head_portraits()
+with sink_tab:
+    if sink_tab.open:
+        sink_tested()
