@@ -44,7 +44,9 @@ def explorer() -> None:
     waves, slowest = cached_figures.sinusoid_wavelengths(width, float(base))
     st.plotly_chart(waves, key="sin_wavelengths")
     st.caption(f"Pair 0 repeats every 2π ≈ 6.28 positions; the last pair every {slowest:,.0f} "
-               "positions (2π·base^((width−2)/width)).\nThe wavelengths are evenly spaced on a log scale: a geometric sequence.")
+               "positions (2π·base^((width−2)/width)).\nThe wavelengths are evenly spaced on a log scale: a geometric sequence. "
+               "RoPE turns its pairs by the same wavelengths; [Stretching the context](stretch) shows how scaling "
+               "methods move them past a training length.")
     distance(width, float(base))
 
 

@@ -64,6 +64,7 @@ def test_an_empty_sentence_is_asked_for():
     assert any("Type a sentence in the sidebar" in i.value for i in at.info)
 
 
+@pytest.mark.slow  # three more curves and four more 1,024-token forwards
 @shipped_rope
 def test_a_factor_change_redraws_the_curves():
     at = app_test(page=STRETCH, scheme="rope", model="rope", timeout=300)
@@ -72,6 +73,7 @@ def test_a_factor_change_redraws_the_curves():
     assert "YaRN ×8" in text and "YaRN ×4" not in text and not at.exception
 
 
+@pytest.mark.slow  # scores 4,096 more predictions under six curves
 @shipped_rope
 def test_the_held_out_stream_is_scored_once_opened():
     at = app_test(page=STRETCH, scheme="rope", model="rope", timeout=300)
@@ -103,3 +105,10 @@ def test_a_long_prompt_leaves_the_learned_model_no_room():
     assert any("no position left to write at" in w.value for w in at.warning) and not at.exception
     at.text_input(key="stretch_prompt").set_value("").run()
     assert any("Type a prompt" in i.value for i in at.info)
+
+
+def test_the_lesson_and_the_sinusoids_page_link_here():
+    lesson = app_test(page="pages/lesson.py", scheme="rope", model="untrained", step="9")
+    assert any("[Stretching the context](stretch)" in m.value for m in lesson.markdown) and not lesson.exception
+    sinusoids = app_test(page="pages/sinusoids.py", scheme="rope", model="untrained")
+    assert any("[Stretching the context](stretch)" in c.value for c in sinusoids.caption)

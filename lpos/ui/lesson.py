@@ -127,7 +127,10 @@ def figure(step: int, selection: Selection) -> tuple[go.Figure, str | None]:
             "The Training timeline page shows the band forming step by step.")
     tables = cached_experiments.shipped_loss_tables()
     trained_at = model.config.block_size  # the shipped models train at their context length
-    return length_curves_figure(tables, train_length=trained_at), lengths.length_reading(tables, train_length=trained_at)
+    return length_curves_figure(tables, train_length=trained_at), (
+        lengths.length_reading(tables, train_length=trained_at)
+        + "\n\nHow a RoPE model is made to read longer text without retraining (PI, NTK-aware, YaRN), measured: "
+        "[Stretching the context](stretch).")
 
 
 def presenter_css() -> str:
