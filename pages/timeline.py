@@ -52,11 +52,12 @@ def step_view() -> None:
     left.dataframe(neighbours_at(timeline, word, index), hide_index=True, key="timeline_neighbours")
     left.caption(f"By cosine of token rows, among the tokens the model was trained on, at step {step}. "
                  "At step 0 the neighbours are random; related words move together as training goes on.")
-    right.plotly_chart(repeated_figure(repeated_similarity(timeline), word=timeline.repeated_word, index=index),
-                       key="timeline_repeated")
-    right.caption(f"“{timeline.repeated_word}” appears several times in the probe sentence. Its token rows are "
-                  "identical; what enters the first block is token + position, so their cosine is below 1 only for "
-                  "schemes that add position rows (learned, sinusoidal), and exactly 1 for rope, alibi and none.")
+    repeated = repeated_similarity(timeline)
+    right.plotly_chart(repeated_figure(repeated, word=timeline.repeated_word, index=index), key="timeline_repeated")
+    right.caption(f"“{timeline.repeated_word}” appears {timeline.repeated_cos.shape[-1]} times in the probe sentence. "
+                  "Its token rows are identical; what enters the first block is token + position, so the copies' cosine "
+                  f"(here {repeated['cosine'][index]:.3f} at step {step}) is below 1 only for schemes that add position "
+                  "rows (learned, sinusoidal), and exactly 1 for rope, alibi and none.")
 
     st.subheader("First-layer attention on the probe sentence")
     st.plotly_chart(attention_figure(timeline, index), key="timeline_attention")

@@ -78,13 +78,14 @@ def position_map_animation(maps: np.ndarray, timeline: Timeline) -> go.Figure:
 def band_figure(bands: dict[str, pd.DataFrame], *, title: str) -> go.Figure:
     """Mean cosine against distance, one line per labelled table (columns distance, cosine)."""
     fig = go.Figure()
+    lowest = min(float(band["cosine"].min()) for band in bands.values())
     for i, (name, band) in enumerate(bands.items()):
         fig.add_trace(go.Scatter(x=band["distance"], y=band["cosine"], mode="lines", name=name,
                                  line=dict(color=LINE_COLOURS[i % len(LINE_COLOURS)]),
                                  hovertemplate=f"{name}<br>distance %{{x}}<br>mean cosine %{{y:.3f}}<extra></extra>"))
     fig.add_hline(y=0, line=dict(color="grey", width=1, dash="dot"))
     fig.update_xaxes(title_text="distance between positions |i − j|")
-    fig.update_yaxes(title_text="mean cosine of the rows", range=[-0.3, 1.05])
+    fig.update_yaxes(title_text="mean cosine of the rows", range=[min(-0.3, lowest - 0.05), 1.05])
     return finish(fig, title=title, height=360)
 
 
