@@ -22,7 +22,9 @@ def positions() -> None:
     """The position rows: the slider and everything it drives (no sentence in here)."""
     st.subheader("Position × position")
     limit = config.block_size if config.position == "learned" else 1024
-    length = st.slider("Positions", min_value=2, max_value=max(2, limit), value=min(128, limit), key=f"sim_length_{limit}",
+    asked = st.query_params.get("positions", "")  # a link may open the map at its own size
+    start = int(asked) if asked.isdigit() and 2 <= int(asked) <= limit else min(128, limit)
+    length = st.slider("Positions", min_value=2, max_value=max(2, limit), value=start, key=f"sim_length_{limit}",
                        help="Above 256 positions the map is block-averaged so the page stays light.")
     if config.position in ("learned", "sinusoidal"):
         maps = cached_figures.position_maps(selection.model.key, config.position, length, label=selection.model.label,

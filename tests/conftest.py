@@ -140,8 +140,13 @@ RUN_WATCH = """(() => {
   }).observe(document, {subtree: true, attributes: true, attributeOldValue: true,
                         attributeFilter: ['data-test-script-state']});
 })()"""
+# Drawn: the run is over, no element is a placeholder for code still loading (the chart component is
+# loaded on first use, shown as a skeleton meanwhile), and every chart has written its title, the
+# last thing Plotly draws, after the (at times asynchronous) heatmap images. Every lpos figure has a
+# title (lpos.figures.common.finish).
 SETTLED = """() => document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state') === 'notRunning'
-  && [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].every(c => c.querySelector('.main-svg'))"""
+  && !document.querySelector('[data-testid="stSkeleton"], [data-stale="true"]')
+  && [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].every(c => c.querySelector('.main-svg .gtitle'))"""
 
 
 def new_page(browser):
@@ -165,9 +170,12 @@ def run_and_wait(page, action, *, timeout: float = 90_000) -> None:
 
 
 def open_url(page, url: str, *, timeout: float = 90_000) -> None:
-    """Open `url` and wait for its first run to finish (a new document starts counting at 0)."""
+    """Open `url` and wait for its first run through app.py to finish (a new document counts from 0).
+    The sidebar's sentence box says app.py ran: a fresh server's first request for a page's own URL
+    first runs that page alone, which reruns at once through app.py (lpos.ui.state.selection)."""
     page.goto(url)
-    page.wait_for_function("() => (window.__lposRuns || 0) > 0", timeout=timeout)
+    page.wait_for_function("() => window.__lposRuns > 0 && document.querySelector('[data-testid=\"stSidebar\"] textarea')",
+                           timeout=timeout)
     page.wait_for_function(SETTLED, timeout=timeout)
 
 

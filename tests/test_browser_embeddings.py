@@ -4,7 +4,7 @@ import urllib.parse
 
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
-from conftest import wait_for_app
+from conftest import new_page, open_url, run_and_wait
 
 from lpos import checkpoints
 
@@ -14,15 +14,10 @@ SENTENCE = "The dog saw the cat and the man"
 CHARTS = "[data-testid='stPlotlyChart']"
 
 
-def wait_for_charts(page, *, title: str) -> None:
-    """Until both figures are drawn and the heatmaps title holds `title` (the rerun has landed)."""
-    page.wait_for_function(
-        "([selector, title]) => { const charts = document.querySelectorAll(selector);"
-        " return charts.length === 2 && [...charts].every(c => c.querySelector('.main-svg'))"
-        " && charts[1].textContent.includes(title); }",
-        arg=[CHARTS, title], timeout=90_000,
-    )
-    wait_for_app(page)
+def heatmaps_title(page) -> str:
+    charts = page.locator(CHARTS)
+    assert charts.count() == 2
+    return charts.nth(1).text_content()
 
 
 def url_state(url: str) -> dict:
@@ -48,36 +43,33 @@ def test_type_switch_scheme_and_share_the_link(running_app, page, browser, tmp_p
     page.on("response", lambda response: response.status >= 400 and failed_requests.append(
         f"{response.status} {urllib.parse.urlparse(response.url).path}"))
     page.set_default_timeout(90_000)  # the machine may be busy; Streamlit reruns can take a while
-    page.goto(running_app.url)
-    wait_for_charts(page, title="learned, 5 tokens")
+    open_url(page, running_app.url)
+    assert "learned, 5 tokens" in heatmaps_title(page)
 
     sentence = page.locator("[data-testid='stSidebar'] textarea")
     sentence.fill(SENTENCE)
-    sentence.press("Control+Enter")
-    wait_for_charts(page, title="learned, 8 tokens")
+    run_and_wait(page, lambda: sentence.press("Control+Enter"))
+    assert "learned, 8 tokens" in heatmaps_title(page)
 
     page.locator("[data-testid='stSidebar'] [data-testid='stSelectbox']").first.click()
-    page.get_by_role("option", name=re.compile(r"^sinusoidal")).click()
-    wait_for_charts(page, title="sinusoidal, 8 tokens")
-    page.wait_for_function("() => location.search.includes('scheme=sinusoidal')", timeout=30_000)
+    run_and_wait(page, page.get_by_role("option", name=re.compile(r"^sinusoidal")).click)
+    assert "sinusoidal, 8 tokens" in heatmaps_title(page)
 
     chips, heatmaps = page.locator(CHARTS).nth(0), page.locator(CHARTS).nth(1)
     chip_texts = chips.locator("g.textpoint").all_text_contents()
     assert len(chip_texts) == 8 and sum(t.startswith("␣the") for t in chip_texts) == 2
     assert heatmaps.locator("g.hm image").count() == 3  # token, position and summed rows
     assert "sinusoidal, 8 tokens" in heatmaps.text_content()
-    page.get_by_text("at positions 3 and 6").wait_for()
+    assert page.get_by_text("at positions 3 and 6").count() == 1
 
     model = "sinusoidal" if "sinusoidal" in checkpoints.available() else "untrained"
     assert url_state(page.url) == {"text": SENTENCE, "scheme": "sinusoidal", "model": model}
 
     box = heatmaps.locator(".nsewdrag").first.bounding_box()
     hover = page.locator(".hoverlayer .hovertext").first
-    for nudge in range(5):  # a hover needs a mouse *move* over a drawn cell
+    for nudge in range(3):  # a hover needs a mouse *move* over a drawn cell
         page.mouse.move(box["x"] + box["width"] / 2 + nudge * 3, box["y"] + box["height"] / 2)
-        if hover.count():
-            break
-        page.wait_for_timeout(1000)
+    hover.wait_for(timeout=10_000)  # Plotly draws the label on the mouse event, not on a server run
     assert re.search(r"token rows.*dimension \d+.*value -?\d\.\d{4}", hover.text_content())
 
     page.get_by_text("The raw numbers").click()
@@ -86,15 +78,13 @@ def test_type_switch_scheme_and_share_the_link(running_app, page, browser, tmp_p
     assert header.startswith("position,token,id,part,d0,d1")
     page.screenshot(path=str(tmp_path / "embeddings.png"), full_page=True)
 
-    shared = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    shared = new_page(browser)
     shared.set_default_timeout(90_000)
     shared_errors = []
     shared.on("console", lambda message: message.type == "error" and shared_errors.append(message.text))
-    shared.goto(page.url)
-    wait_for_charts(shared, title="sinusoidal, 8 tokens")
-    box = shared.locator("[data-testid='stSidebar'] textarea")  # filled a moment after the first draw
-    shared.wait_for_function("([box, text]) => box.value === text", arg=[box.element_handle(), SENTENCE],
-                             timeout=15_000)
+    open_url(shared, page.url)
+    assert "sinusoidal, 8 tokens" in heatmaps_title(shared)
+    assert shared.locator("[data-testid='stSidebar'] textarea").input_value() == SENTENCE  # at the first draw
     assert "sinusoidal" in shared.locator("[data-testid='stSidebar'] [data-testid='stSelectbox']").first.text_content()
     shared.screenshot(path=str(tmp_path / "embeddings_shared.png"), full_page=True)
     shared.context.close()

@@ -3,26 +3,23 @@ import re
 
 import pytest
 
-from conftest import wait_for_app
+from conftest import open_url, run_and_wait
 from lpos.lesson import STEPS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
 def test_next_walks_every_step_and_presenter_screenshots(running_app, page, tmp_path):
-    page.goto(f"{running_app.url}/lesson?text=The+dog+saw+the+cat+and+the+man&scheme=learned&model=learned")
-    wait_for_app(page)
+    open_url(page, f"{running_app.url}/lesson?text=The+dog+saw+the+cat+and+the+man&scheme=learned&model=learned")
     for step in range(1, len(STEPS) + 1):
-        page.wait_for_selector(f"h2:has-text('{step}. {STEPS[step - 1].title}')", timeout=60_000)
-        page.wait_for_selector(".js-plotly-plot", timeout=60_000)
+        assert page.locator("h2").filter(has_text=f"{step}. {STEPS[step - 1].title}").count() == 1
+        assert page.locator(".js-plotly-plot").count() == 1
         assert re.search(rf"[?&]step={step}(&|$)", page.url), page.url
         if step < len(STEPS):
-            page.get_by_role("button", name="Next").click()
-            wait_for_app(page)
+            run_and_wait(page, page.get_by_role("button", name="Next").click)  # the step's fragment reruns
     for step in (1, 4, 10):
-        page.goto(f"{running_app.url}/lesson?text=The+dog+bit+the+man&scheme=none&model=none&step={step}&presenter=1")
-        wait_for_app(page)
-        page.wait_for_selector(".js-plotly-plot", timeout=60_000)
+        open_url(page, f"{running_app.url}/lesson?text=The+dog+bit+the+man&scheme=none&model=none&step={step}&presenter=1")
+        assert page.locator(".js-plotly-plot").count() == 1
         assert not page.locator("[data-testid='stSidebar']").is_visible()
         page.screenshot(path=str(tmp_path / f"lesson_step{step}_presenter.png"), full_page=True)
         assert (tmp_path / f"lesson_step{step}_presenter.png").stat().st_size > 10_000

@@ -15,9 +15,10 @@ from lpos.positions import HINTS, SCHEMES
 
 SCHEME_LABELS = [f"{s} — {HINTS[s]}" for s in SCHEMES]  # the app's select box shows these
 
-# The status widget fades out for 200 ms after a run; once it is fading, the run is over.
+# The status widget fades out for 200 ms after a run; once it is fading, the run is over. A skeleton
+# stands in for an element whose code is still loading (the chart component, on first use).
 DRAWN = """() => !document.querySelector('[data-testid="stStatusWidget"]:not(.StatusWidget-exit)')
-  && !document.querySelector('[data-stale="true"]')
+  && !document.querySelector('[data-stale="true"], [data-testid="stSkeleton"]')
   && document.querySelector('[data-testid="stMain"]') !== null
   && [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].every(c => c.querySelector('.main-svg'))"""
 
@@ -65,6 +66,16 @@ class Server:
         try:
             process = psutil.Process(self.process.pid)
             return sum(p.memory_info().rss for p in [process, *process.children(recursive=True)]) / 2**20
+        except psutil.Error:
+            return 0.0
+
+    def cpu_s(self) -> float:
+        """CPU seconds (user + system) the server process tree has used so far."""
+        import psutil
+
+        try:
+            process = psutil.Process(self.process.pid)
+            return sum(sum(p.cpu_times()[:2]) for p in [process, *process.children(recursive=True)])
         except psutil.Error:
             return 0.0
 
@@ -138,33 +149,29 @@ class Tab:
         return {**self.wait_drawn(before, start if began is None else began), "ws_bytes": self.ws_bytes,
                 "http_bytes": self.http_bytes()}
 
-    def act(self, prepare, trigger) -> dict:
-        """Measure one interaction: `prepare()` is the user's typing (not timed); `trigger()` commits it."""
+    def act(self, prepare, trigger, *, server: "Server | None" = None) -> dict:
+        """Measure one interaction: `prepare()` is the user's typing (not timed); `trigger()` commits it.
+        With `server`, also the CPU seconds the server spent on it (its runs are over once drawn)."""
         prepare()
+        cpu = server.cpu_s() if server else 0.0
         before, bytes_before, start = self.finished, self.ws_bytes, time.perf_counter()
         trigger()
-        return {**self.wait_drawn(before, start), "ws_bytes": self.ws_bytes - bytes_before}
+        drawn = self.wait_drawn(before, start)
+        return {**drawn, "ws_bytes": self.ws_bytes - bytes_before, "cpu_ms": (server.cpu_s() - cpu) * 1000 if server else None}
 
-    def new_sentence(self, text: str) -> dict:
+    def new_sentence(self, text: str, *, server: "Server | None" = None) -> dict:
         box = self.page.locator('[data-testid="stSidebar"] textarea').first
-        return self.act(lambda: box.fill(text), lambda: box.press("Control+Enter"))
+        return self.act(lambda: box.fill(text), lambda: box.press("Control+Enter"), server=server)
 
     def pick_scheme(self, scheme: str) -> dict:
         select = self.page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(has_text="Position scheme")
         option = self.page.locator('[role="option"]').filter(has_text=SCHEME_LABELS[SCHEMES.index(scheme)])
         return self.act(select.click, option.first.click)
 
-    def slide_to_end(self, label: str) -> dict:
-        """Drag a slider's thumb past the end of its track (to its maximum) and release."""
-        slider = self.page.locator('[data-testid="stSlider"]').filter(has_text=label)
-        thumb = slider.locator('[role="slider"]').first
-        box = slider.bounding_box()
-
-        def press():
-            thumb.hover()
-            self.page.mouse.down()
-            self.page.mouse.move(box["x"] + box["width"] + 200, box["y"] + box["height"] / 2, steps=4)
-        return self.act(press, self.page.mouse.up)
+    def step_slider(self, label: str, key: str = "ArrowRight") -> dict:
+        """Move a slider one step with the keyboard (as reliable as a person's key press; a drag is not)."""
+        thumb = self.page.locator('[data-testid="stSlider"]').filter(has_text=label).locator('[role="slider"]').first
+        return self.act(thumb.focus, lambda: thumb.press(key))
 
     def close(self) -> None:
         self.context.close()

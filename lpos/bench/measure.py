@@ -8,6 +8,7 @@ from pathlib import Path
 
 from lpos.bench.browser import SCHEME_LABELS, Server, Tab, check_browser, page_paths, peak_memory
 from lpos.bench.common import CHROMIUM, CHROMIUM_ARGS, MEMORY_LIMIT_MB, ROOT, spread
+from lpos.bench.interactions import measure_controls, measure_idle, measure_walk
 from lpos.positions import SCHEMES
 
 # The floor: the cheapest page that has the same two sidebar controls. Written to a temp dir at bench time.
@@ -27,25 +28,28 @@ def sentence(page_index: int, run: int) -> str:
 def measure_floor(browser, server: Server, runs: int) -> dict:
     tab = Tab(browser)
     tab.open(server.url)
-    sentences = [tab.new_sentence(sentence(99, run))["ms"] for run in range(runs)]
+    changes = [tab.new_sentence(sentence(99, run), server=server) for run in range(runs)]
     schemes = [tab.pick_scheme(SCHEMES[(run + 1) % len(SCHEMES)])["ms"] for run in range(runs)]
     tab.close()
-    return {"sentence_ms": sentences, "scheme_ms": schemes}
+    return {"sentence_ms": [c["ms"] for c in changes], "scheme_ms": schemes,
+            "sentence_cpu_ms": [c["cpu_ms"] for c in changes]}
 
 
 def measure_page(browser, server: Server, path: str, index: int, runs: int) -> dict:
     tab = Tab(browser)
     load = tab.open(f"{server.url}/{path}?scheme=learned&model=learned")
-    sentences, schemes, interaction_bytes, errors, script = [], [], [], load["errors"], []
+    sentences, schemes, interaction_bytes, errors, script, cpu = [], [], [], load["errors"], [], []
     for run in range(runs):
-        for measured, into in ((tab.new_sentence(sentence(index, run)), sentences),
+        changed = tab.new_sentence(sentence(index, run), server=server)
+        cpu.append(changed["cpu_ms"])
+        for measured, into in ((changed, sentences),
                                (tab.pick_scheme(SCHEMES[(run + 1) % len(SCHEMES)]), schemes)):
             into.append(measured["ms"])
             script.append(measured["script_ms"] / measured["ms"])
             interaction_bytes.append(measured["ws_bytes"])
             errors += measured["errors"]
     result = {"first_draw_ms": load["ms"], "load_ws_bytes": load["ws_bytes"], "load_http_bytes": load["http_bytes"],
-              "sentence_ms": spread(sentences), "scheme_ms": spread(schemes),
+              "sentence_ms": spread(sentences), "scheme_ms": spread(schemes), "sentence_cpu_ms": spread(cpu),
               "interaction_ws_bytes": spread(interaction_bytes), "server_share": spread(script),
               "largest_frame_bytes": tab.largest_frame, "errors": errors}
     tab.close()
@@ -57,8 +61,8 @@ def measure_big_map(browser, server: Server, path: str, runs: int) -> dict:
     times, sent = [], []
     for _ in range(runs):
         tab = Tab(browser)
-        tab.open(f"{server.url}/{path}?scheme=sinusoidal&model=sinusoidal")
-        measured = tab.slide_to_end("Positions")
+        tab.open(f"{server.url}/{path}?scheme=sinusoidal&model=sinusoidal&positions=1023")
+        measured = tab.step_slider("Positions")
         thumb = tab.page.locator('[data-testid="stSlider"]').filter(has_text="Positions").locator('[role="slider"]')
         value = thumb.first.get_attribute("aria-valuenow")
         times.append(measured["ms"])
@@ -132,6 +136,10 @@ def app_side(*, runs: int = 5, quick: bool = False, progress=print) -> dict:
                 sessions = 2 if quick else 3
                 progress(f"opening {sessions} sessions at once")
                 drawn = measure_sessions(browser, server, paths, sessions)
+                progress("measuring each page's own control")
+                controls = measure_controls(browser, server, paths, runs)
+                for name, control in controls.items():
+                    control["ratio"] = control["ms"]["median"] / floor["sentence_ms"]["median"]
                 idle_mb = server.rss_mb()
             memory = {"peak_rss_mb": sampler["peak_mb"], "end_rss_mb": idle_mb, "limit_mb": MEMORY_LIMIT_MB,
                       "models_loaded": [*checkpoints.available(), "untrained x 5"], "sessions_at_once": sessions,
@@ -140,6 +148,9 @@ def app_side(*, runs: int = 5, quick: bool = False, progress=print) -> dict:
             server.stop()
             floor_server.stop()
         progress("measuring cold starts")
-        cold = measure_cold_start(browser, folder, 1 if quick else 3)
+        cold = measure_cold_start(browser, folder, 1 if quick else 5)
+        progress("one session walking every page; an idle server with every model")
+        walk, idle = measure_walk(browser, folder), measure_idle(browser, folder)
         browser.close()
-    return {"floor": floor, "pages": pages, "similarity_1024": big_map, "memory": memory, "cold_start": cold}
+    return {"floor": floor, "pages": pages, "similarity_1024": big_map, "memory": memory, "cold_start": cold,
+            "controls": controls, "walk": walk, "idle": idle}

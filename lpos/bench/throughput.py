@@ -20,7 +20,7 @@ def synthetic_corpus(*, tokens: int, vocab: int, seed: int = 0):
     words = torch.randperm(50257, generator=g)[:vocab]  # (vocab,)
     stream = words[torch.randint(0, vocab, (tokens,), generator=g)]  # (tokens,)
     split = tokens * 9 // 10
-    return Corpus(stream[:split], stream[split:], sha256="synthetic", n_stories=1, n_val_stories=1)
+    return Corpus(stream[:split], stream[split:], stream[split:], sha256="synthetic", n_stories=1, n_val_stories=1)
 
 
 def shipped_vocab(default: int = 10_000) -> int:

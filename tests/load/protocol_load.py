@@ -12,6 +12,10 @@ BackMsg to `script_finished` and checked: no exception element, the page and que
 action asked for, and on the Embeddings page the session's own tokens ("␣731") and, anywhere,
 no other session's marker. No uploads: those go over HTTP, not this protocol. Prints the same
 summary as load_test.py (and --json writes it); exits 1 on any error or leak.
+
+    python tests/load/protocol_load.py --classroom 30 --seconds 600
+
+drives a class instead: 30 sessions follow the Lesson in lockstep (tests/load/classroom.py).
 """
 from __future__ import annotations
 
@@ -47,6 +51,7 @@ class Run:
     query: str | None = None  # the last page_info_changed
     pages: dict[str, str] = field(default_factory=dict)  # page name -> page_script_hash
     page_hash: str | None = None  # the page navigation says is current
+    main: dict[str, tuple[Element, str]] = field(default_factory=dict)  # label -> main-area selectbox, its fragment
 
 
 class Session:
@@ -74,10 +79,11 @@ class Session:
         """The user's change, held as the frontend's widget manager holds it."""
         self.values[label] = (self.values[label][0], value)
 
-    async def rerun(self, *, query: str, page_hash: str, widgets: list[WidgetState]) -> Run:
+    async def rerun(self, *, query: str, page_hash: str, widgets: list[WidgetState], fragment: str = "") -> Run:
+        """A rerun as the frontend asks for one; with `fragment`, of that fragment only."""
         msg = BackMsg()
         state = msg.rerun_script
-        state.query_string, state.page_script_hash = query, page_hash
+        state.query_string, state.page_script_hash, state.fragment_id = query, page_hash, fragment
         state.widget_states.widgets.extend(widgets)
         state.cached_message_hashes.extend(self.cache)
         state.context_info.timezone, state.context_info.locale = "UTC", "en-US"
@@ -121,10 +127,12 @@ class Session:
                 run.elements.append(element)
                 if msg.metadata.delta_path[:1] == [1] and element.WhichOneof("type") in ("text_area", "selectbox"):
                     run.sidebar[getattr(element, element.WhichOneof("type")).label] = element
+                elif element.WhichOneof("type") == "selectbox":
+                    run.main[element.selectbox.label] = (element, msg.delta.fragment_id)
             elif kind == "script_finished":
                 if msg.script_finished == ForwardMsg.FINISHED_WITH_COMPILE_ERROR:
                     raise RuntimeError("the script did not compile")
-                if msg.script_finished == ForwardMsg.FINISHED_SUCCESSFULLY:
+                if msg.script_finished in (ForwardMsg.FINISHED_SUCCESSFULLY, ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY):
                     break
         self.runs += 1  # the frontend's cache ages entries by script runs
         self.cache = {h: entry for h, entry in self.cache.items() if self.runs - entry[1] <= self.max_age}
@@ -234,4 +242,10 @@ async def drive(url: str, sessions: int, seconds: float, report: Report) -> None
 
 
 if __name__ == "__main__":
+    arguments = sys.argv[1:]
+    if "--classroom" in arguments:  # `--classroom 30`: the Lesson in lockstep (tests/load/classroom.py)
+        from classroom import drive as classroom
+
+        arguments[arguments.index("--classroom")] = "--sessions"
+        sys.exit(main(arguments, drive=classroom, description="30 students follow the Lesson in lockstep"))
     sys.exit(main(drive=drive, description=__doc__.splitlines()[0]))
