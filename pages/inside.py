@@ -46,9 +46,9 @@ def where_position_lives() -> None:
                f"and scored on {sample['scored'].iloc[0]:,} tokens of other windows ({source}), predicting each "
                f"token's position in its {sample['window'].iloc[0]}-token window (top) and how many tokens back the "
                "last sentence end (. ! ? or a newline) was (bottom). R² 1 is a perfect read-out, 0 no better than the "
-               f"mean. The penalty is picked per probe on held-out windows, from {PENALTIES[0]:.0e} to "
-               f"{PENALTIES[-1]:.0e} times the mean eigenvalue of XᵀX (hover a point to see it and the mean error in "
-               "tokens).")
+               "mean, below 0 worse than the mean on new windows (a probe fitted to chance patterns). The penalty is "
+               f"picked per probe on held-out windows, from {PENALTIES[0]:.0e} to {PENALTIES[-1]:.0e} times the mean "
+               "eigenvalue of XᵀX (hover a point to see it and the mean error in tokens).")
     if not trained:
         st.info("No shipped checkpoint is installed yet, so only untrained models are drawn.", icon=":material/hourglass_empty:")
     st.markdown("**What the lines show**")
@@ -71,7 +71,8 @@ def head_portraits() -> None:
     st.caption(f"Measured on {mine.queries:,} query tokens per head ({mine.queries // (mine.window - 1)} windows of "
                f"{mine.window} tokens of {source}; query 0 can only look at itself and is left out). A head is named "
                "after a token when it puts at least 40% of its attention there; otherwise “local” (mean distance "
-               f"under {mine.window // 16} tokens) or “broad”. Hover a cell for all four numbers.")
+               f"under {mine.window // 16} tokens) or “broad”. A cell shows the share that named its head, or “d” and its "
+               "mean distance; hover it for all four numbers.")
     for line in heads_reading(mine, scheme=f"{selection.scheme} · {sidebar_model.label}"):
         st.markdown(f"- {line}")
     sinks = {s: p.table["first token share"].max() for s, p in shown.items()}
@@ -112,8 +113,8 @@ def sink_tested() -> None:
         for line in sink_reading({selection.scheme: sink_summary(mine)}, window=window)[:1]:
             right.markdown(f"- {line}")
         if not selection.model.trained:
-            right.caption("An untrained model's loss sits near ln(50,257) ≈ 10.8 whatever it reads, so there is no "
-                          "sink to find. Pick a shipped model in the sidebar.")
+            right.caption("An untrained model's loss sits near ln(50,257) ≈ 10.8 whatever it reads: a difference here "
+                          "comes from random weights, not from anything learned. Pick a shipped model in the sidebar.")
     every = st.expander("Every scheme: which one does the sink help?", key="inside_every_scheme", on_change="rerun",
                         icon=":material/compare_arrows:")
     with every:

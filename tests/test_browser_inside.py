@@ -17,7 +17,9 @@ def script_errors(page) -> list[str]:
 
 def test_inside_page_opens_each_part_in_its_tab(running_app, page, tmp_path):
     shots = os.environ.get("LPOS_SCREENSHOTS", str(tmp_path))
-    open_url(page, f"{running_app.url}/inside?scheme=rope&model=untrained", timeout=FIRST_RUN)
+    page.set_viewport_size({"width": 1400, "height": 2400})  # the whole page in each screenshot
+    open_url(page, f"{running_app.url}/?scheme=rope&model=untrained")
+    run_and_wait(page, page.get_by_role("link", name="Inside the model").click, timeout=FIRST_RUN)
     charts = page.locator("[data-testid='stPlotlyChart']")
     assert charts.count() == 1
     assert page.get_by_text("How well a linear probe reads position from each layer").count() == 1
@@ -30,6 +32,8 @@ def test_inside_page_opens_each_part_in_its_tab(running_app, page, tmp_path):
 
     run_and_wait(page, page.get_by_role("tab", name="The sink, tested").click, timeout=FIRST_RUN)
     assert page.get_by_text("Streaming the text: rope · untrained (random init)").count() == 1
+    assert page.get_by_text("What keeping the first 4 tokens saves, by scheme").count() == 0  # until asked
+    run_and_wait(page, page.get_by_text("Every scheme: which one does the sink help?").click, timeout=FIRST_RUN)
     assert page.get_by_text("What keeping the first 4 tokens saves, by scheme").count() == 1
     page.screenshot(path=f"{shots}/inside_sink.png", full_page=True)
     assert not script_errors(page), page.console_errors

@@ -46,8 +46,9 @@ def test_head_grid_names_each_cell_by_its_behaviour():
     fig = head_grid_figure({"rope": portraits(0.7), "alibi": portraits(0.1)})
     heatmaps = [t for t in fig.data if t.type == "heatmap"]
     assert len(heatmaps) == 2
-    assert heatmaps[0].text[0][0] == "prev 0.90" and heatmaps[0].text[0][1] == "sink 0.70"
-    assert heatmaps[1].text[0][1] == "broad d=11"
+    assert heatmaps[0].text[0][0] == "0.90" and heatmaps[0].text[0][1] == "0.70"
+    assert heatmaps[1].text[0][1] == "d 11"
+    assert list(heatmaps[0].z[0]) == [1, 0, 4]  # previous token, sink, broad (BEHAVIOURS order)
     assert {t.name for t in fig.data if t.type == "scatter"} == {"first token (sink)", "previous token", "itself",
                                                                    "local", "broad"}
 

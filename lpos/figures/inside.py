@@ -41,8 +41,10 @@ def probe_figure(panels: dict[str, dict[str, pd.DataFrame]]) -> go.Figure:
                                    "<br>penalty %{customdata[1]:.0e} × mean eigenvalue<br>%{customdata[2]} tokens "
                                    "scored<extra></extra>")), row=row, col=col)
                 shown.add(name)
-    fig.update_yaxes(title_text="R² on unseen windows", range=[-0.1, 1.05], col=1)
-    fig.update_yaxes(range=[-0.1, 1.05])
+    lowest = min([-0.1] + [float(f["r2"].min()) - 0.05 for frames in panels.values() for f in frames.values()
+                           if f["r2"].notna().any()])
+    fig.update_yaxes(range=[lowest, 1.05])
+    fig.update_yaxes(title_text="R² on unseen windows", col=1)
     fig.update_xaxes(title_text="residual stream", row=len(TARGETS))
     fig.update_layout(legend=dict(orientation="h", y=-0.12))
     return finish(fig, title="How well a linear probe reads position from each layer", height=640)
@@ -56,21 +58,17 @@ def head_grid_figure(portraits: dict[str, HeadPortraits]) -> go.Figure:
     scale = [[edge, BEHAVIOUR_COLOURS[b]] for i, b in enumerate(BEHAVIOURS)
              for edge in (i / len(BEHAVIOURS), (i + 1) / len(BEHAVIOURS))]
     for col, (name, portrait) in enumerate(portraits.items(), start=1):
-        table = portrait.table
-        grid = table.pivot(index="layer", columns="head", values="behaviour")
-        z = grid.map(codes.get).to_numpy(dtype=float)
+        table = portrait.table.assign(label=portrait.table.apply(_cell_label, axis=1),
+                                      hover=portrait.table.apply(_cell_hover, axis=1))
 
-        def cells(column: str) -> np.ndarray:
-            return table.pivot(index="layer", columns="head", values=column).to_numpy()
+        def grid(column: str) -> pd.DataFrame:
+            return table.pivot(index="layer", columns="head", values=column)  # (n_layer, nh)
 
-        label = np.vectorize(_cell_label)(grid.to_numpy(), cells("first token share"), cells("previous token share"),
-                                          cells("self share"), cells("mean distance"))
-        hover = np.vectorize(lambda b, d, p, f, s: f"{b}<br>mean distance {d:.1f}<br>previous {p:.2f} · first {f:.2f}"
-                             f" · self {s:.2f}")(grid.to_numpy(), cells("mean distance"), cells("previous token share"),
-                                                 cells("first token share"), cells("self share"))
-        fig.add_trace(go.Heatmap(z=z, x=[f"h{h}" for h in grid.columns], y=[f"L{layer}" for layer in grid.index],
+        z = grid("behaviour").map(codes.get)
+        fig.add_trace(go.Heatmap(z=z.to_numpy(dtype=float), x=[f"h{h}" for h in z.columns], y=[f"L{layer}" for layer in z.index],
                                  zmin=-0.5, zmax=len(BEHAVIOURS) - 0.5, colorscale=scale, showscale=False,
-                                 text=label, texttemplate="%{text}", customdata=hover, xgap=2, ygap=2,
+                                 text=grid("label").to_numpy(), texttemplate="%{text}", textfont=dict(size=12),
+                                 customdata=grid("hover").to_numpy(), xgap=2, ygap=2,
                                  hovertemplate=f"{safe(name)} · layer %{{y}} head %{{x}}<br>%{{customdata}}<extra></extra>"),
                       row=1, col=col)
         fig.update_yaxes(autorange="reversed", row=1, col=col, showticklabels=col == 1)
@@ -81,11 +79,16 @@ def head_grid_figure(portraits: dict[str, HeadPortraits]) -> go.Figure:
     return finish(fig, title="What each head does: layer × head, named by its dominant behaviour", height=380)
 
 
-def _cell_label(behaviour: str, first: float, previous: float, own: float, distance: float) -> str:
-    """Short text in a grid cell: the share that named the head, or its mean distance."""
-    value = {"first token (sink)": first, "previous token": previous, "itself": own}.get(behaviour)
-    short = {"first token (sink)": "sink", "previous token": "prev", "itself": "self"}.get(behaviour, behaviour)
-    return f"{short} {value:.2f}" if value is not None else f"{short} d={distance:.0f}"
+def _cell_label(row: pd.Series) -> str:
+    """Short text in a grid cell (the colour names the behaviour): the share that named the head, or
+    its mean distance."""
+    share = SHARES.get(row["behaviour"])
+    return f"{row[share]:.2f}" if share else f"d {row['mean distance']:.0f}"
+
+
+def _cell_hover(row: pd.Series) -> str:
+    return (f"{row['behaviour']}<br>mean distance {row['mean distance']:.1f}<br>previous {row['previous token share']:.2f}"
+            f" · first {row['first token share']:.2f} · self {row['self share']:.2f}")
 
 
 def distance_profile_figure(profiles: dict[str, np.ndarray], *, layer: int, head: int, window: int) -> go.Figure:
@@ -101,7 +104,9 @@ def distance_profile_figure(profiles: dict[str, np.ndarray], *, layer: int, head
     fig.add_trace(go.Scatter(x=d, y=even, mode="lines", name="even spread over the prefix",
                              line=dict(color="black", dash="dot"), hovertemplate="even spread: %{y:.3f}<extra></extra>"))
     fig.update_xaxes(title_text="distance back (0 = the token itself)", range=[0, 128])
-    fig.update_yaxes(title_text="mean attention weight (log scale)", type="log")
+    # a steep ALiBi head falls to 1e-15 by 128 back; below 1e-4 nothing is read anyway
+    fig.update_yaxes(title_text="mean attention weight (log scale, from 10⁻⁴)", type="log", range=[-4, 0],
+                     exponentformat="power")
     fig.update_layout(legend=dict(orientation="h", y=-0.2))
     return finish(fig, title=f"Layer {layer}, head {head}: average attention by distance", height=420)
 
