@@ -2,6 +2,7 @@
 writing past the training length, and "absolute vs relative" as a shift of every position."""
 import pandas as pd
 import streamlit as st
+from streamlit.errors import StreamlitAPIException
 
 from lpos import checkpoints, ui
 from lpos.analysis import generate, stretch
@@ -112,8 +113,7 @@ def write_past_the_wall() -> None:
         return
     sampling = generate.Sampling(0.0 if greedy else temperature, None if greedy else int(top_k), int(seed))
     lengths = {name: cached.train_length_of(name) for name in names}
-    models = {}
-    boxes = {}
+    models, notes = {}, {}
     for name in names:
         model, _ = cached.shipped(name)
         room = generate.room(model, len(prompt))
@@ -123,25 +123,39 @@ def write_past_the_wall() -> None:
                        icon=":material/straighten:")
             continue
         models[name] = model
-        note = (f"stops at its {model.config.block_size}-row table: {room} new tokens at most, no sliding window"
-                if room is not None else "reads its whole text, past the training length")
-        st.markdown(f"**{label(name)}** · {note}")
-        boxes[name] = st.container(height=180).empty()
+        notes[name] = (f"stops at its {model.config.block_size}-row table: {room} new tokens at most"
+                       if room is not None else "reads its whole text, past the training length")
     settings = (tuple(prompt), tokens, sampling)
-    store = st.session_state.setdefault("stretch_written", {})
+    job = st.session_state.get("stretch_job")
     if start:
-        st.session_state.update(stretch_settings=settings, stretch_done=False)
-        cached.write_all(models, prompt, tokens=tokens, sampling=sampling, lengths=lengths, boxes=boxes, store=store)
-        st.session_state["stretch_done"] = True
-    elif st.session_state.get("stretch_settings") == settings:
-        for name, box in boxes.items():
-            box.markdown(cached.marked_text(prompt, store.get(name, []), length=lengths[name]))
-        if not st.session_state.get("stretch_done"):
-            st.caption(("Stopped" if stopped else "Interrupted") + ": the texts end where writing stopped.")
+        job = cached.start_writing(models, prompt, tokens=tokens, sampling=sampling, lengths=lengths, settings=settings)
+        st.session_state["stretch_job"] = job
+    elif job is not None and job.state == "writing" and (stopped or job.settings != settings):
+        job.stop("stopped" if stopped else "interrupted")
+    if job is None or job.settings != settings:
+        st.caption("Press Write: each model continues the prompt in its own box, token by token.")
     else:
-        st.caption("Press Write: the five models continue the prompt side by side, token by token.")
+        boxes = {}
+        for name in job.written:
+            st.markdown(f"**{label(name)}** · {notes.get(name, '')}")
+            boxes[name] = st.container(height=180).empty()
+        cached.advance(job, seconds=0.25)
+        cached.draw(job, boxes)
+        if job.state == "writing":
+            try:
+                st.rerun(scope="fragment")  # the next slice; a Stop clicked meanwhile is read first
+            except StreamlitAPIException:  # a full-app run (a test, or the sidebar changed mid-way)
+                if start:
+                    cached.advance(job, seconds=float("inf"))
+                    cached.draw(job, boxes)
+                else:
+                    job.stop("interrupted")
+        if job.state in ("stopped", "interrupted"):
+            st.caption(f"{job.state.capitalize()}: the texts end where writing stopped.")
     st.caption("Each new token costs one position's forward: the keys and values already computed stay in a cache. "
-               "The red mark is where the text reaches the training length; a sampled run repeats exactly for a seed.")
+               "The red mark is where the text reaches the training length; a sampled run repeats exactly for a seed. "
+               "The learned model stops at its last table row rather than sliding a window, which would quietly "
+               "forget the prompt.")
 
 
 @st.fragment

@@ -57,7 +57,8 @@ def wavelength_methods_figure(frame: pd.DataFrame, *, original_length: int, fact
     fig = go.Figure()
     for region, rows in frame.groupby("yarn_region", sort=False):
         fig.add_vrect(x0=rows["pair"].min() - 0.5, x1=rows["pair"].max() + 0.5, fillcolor=REGION_FILLS[region],
-                      line_width=0, layer="below", annotation_text=f"YaRN: {region}", annotation_position="top left")
+                      line_width=0, layer="below", annotation_text=f"YaRN: {region}",
+                      annotation_position="bottom left" if region == "left alone" else "top left")
     for method, title in ROPE_METHOD_NAMES.items():
         fig.add_trace(go.Scatter(
             x=frame["pair"], y=frame[method], mode="lines+markers", name=title if method != "none" else "as trained",
@@ -68,10 +69,15 @@ def wavelength_methods_figure(frame: pd.DataFrame, *, original_length: int, fact
                           f"%{{customdata[0]:.2f}} turns in {original_length} tokens<br>YaRN interpolates "
                           "%{customdata[1]:.0%}<extra></extra>"))
     target = original_length * factor
-    fig.add_hline(y=original_length, line=dict(color="black", dash="dash"),
-                  annotation_text=f"training length {original_length}", annotation_position="bottom right")
-    fig.add_hline(y=target, line=dict(color="grey", dash="dot"),
-                  annotation_text=f"target length {target:,.0f} (×{factor:g})", annotation_position="top right")
+    # on a log axis, annotations are placed in log10 units; shapes take plain lengths
+    for value, text, colour in ((original_length, f"training length {original_length}", "black"),
+                                (target, f"target length {target:,.0f} (×{factor:g})", "grey")):
+        fig.add_shape(type="line", xref="x domain", x0=0, x1=1, y0=value, y1=value,
+                      line=dict(color=colour, dash="dash" if colour == "black" else "dot"))
+        fig.add_annotation(xref="x domain", x=1, y=math.log10(value), text=text, showarrow=False, xanchor="right",
+                           yanchor="bottom", font=dict(color=colour))
+    values = frame[list(ROPE_METHOD_NAMES)].to_numpy()
+    fig.update_yaxes(range=[math.log10(values.min()) - 0.2, math.log10(max(values.max(), target)) + 0.3])
     fig.update_xaxes(title_text="pair i (columns 2i, 2i+1 of each query and key head)", dtick=1)
     fig.update_yaxes(title_text="wavelength (positions per full turn, log scale)", type="log")
     fig.update_layout(legend=dict(orientation="h", y=-0.25))

@@ -1,5 +1,5 @@
 """Cached computations of the Stretching-the-context page, keyed by shipped model name, text,
-method and factor; and the loop that streams five continuations into the page.
+method and factor; and five continuations written a slice at a time into the page.
 
 Only shipped checkpoints are measured here (the page is about the models that ship), so a
 model's name is its cache key; the model objects come from lpos.ui.models' shared cache.
@@ -7,6 +7,8 @@ model's name is its cache key; the model objects come from lpos.ui.models' share
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 import pandas as pd
 import streamlit as st
@@ -93,25 +95,46 @@ def marked_text(prompt: list[int], new: list[int], *, length: int) -> str:
     return shown
 
 
-def write_all(models: dict[str, GPT], prompt: list[int], *, tokens: int, sampling: generate.Sampling,
-              lengths: dict[str, int], boxes: dict, store: dict) -> None:
-    """Continue `prompt` with every model in turn, one token each round, drawing each text into
-    its box (an st.empty) at most every 0.15 s. `store[name]` holds the tokens so far, so a
-    Stop (which reruns the fragment mid-loop) still shows what was written."""
+@dataclass
+class Writing:
+    """Five continuations in progress: advanced a slice at a time by successive runs of the
+    page's fragment, so a click on Stop (which Streamlit queues until a run ends) is seen
+    within one slice. The streams hold each model's KV cache."""
+
+    settings: tuple  # what the controls said when writing started
+    prompt: list[int]
+    lengths: dict[str, int]  # training length per model, where the mark goes
+    streams: dict[str, Iterator[int]]
+    written: dict[str, list[int]] = field(default_factory=dict)
+    state: str = "writing"  # writing | done | stopped | interrupted
+
+    def stop(self, state: str) -> None:
+        self.streams.clear()  # frees the caches
+        self.state = state
+
+
+def start_writing(models: dict[str, GPT], prompt: list[int], *, tokens: int, sampling: generate.Sampling,
+                  lengths: dict[str, int], settings: tuple) -> Writing:
     streams = {name: generate.stream(model, prompt, max_new_tokens=tokens, sampling=sampling)
                for name, model in models.items()}
-    for name in models:
-        store[name] = []
-    drawn = 0.0
-    while streams:
-        for name in list(streams):
-            token = next(streams[name], None)
+    return Writing(settings, prompt, lengths, streams, {name: [] for name in models})
+
+
+def advance(writing: Writing, *, seconds: float) -> None:
+    """One token from every model in turn, until `seconds` have passed or every model is done."""
+    deadline = time.monotonic() + seconds
+    while writing.streams and time.monotonic() < deadline:
+        for name in list(writing.streams):
+            token = next(writing.streams[name], None)
             if token is None:
-                del streams[name]
-                boxes[name].markdown(marked_text(prompt, store[name], length=lengths[name]))
+                del writing.streams[name]
             else:
-                store[name].append(token)
-        if time.monotonic() - drawn > 0.15:
-            for name in streams:
-                boxes[name].markdown(marked_text(prompt, store[name], length=lengths[name]) + " ▌")
-            drawn = time.monotonic()
+                writing.written[name].append(token)
+    if not writing.streams and writing.state == "writing":
+        writing.state = "done"
+
+
+def draw(writing: Writing, boxes: dict) -> None:
+    for name, box in boxes.items():
+        cursor = " ▌" if name in writing.streams else ""
+        box.markdown(marked_text(writing.prompt, writing.written.get(name, []), length=writing.lengths[name]) + cursor)
