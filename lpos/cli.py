@@ -391,7 +391,7 @@ def run_probe(args) -> int:
     if args.json:
         print(json.dumps({"scheme": model.config.position, "text": text.sources,
                           "probes": probes.to_dict(orient="records"), "heads": portraits.table.to_dict(orient="records"),
-                          "stream": None if streamed is None else {"window": args.stream, "tokens": len(streamed.alone) + 1,
+                          "stream": None if streamed is None else {"window": args.stream, "streamed": len(streamed.alone) + 1,
                                                                   **sink_summary(streamed)}}, indent=2))
         return 0
     table = probes.pivot(index="stream name", columns="target", values=["r2", "mae", "penalty"])

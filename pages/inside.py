@@ -2,7 +2,7 @@
 import streamlit as st
 
 from lpos import ui
-from lpos.analysis.heads import heads_reading
+from lpos.analysis.heads import DOMINANT_SHARE, LOCAL_FRACTION, heads_reading
 from lpos.analysis.probes import PENALTIES, probe_reading
 from lpos.analysis.streaming import SINK_TOKENS, WINDOWS, sink_reading, sink_summary
 from lpos.figures.inside import (distance_profile_figure, head_grid_figure, probe_figure, sink_gain_figure,
@@ -70,9 +70,9 @@ def head_portraits() -> None:
     mine = shown[selection.scheme]
     st.caption(f"Measured on {mine.queries:,} query tokens per head ({mine.queries // (mine.window - 1)} windows of "
                f"{mine.window} tokens of {source}; query 0 can only look at itself and is left out). A head is named "
-               "after a token when it puts at least 40% of its attention there; otherwise “local” (mean distance "
-               f"under {mine.window // 16} tokens) or “broad”. A cell shows the share that named its head, or “d” and its "
-               "mean distance; hover it for all four numbers.")
+               f"after a token when it puts at least {DOMINANT_SHARE:.0%} of its attention there; otherwise “local” "
+               f"(mean distance under {LOCAL_FRACTION * mine.window:g} tokens) or “broad”. A cell shows the share "
+               "that named its head, or “d” and its mean distance; hover it for all four numbers.")
     for line in heads_reading(mine, scheme=f"{selection.scheme} · {sidebar_model.label}"):
         st.markdown(f"- {line}")
     sinks = {s: p.table["first token share"].max() for s, p in shown.items()}
@@ -86,9 +86,10 @@ def head_portraits() -> None:
     profiles = {s: p.profiles[layer - 1, head] for s, p in shown.items()
                 if layer <= p.profiles.shape[0] and head < p.profiles.shape[1]}
     st.plotly_chart(distance_profile_figure(profiles, layer=layer, head=head, window=mine.window), key="inside_profile")
-    st.caption("Mean weight a query puts on the key that many tokens back, over every query that has one. Head "
-               "numbers are arbitrary across models, except in ALiBi, where head h always has the same slope: its "
-               "lines fall steeply for steep heads. A RoPE head often shows ripples at the rotation's periods.")
+    st.caption("Mean weight a query puts on the key that many tokens back, over every query that has one; the dotted "
+               "line is what an even spread over the prefix gives. Head numbers are arbitrary across models, except "
+               "in ALiBi, where head h always has the same slope (head 0 the steepest): its bias alone multiplies the "
+               "weight d tokens back by e^(−slope × d).")
     with st.expander("The numbers, every head of the sidebar model", icon=":material/table:"):
         st.dataframe(mine.table.round(3), hide_index=True, key="inside_head_table")
 

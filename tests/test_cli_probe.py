@@ -13,7 +13,8 @@ def test_probe_json_has_every_stream_target_and_head(capsys):
     assert len(result["probes"]) == 2 * 5  # input + 4 blocks, two targets
     assert {p["target"] for p in result["probes"]} == {"absolute position", "tokens since sentence end"}
     assert len(result["heads"]) == 16 and {"mean distance", "first token share", "behaviour"} <= set(result["heads"][0])
-    assert result["stream"]["window"] == 8 and result["stream"]["tokens"] == 8 + 1 + 512
+    assert result["stream"]["window"] == 8 and result["stream"]["streamed"] == 8 + 1 + 512
+    assert result["stream"]["tokens"] <= 512  # predictions compared past the window, out-of-vocabulary targets left out
     # ALiBi's steepest head looks closer than its gentlest, even untrained
     layer1 = {h["head"]: h["mean distance"] for h in result["heads"] if h["layer"] == 1}
     assert layer1[0] < layer1[3]
