@@ -381,9 +381,12 @@ def test_gpt2_pytorch_model_bin_with_its_config_json():
     torch.testing.assert_close(logits(result.model), logits(source))
 
 
-@dataclass
-class BoxFile(FakeUpload):
-    file_id: str = "f1"
+class BoxFile(io.BytesIO):
+    """What the box holds: Streamlit's UploadedFile is a BytesIO with a name, a size and a file_id."""
+
+    def __init__(self, name: str, data: bytes, *, file_id: str):
+        super().__init__(data)
+        self.name, self.size, self.file_id = name, len(data), file_id
 
 
 def test_streamlit_copy_of_the_bytes_is_dropped_once_read(monkeypatch):
@@ -395,11 +398,16 @@ def test_streamlit_copy_of_the_bytes_is_dropped_once_read(monkeypatch):
     kept = lambda file_id: manager.get_files("s", [file_id]) != []  # noqa: E731
     files = {"good": nanogpt_bytes(n_embd=32, block_size=16)[0], "bad": b"PK\x03\x04 truncated",
              "heads": seed_bytes(n_layer=1, n_head=4, n_embd=32, block_size=16, config=False)[0]}
+    box = {file_id: BoxFile("m.pt", data, file_id=file_id) for file_id, data in files.items()}
     for file_id, data in files.items():
         manager.add_file("s", UploadedFileRec(file_id=file_id, name="m.pt", type="application/octet-stream", data=data))
-        upload._load([BoxFile("m.pt", data, file_id=file_id)])
+        upload._load([box[file_id]])
     assert not kept("good") and not kept("bad") and kept("heads")
+    assert box["good"].getvalue() == box["bad"].getvalue() == b"" and box["heads"].getvalue() == files["heads"]
     assert upload.st.session_state["upload_pending"] == ["heads"]
+    config, weights = BoxFile("config.json", b"{}", file_id="c"), BoxFile("model.safetensors", b"", file_id="w")
+    upload._forget_bytes([weights])  # loaded with an earlier config.json
+    assert upload.files_to_load([weights, config], {"w"}) == [config]  # so a new config.json alone is incomplete
 
 
 @pytest.mark.slow

@@ -43,6 +43,7 @@ HF_CONFIG = "config.json"
 HF_FILES = (HF_CONFIG, *HF_WEIGHTS)
 HF_FOLDER = "The Hugging Face upload"
 ACCEPTED_TYPES = ["pt", "pth", "ckpt", "bin", "json", "safetensors"]
+DROPPED = "lpos_bytes_dropped"  # set on a file in the box once read: its bytes are gone
 NUMBER_META = ("val_loss", "unigram_val_loss", "val_oov_share", "tokens_trained", "steps", "wall_seconds",
                "iter_num", "best_val_loss", "loss")
 
@@ -161,7 +162,8 @@ def clean_meta(meta: dict) -> dict:
 
 def files_to_load(files: list, seen: set[str]) -> list:
     """The box keeps every file added to it: load only what was just added. A Hugging Face file
-    is loaded with the latest copy of each of its partners, whenever that was added."""
+    is loaded with the latest copy of each of its partners still holding its bytes."""
+    files = [f for f in files if not getattr(f, DROPPED, False)]  # read already: its bytes are gone
     new = [f for f in files if f.file_id not in seen]
     if new and all(safe_name(f.name) in HF_FILES for f in new):
         return list({safe_name(f.name): f for f in files if safe_name(f.name) in HF_FILES}.values())
@@ -169,12 +171,19 @@ def files_to_load(files: list, seen: set[str]) -> list:
 
 
 def _forget_bytes(files: list) -> None:
-    """Drop Streamlit's copy of files already read (as st.chat_input does with its files): the
-    box would otherwise hold a 500 MB checkpoint's bytes beside its model for the whole session."""
+    """Drop Streamlit's copies of files already read: its file manager's record (as st.chat_input
+    does with its files) and the box's UploadedFile's buffer (a BytesIO sharing the uploaded
+    bytes: truncating it lets them go without a copy; closing it would break Streamlit's deepcopy
+    of the box's value). The box would otherwise hold a 500 MB checkpoint's bytes beside its model
+    for the whole session, and Streamlit copies them once more on every run."""
     ctx = get_script_run_ctx()
     if ctx is not None and isinstance(ctx.uploaded_file_mgr, MemoryUploadedFileManager):
         for file in files:
             ctx.uploaded_file_mgr.remove_file(session_id=ctx.session_id, file_id=file.file_id)
+    for file in files:
+        if callable(getattr(file, "truncate", None)):
+            file.truncate(0)
+        setattr(file, DROPPED, True)
 
 
 def _on_upload() -> None:
