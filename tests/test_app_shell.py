@@ -32,7 +32,8 @@ def trained_or_untrained(scheme: str) -> str:
 
 
 def test_every_registered_page_exists():
-    assert len(PAGES) == 7 and PAGES[0].endswith("embeddings.py")
+    assert sorted(PAGES) == sorted(f"pages/{p.name}" for p in (ROOT / "pages").glob("*.py"))  # each file, once
+    assert PAGES[0].endswith("embeddings.py")
     assert all((ROOT / page).is_file() for page in PAGES)
 
 
