@@ -14,6 +14,7 @@ from lpos import checkpoints
 from lpos.analysis import lengths, shuffle
 from lpos.model import GPT
 from lpos.positions import SCHEMES
+from lpos.ui.collect import release_memory
 from lpos.ui.models import UNTRAINED, label, load_offered, untrained
 from lpos.ui.state import Selection
 
@@ -57,7 +58,9 @@ def shuffle_results(models: list[SchemeModel], original: list[int], shuffled: li
 
 @st.cache_data(max_entries=64, show_spinner="Scoring every token…")
 def _loss_curve(key: str, scheme: str, ids: tuple[int, ...], _model: GPT) -> lengths.LossCurve:
-    return lengths.loss_along_text(_model, list(ids))
+    curve = lengths.loss_along_text(_model, list(ids))
+    release_memory()  # the scoring's large temporaries are freed: give them back to the system
+    return curve
 
 
 def loss_curve(selection: Selection, ids: list[int]) -> lengths.LossCurve:

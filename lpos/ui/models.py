@@ -19,6 +19,11 @@ from lpos.model import GPT, GPTConfig
 
 UNTRAINED = "untrained"
 SHARED_DIR_ENV = "LPOS_CHECKPOINT_DIR"
+THREADS_ENV = "LPOS_TORCH_THREADS"
+
+# Many sessions run the models at once, each on its own script thread: one torch thread per run
+# keeps them from fighting over the cores (and from each holding a thread pool).
+torch.set_num_threads(max(1, int(os.environ.get(THREADS_ENV, "1") or 1)))
 
 
 @dataclass(frozen=True)
