@@ -12,6 +12,7 @@ from lpos.analysis.timeline import BAND_DISTANCES, table_structure
 from lpos.positions import SCHEMES
 
 REBUILD = "bash checkpoints/rebuild.sh ../shared/data/*.txt"
+PREVIOUS_TOKENS, PREVIOUS_LOSSES = 1_024_000, "3.80 to 4.07"  # the models this recipe replaced, for comparison
 
 
 def _loss(result: dict) -> str:
@@ -32,6 +33,24 @@ def _goals(metas: dict, shipped: list[str]) -> list[str]:
         lines.append(f"- Held-out TinyStories loss at 128 at most 3.1 nats for every scheme: worst {worst:.3f} "
                      f"({max(losses, key=lambda n: losses[n] or 0)}) — **{'met' if worst <= 3.1 else 'missed by ' + f'{worst - 3.1:.3f}'}**.")
         lines.append(f"- Spread at most 0.3 nats: {spread:.3f} — **{'met' if spread <= 0.3 else 'missed'}**.")
+        positioned = [v for n, v in losses.items() if n != "none" and v is not None]
+        if "none" in losses and losses["none"] is not None and len(positioned) > 1:
+            lines.append(f"  Without `none` (the model that gets no position signal at all) the four schemes span "
+                         f"{max(positioned) - min(positioned):.3f} nats; `none` sits {losses['none'] - max(positioned):.3f} "
+                         "above the worst of them: that gap is what having no positions costs at this size.")
+        if worst > 3.1:
+            lines.append(f"  Tried: {metas[shipped[0]][1]['tokens_trained']:,} tokens a model "
+                         f"({metas[shipped[0]][1]['steps']:,} steps of {metas[shipped[0]][1]['train_args']['batch_size']} × "
+                         f"{metas[shipped[0]][1]['train_args']['block_size']}), "
+                         f"{metas[shipped[0]][1]['tokens_trained'] / PREVIOUS_TOKENS:.1f}× the {PREVIOUS_TOKENS:,} of the "
+                         f"models shipped before 2026-12 (loss over all held-out stories {PREVIOUS_LOSSES}), at learning rate "
+                         f"{metas[shipped[0]][1]['train_args']['lr']:g}. More steps would lower every loss, but the "
+                         "25-minute budget per model on two cores is spent.")
+    budget = 25 * 60
+    over = [f"{n} ({metas[n][1]['wall_seconds'] / 60:.1f} min)" for n in shipped if metas[n][1]["wall_seconds"] > budget]
+    lines.append(f"- At most 25 minutes of training a model on the 2 cores: "
+                 + (f"**missed** by {', '.join(over)}; " if over else "**met**; ")
+                 + "the times are in the table (wall time, with another lane training beside each run).")
     if "learned" in metas:
         model, meta = metas["learned"]
         trained = table_structure(model.transformer.wpe.weight.detach())
@@ -132,6 +151,12 @@ def model_card(*, rebuild_seconds: float | None = None) -> str:
     for name in shipped:
         _, meta = metas[name]
         lines.append(f"| {name} | " + " | ".join(_loss(meta["loss_by_length"][n]) for n in lengths) + " |")
+    if all("loss_by_length_tinystories" in metas[name][1] for name in shipped):
+        lines += ["", "The same, over the held-out TinyStories stories only:", "",
+                  "| scheme | " + " | ".join(str(n) for n in lengths) + " |", "|---|" + "---:|" * len(lengths)]
+        for name in shipped:
+            by_length = metas[name][1]["loss_by_length_tinystories"]
+            lines.append(f"| {name} | " + " | ".join(_loss(by_length[n]) for n in lengths) + " |")
     tables = {name: loss_table(metas[name][1]) for name in shipped}
     lines += [
         "",
@@ -139,12 +164,13 @@ def model_card(*, rebuild_seconds: float | None = None) -> str:
         "",
         length_reading(tables, train_length=first["train_args"]["block_size"]),
         "",
-        f"Machine: {first['machine']}, one process per run.",
+        f"Machine: {first['machine']}, one process per run, {first.get('torch_threads', 'default')} torch thread(s) "
+        "per run.",
     ]
-    lines += _schedule(metas, shipped)
     if rebuild_seconds is not None:
-        lines.append(f"Rebuilding all five, one after another (training and evaluation), took {rebuild_seconds / 60:.1f} "
-                     "minutes on this machine: the sum of the five runs' measured wall times.")
+        lines.append(f"`checkpoints/rebuild.sh` ran the five as two one-thread lanes side by side and took "
+                     f"{rebuild_seconds / 60:.1f} minutes of wall time; each run's own training time is in the table.")
+    lines += _schedule(metas, shipped)
     lines += [
         "",
         "## Rebuild",
@@ -154,12 +180,22 @@ def model_card(*, rebuild_seconds: float | None = None) -> str:
         "python -m lpos card   # rewrite this card from the new files",
         "```",
         "",
-        "which runs, for each scheme S in learned, sinusoidal, rope, alibi, none:",
+        "which runs, for each scheme S in learned, sinusoidal, rope, alibi, none (two lanes at a time):",
         "",
         "```bash",
         f"python -m lpos train --scheme S --data {' '.join('../shared/data/' + f for f in first['data_files'])} "
-        f"--out checkpoints/S.pt --steps {first['steps']}",
+        f"--out checkpoints/S.pt --steps {first['steps']} --threads 1 --resume",
         "```",
+        "",
+        "A run is bit-identical to the shipped file for the same torch thread count (one here): a 30-step run of",
+        "`learned` and of `rope` gave identical weights from the code that trained the files and from this code.",
+        f"Training: AdamW (betas 0.9, 0.95), learning rate {first['train_args']['lr']:g} with "
+        f"{first['train_args']['warmup']} warm-up steps and a cosine decay to "
+        f"{first['train_args']['min_lr_fraction']:.0%}, batch {first['train_args']['batch_size']} × "
+        f"{first['train_args']['block_size']}, weight decay {first['train_args']['weight_decay']:g} on every matrix "
+        "but the token table (the learned position table included: all its rows are used in every batch), and the "
+        f"learned table drawn at N(0, {first['train_args'].get('wpe_init_std', 0.02):g}) instead of GPT-2's N(0, 0.02), "
+        "so the initial noise does not outweigh what training writes.",
         "",
         "and `python -m lpos eval --checkpoint S` reproduces the loss-by-length rows of S (all held-out stories,",
         "and the TinyStories ones).",
