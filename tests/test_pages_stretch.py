@@ -109,6 +109,7 @@ def test_a_long_prompt_leaves_the_learned_model_no_room():
 
 def test_the_lesson_and_the_sinusoids_page_link_here():
     lesson = app_test(page="pages/lesson.py", scheme="rope", model="untrained", step="9")
-    assert any("[Stretching the context](stretch)" in m.value for m in lesson.markdown) and not lesson.exception
+    link = "[Stretching the context](stretch?text=The+dog+bit+the+man&scheme=rope&model=untrained)"
+    assert any(link in m.value for m in lesson.markdown) and not lesson.exception
     sinusoids = app_test(page="pages/sinusoids.py", scheme="rope", model="untrained")
     assert any("[Stretching the context](stretch)" in c.value for c in sinusoids.caption)

@@ -5,6 +5,8 @@ A step about one scheme uses that scheme's shipped model when the sidebar model 
 """
 from __future__ import annotations
 
+import urllib.parse
+
 import plotly.graph_objects as go
 import streamlit as st
 
@@ -130,7 +132,13 @@ def figure(step: int, selection: Selection) -> tuple[go.Figure, str | None]:
     return length_curves_figure(tables, train_length=trained_at), (
         lengths.length_reading(tables, train_length=trained_at)
         + "\n\nHow a RoPE model is made to read longer text without retraining (PI, NTK-aware, YaRN), measured: "
-        "[Stretching the context](stretch).")
+        f"[Stretching the context]({same_view('stretch')}).")
+
+
+def same_view(path: str) -> str:
+    """A link to another page that opens with this sidebar (a Markdown link opens a new tab)."""
+    shared = {k: st.query_params[k] for k in ("text", "scheme", "model") if k in st.query_params}
+    return f"{path}?{urllib.parse.urlencode(shared)}" if shared else path
 
 
 def presenter_css() -> str:
