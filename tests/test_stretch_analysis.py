@@ -134,7 +134,7 @@ def test_loss_reading_says_which_method_helps_and_which_helps_nobody():
     assert "alibi (for reference): 3.200" in reading
 
 
-def test_profile_reading_compares_within_and_past_training(tiny_model):
+def test_profile_reading_compares_within_and_past_training():
     profile = pd.DataFrame({"layer": 0, "position": np.arange(4), "max_logit": [1.0, 1.0, 3.0, 5.0],
                             "entropy": [0.0, 0.5, 1.0, 1.5]})
     reading = stretch.profile_reading({"rope": profile}, layer=0, train_length=2)
