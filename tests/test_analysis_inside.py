@@ -119,7 +119,8 @@ def probe_frame(absolute: list[float], relative: list[float]) -> pd.DataFrame:
 
 
 def test_probe_reading_states_what_the_numbers_show():
-    trained = {"learned": probe_frame([0.9, 0.9, 0.5], [0.1, 0.3, 0.5]), "none": probe_frame([0.0, 0.4, 0.6], [0.1, 0.2, 0.4])}
+    trained = {"learned": probe_frame([0.9, 0.9, 0.5], [0.1, 0.3, 0.5]), "none": probe_frame([0.0, 0.4, 0.6], [0.1, 0.2, 0.4]),
+               "rope": probe_frame([0.0, -0.02, 0.03], [0.1, 0.2, 0.3])}
     untrained = {"learned": probe_frame([0.5, 0.5, 0.5], [0.0, 0.0, 0.1]), "none": probe_frame([0.0, 0.0, 0.01], [0.0, 0.0, 0.0])}
     text = "\n".join(probes.probe_reading(trained, untrained))
     assert "R² at the input: learned 0.90" in text
@@ -127,6 +128,7 @@ def test_probe_reading_states_what_the_numbers_show():
     assert "finds R² 0.60 at its best layer, against at most 0.01" in text
     assert "fades by the last block in learned (down from its best by learned 0.40)" in text
     assert "grows with depth" in text and "untrained models reach at most 0.10" in text
+    assert "rope never holds absolute position linearly at any layer (best R² 0.03): RoPE and ALiBi" in text
 
 
 def previous_token_attention(T: int) -> torch.Tensor:

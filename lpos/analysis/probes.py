@@ -195,6 +195,13 @@ def probe_reading(trained: dict[str, pd.DataFrame], untrained: dict[str, pd.Data
         lines.append(f"Where nothing is added to the input (R² at most {_r2(max(a.iloc[0] for a in blank.values()))} "
                      "there), the blocks write some position into the stream; at their best layer: "
                      f"{_listing({n: a.max() for n, a in blank.items()})}.")
+    never = [n for n, a in blank.items() if a.max() < 0.1]
+    if never:
+        lines.append(f"{' and '.join(never)} never {'hold' if len(never) > 1 else 'holds'} absolute position "
+                     "linearly at any layer (best R² "
+                     f"{_r2(max(blank[n].max() for n in never))})"
+                     + (": RoPE and ALiBi hand attention the distance between tokens, so nothing needs to write "
+                        "down where a token sits." if set(never) <= {"rope", "alibi"} else "."))
     none = next((n for n in blank if n == "none"), None)
     fresh = _series(untrained["none"], "absolute position") if "none" in untrained else None
     if none is not None and fresh is not None:
