@@ -92,7 +92,29 @@ def _schedule(metas: dict, shipped: list[str]) -> list[str]:
             f"the first {timeline['eval_tokens']:,} held-out TinyStories tokens, the position rows (learned: the table; "
             "other schemes: what block 1 writes at each position), the 8 nearest tokens of 40 probe words, the first "
             "layer's attention on a probe sentence, and the cosine between the summed rows of its repeated word. "
-            "The Training timeline page replays them."]
+            "The Training timeline page replays them.", "",
+            f"Loss per snapshot (on those {timeline['eval_tokens']:,} tokens, so not the table above's figure) and the "
+            "learned table as it forms:", ""] + _snapshot_table(metas, shipped, timeline["steps"])
+
+
+def _snapshot_table(metas: dict, shipped: list[str], steps: list[int]) -> list[str]:
+    """Loss per snapshot for every scheme, and the learned table's structure as it forms."""
+    learned = [table_structure(rows.float()) for rows in metas["learned"][1]["timeline"]["position_rows"]] \
+        if "learned" in metas and "timeline" in metas["learned"][1] else None
+    head = "| step | " + " | ".join(f"{n} loss" for n in shipped)
+    rule = "|---:|" + "---:|" * len(shipped)
+    if learned:
+        head += " | learned: 10 nearest rows, mean distance | cosine at 1 | cosine at 64"
+        rule += "---:|---:|---:|"
+    lines = [head + " |", rule]
+    for i, step in enumerate(steps):
+        row = [str(step)] + [f"{metas[n][1]['timeline']['val_loss'][i]:.3f}" if "timeline" in metas[n][1] else "n/a"
+                             for n in shipped]
+        if learned:
+            row += [f"{learned[i]['neighbour_distance']:.1f}", f"{learned[i]['cosine_at_1']:.2f}",
+                    f"{learned[i]['cosine_at_64']:.2f}"]
+        lines.append("| " + " | ".join(row) + " |")
+    return lines
 
 
 def model_card(*, rebuild_seconds: float | None = None) -> str:
