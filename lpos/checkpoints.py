@@ -58,11 +58,10 @@ class PickledConfig:
     source = ""  # the class the file names; set on the subclass made for each name
 
     def __setstate__(self, state) -> None:
-        if isinstance(state, tuple) and len(state) == 2:  # (__dict__, __slots__ values)
-            state = {**(state[0] if isinstance(state[0], dict) else {}), **(state[1] if isinstance(state[1], dict) else {})}
+        parts = state if isinstance(state, tuple) else (state,)  # (__dict__, __slots__ values) or __dict__
+        values = {k: v for part in parts if isinstance(part, dict) for k, v in part.items()}
         plain = (bool, int, float, str, type(None))
-        self.fields = {k: v for k, v in state.items() if type(k) is str and not k.startswith("_") and type(v) in plain} \
-            if isinstance(state, dict) else {}
+        self.fields = {k: v for k, v in values.items() if type(k) is str and not k.startswith("_") and type(v) in plain}
 
 
 def available() -> list[str]:
@@ -194,7 +193,8 @@ def _load_hf_folder(folder: Path, n_head: int | None, max_bytes: int) -> tuple[G
     config_file = folder / "config.json"
     weights_file = next((folder / name for name in HF_WEIGHTS if (folder / name).is_file()), None)
     if not config_file.is_file() or weights_file is None:
-        raise CheckpointError(f"{folder.name} needs config.json and model.safetensors or pytorch_model.bin (Hugging Face GPT-2)")
+        raise CheckpointError(f"{folder.name} needs config.json and model.safetensors or pytorch_model.bin "
+                              "(Hugging Face GPT-2)")
     if weights_file.stat().st_size > max_bytes:
         raise CheckpointError(f"{weights_file.name} is over the {max_bytes / 2**20:.0f} MB limit")
     if config_file.stat().st_size > MAX_CONFIG_BYTES:
@@ -216,12 +216,14 @@ def _load_hf_folder(folder: Path, n_head: int | None, max_bytes: int) -> tuple[G
             weights = load_file(str(weights_file))
         except Exception as e:
             raise CheckpointError(f"{folder.name} could not be read ({type(e).__name__}): check model.safetensors") from None
-    names = {"vocab_size": "vocab_size", "n_positions": "block_size", "n_layer": "n_layer", "n_head": "n_head", "n_embd": "n_embd"}
+    names = {"vocab_size": "vocab_size", "n_positions": "block_size", "n_layer": "n_layer", "n_head": "n_head",
+             "n_embd": "n_embd"}  # config.json's -> GPTConfig's
     declared = {ours: hf[theirs] for theirs, ours in names.items() if theirs in hf}
-    found = layouts.from_state(weights, folder.name, layout=f"Hugging Face GPT-2 folder (config.json + {weights_file.name})",
-                               declared=declared)
+    layout = f"Hugging Face GPT-2 folder (config.json + {weights_file.name})"
+    found = layouts.from_state(weights, folder.name, layout=layout, declared=declared)
     del weights
-    found.activation = "gelu_tanh" if hf.get("activation_function", "gelu_new") in ("gelu_new", "gelu_pytorch_tanh") else "gelu"
+    tanh = hf.get("activation_function", "gelu_new") in ("gelu_new", "gelu_pytorch_tanh")
+    found.activation = "gelu_tanh" if tanh else "gelu"
     return _import(found, folder.name, n_head, max_bytes)
 
 

@@ -110,7 +110,6 @@ def test_seed_trainer_file_of_the_real_size_draws_every_page(running_app, page, 
     titles = [text.strip().splitlines()[-1] for text in links]  # the title follows the link's icon name
     assert len(titles) >= 7 and titles[0].startswith("Embeddings"), titles
     for number, title in enumerate(titles):
-        print(f"page {title!r}", flush=True)
         if number:  # the Embeddings page is open already: a click on its own link starts no run
             run_and_wait(page, page.get_by_role("link", name=title).first.click, timeout=300_000)
         main = page.locator("[data-testid='stMain']")
