@@ -53,6 +53,36 @@ def test_table_flags_pages_over_the_goal():
     assert "over goal" not in fast and "1.40" in fast
     assert slow.endswith("over goal") and "4.00" in slow
     assert "1,234 tokens/s" in text and "OVER the 690 MB limit" in text
+    assert "OVER the 4,000 ms goal" in text and "Page-local control" not in text  # no controls measured
+
+
+def test_table_reports_controls_cpu_walk_and_idle_against_their_goals():
+    stat = lambda ms: {"median": ms, "min": ms, "max": ms, "n": 1}  # noqa: E731
+    page = {"first_draw_ms": 900.0, "sentence_ms": stat(200.0), "scheme_ms": stat(200.0), "sentence_ratio": 2.0,
+            "scheme_ratio": 2.0, "server_share": stat(0.5), "interaction_ws_bytes": stat(2048), "load_ws_bytes": 4096,
+            "load_http_bytes": 10240, "errors": 0}
+    results = {"machine": bench.machine(), "runs": 1, "goal_ratio": 2.5,
+               "model": {"train": [], "eval": {"scheme": "-", "tokens_per_s": {}}},
+               "app": {"floor": {"sentence_ms": stat(100.0), "scheme_ms": stat(100.0), "sentence_cpu_ms": stat(10.0)},
+                       "pages": {"light": {**page, "sentence_cpu_ms": stat(40.0)},
+                                 "busy": {**page, "sentence_cpu_ms": stat(120.0)}},
+                       "controls": {"light": {"control": "a slider", "ms": stat(120.0), "cpu_ms": stat(20.0), "ratio": 1.2,
+                                              "errors": 0},
+                                    "busy": {"control": "a button", "ms": stat(300.0), "cpu_ms": stat(90.0), "ratio": 3.0,
+                                             "errors": 0}},
+                       "cold_start": {"first_page_ms": stat(3000.0), "after_model_switch_ms": stat(500.0)},
+                       "similarity_1024": None,
+                       "memory": {"peak_rss_mb": 600.0, "limit_mb": 690, "models_loaded": ["learned"], "end_rss_mb": 500.0,
+                                  "sessions_at_once": 3, "sessions_drawn": 3},
+                       "walk": {"pages": 7, "schemes": 5, "seconds": 60.0, "peak_rss_mb": 700.0, "end_rss_mb": 600.0},
+                       "idle": {"rss_mb": 450.0, "settle_s": 5.0}}}
+    lines = bench.table(results).splitlines()
+    row = lambda start: next(line for line in lines if line.startswith(start))  # noqa: E731
+    assert "over goal" not in row("light") and row("busy").endswith("over goal")  # 120 ms of CPU > 80
+    controls = [line for line in lines if "ratio" in line and ("a slider" in line or "a button" in line)]
+    assert "over goal" not in controls[0] and controls[1].endswith("over goal")
+    text = "\n".join(lines)
+    assert "within the 4,000 ms goal" in text and "peak 700 MB (OVER 690 MB)" in text and "450 MB (within 500 MB)" in text
 
 
 def test_bench_without_chromium_says_what_to_install():
@@ -82,3 +112,7 @@ def test_quick_benchmark_reports_every_page():
     assert app["similarity_1024"]["positions"] == 1024 and app["similarity_1024"]["ms"]["median"] > 0
     assert app["cold_start"]["first_page_ms"]["median"] > app["cold_start"]["after_model_switch_ms"]["median"] > 0
     assert app["memory"]["peak_rss_mb"] > 100 and app["memory"]["sessions_drawn"] == app["memory"]["sessions_at_once"]
+    assert app["floor"]["sentence_cpu_ms"]["n"] > 0 and all(p["sentence_cpu_ms"]["n"] > 0 for p in app["pages"].values())
+    assert set(app["controls"]) <= PAGE_NAMES and all(c["errors"] == 0 and c["ms"]["median"] > 0
+                                                      for c in app["controls"].values())
+    assert app["walk"]["peak_rss_mb"] > 100 and app["idle"]["rss_mb"] > 100

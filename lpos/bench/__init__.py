@@ -12,8 +12,12 @@ the same run; the goal is at most GOAL_RATIO times that floor. Also: cold start,
 after a model switch, peak server memory (RSS of the streamlit process tree), bytes sent to the
 browser, and the 1024 x 1024 similarity map.
 
-throughput.py measures the model; browser.py holds the server and browser tools that measure.py uses
-on the app; report.py prints the table; common.py holds what they share.
+Also (issue 17, interactions.py): the server's CPU per change (psutil), each page's own control
+(a key press on a slider, a click on a button), one session walking every page with every scheme,
+and an idle server holding every model, each against its goal in common.py.
+
+throughput.py measures the model; browser.py holds the server and browser tools that measure.py and
+interactions.py use on the app; report.py prints the table; common.py holds what they share.
 """
 from __future__ import annotations
 
