@@ -242,7 +242,9 @@ def test_sink_summary_and_reading_count_only_clear_gains():
     assert streaming.sink_verdict(summaries["rope"]) == "helps"
     assert streaming.sink_verdict(summaries["none"]) == "no clear change"
     text = " ".join(streaming.sink_reading(summaries, window=10))
-    assert "helps rope; most of all **rope**, by 0.200 nats per token" in text
+    assert "helps only **rope**, by 0.200 nats per token" in text
+    summaries["alibi"] = streaming.sink_summary(streaming.SinkTest(window=10, sink=4, alone=alone, with_sink=alone - 0.3))
+    assert "helps rope, alibi; most of all **alibi**, by 0.300" in " ".join(streaming.sink_reading(summaries, window=10))
 
 
 def test_streamed_tokens_shrink_for_large_models_only():

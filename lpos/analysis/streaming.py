@@ -133,8 +133,12 @@ def sink_reading(summaries: dict[str, dict], *, window: int, sink: int = SINK_TO
     helped = [s for s, v in measured.items() if sink_verdict(v) == "helps"]
     if helped:
         best = max(helped, key=lambda s: measured[s]["gain"])
-        lines.append(f"Keeping the first {sink} tokens helps {', '.join(helped)}; most of all **{best}**, by "
-                     f"{measured[best]['gain']:.3f} nats per token.")
+        if len(helped) == 1:
+            lines.append(f"Keeping the first {sink} tokens helps only **{best}**, by {measured[best]['gain']:.3f} "
+                         "nats per token.")
+        else:
+            lines.append(f"Keeping the first {sink} tokens helps {', '.join(helped)}; most of all **{best}**, by "
+                         f"{measured[best]['gain']:.3f} nats per token.")
     else:
         lines.append(f"Keeping the first {sink} tokens helps no scheme here by more than two standard errors: "
                      "these small models lean on no sink token the way Xiao et al. (2023) found in large ones.")
