@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -12,7 +13,8 @@ from lpos.train import TrainArgs
 TRAIN_DEFAULTS = TrainArgs()
 CHECKPOINT_HELP = ("a shipped name, a file of any layout lpos reads, or a Hugging Face folder "
                    "(default: the scheme's shipped trained model, as the app opens)")
-DEFAULT_DATA_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+# The training corpus beside the project (it is not part of the repository); LPOS_DATA_DIR moves it.
+DEFAULT_DATA_DIR = Path(os.environ.get("LPOS_DATA_DIR") or Path(__file__).resolve().parent.parent.parent / "shared" / "data")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,8 +6,10 @@ import pytest
 
 from conftest import SCHEMES, app_test
 from lpos import checkpoints
+from lpos.cli import DEFAULT_DATA_DIR
 
 STRETCH = "pages/stretch.py"
+CORPUS_FILES = checkpoints.load("rope")[1].get("data_files", ["?"]) if "rope" in checkpoints.available() else ["?"]
 shipped_rope = pytest.mark.skipif("rope" not in checkpoints.available(), reason="checkpoints/rope.pt is not shipped")
 
 
@@ -75,6 +77,8 @@ def test_a_factor_change_redraws_the_curves():
 
 @pytest.mark.slow  # scores 4,096 more predictions under six curves
 @shipped_rope
+@pytest.mark.skipif(not all((DEFAULT_DATA_DIR / name).is_file() for name in CORPUS_FILES),
+                    reason=f"the training corpus is not at {DEFAULT_DATA_DIR} (LPOS_DATA_DIR): no held-out stream")
 def test_the_held_out_stream_is_scored_once_opened():
     at = app_test(page=STRETCH, scheme="rope", model="rope", timeout=300)
     at.session_state["stretch_held_out_open"] = True  # AppTest keeps no expander state
