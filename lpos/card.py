@@ -48,7 +48,7 @@ def _goals(metas: dict, shipped: list[str]) -> list[str]:
                          "25-minute budget per model on two cores is spent.")
     budget = 25 * 60
     over = [f"{n} ({metas[n][1]['wall_seconds'] / 60:.1f} min)" for n in shipped if metas[n][1]["wall_seconds"] > budget]
-    lines.append(f"- At most 25 minutes of training a model on the 2 cores: "
+    lines.append("- At most 25 minutes of training a model on the 2 cores: "
                  + (f"**missed** by {', '.join(over)}; " if over else "**met**; ")
                  + "the times are in the table (wall time, with another lane training beside each run).")
     if "learned" in metas:

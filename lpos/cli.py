@@ -332,19 +332,6 @@ def run_generate(args) -> int:
     return 0
 
 
-def run_convert(args) -> int:
-    from lpos import checkpoints
-
-    out = Path(args.out)
-    if out.suffix != ".pt":
-        raise ValueError(f"--out {args.out}: the name must end in .pt (LPOS_CHECKPOINT_DIR offers .pt files)")
-    model, meta = load_checkpoint(args.path, n_head=args.n_head)
-    checkpoints.save(model, {**meta, "converted_from": Path(args.path).name}, out)
-    print("\n".join(checkpoints.describe(model, meta)))
-    print(f"wrote {out} (lpos format, {out.stat().st_size / 2**20:,.0f} MB)")
-    return 0
-
-
 def run_card(args) -> int:
     from lpos.card import model_card
 

@@ -7,7 +7,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from lpos.analysis.heads import BEHAVIOURS, SHARES, HeadPortraits, uniform_first_share
+from lpos.analysis.heads import BEHAVIOURS, SHARES, HeadPortraits
 from lpos.analysis.streaming import SinkTest
 from lpos.figures.common import finish, safe
 from lpos.figures.lengths import OTHER_COLOUR, SCHEME_COLOURS
