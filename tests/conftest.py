@@ -132,6 +132,16 @@ STREAMLIT_PATH_PROBE = re.compile(r"/[^/?]+/_stcore/(health|host-config)")
 # so a run that finishes before a test starts waiting is still seen.
 RUN_WATCH = """(() => {
   window.__lposRuns = 0;
+  window.__lposMessages = 0;
+  window.__lposLastMessage = 0;
+  const Socket = window.WebSocket;  // count the server's messages: a run that React drew in one batch
+  window.WebSocket = function (...args) {  // (running and notRunning at once) still shows as traffic
+    const socket = new Socket(...args);
+    socket.addEventListener('message', () => { window.__lposMessages += 1; window.__lposLastMessage = performance.now(); });
+    return socket;
+  };
+  window.WebSocket.prototype = Socket.prototype;
+  Object.assign(window.WebSocket, {CONNECTING: 0, OPEN: 1, CLOSING: 2, CLOSED: 3});
   new MutationObserver(changes => {
     for (const change of changes) {
       const state = change.target.getAttribute('data-test-script-state');
@@ -160,12 +170,26 @@ def finished_runs(page) -> int:
     return page.evaluate("() => window.__lposRuns || 0")
 
 
+# The run an action started is over: Streamlit's state went running -> notRunning, or (when React drew
+# both states in one batch, so the attribute never changed) the server sent messages after the action,
+# the state is notRunning and the server has been silent for 0.5 s.
+RUN_OVER = """([runs, messages]) => window.__lposRuns > runs || (window.__lposMessages > messages
+  && document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state') === 'notRunning'
+  && performance.now() - window.__lposLastMessage > 500)"""
+
+
 def run_and_wait(page, action, *, timeout: float = 90_000) -> None:
     """Do `action()` (a click, a key press), then wait until the run it
     started has finished and every Plotly chart on the page has drawn its SVG."""
-    before = finished_runs(page)
+    before = page.evaluate("() => [window.__lposRuns || 0, window.__lposMessages || 0]")
     action()
-    page.wait_for_function("(n) => window.__lposRuns > n", arg=before, timeout=timeout)
+    try:
+        page.wait_for_function(RUN_OVER, arg=before, timeout=timeout)
+    except Exception as error:  # say what the page was doing, for the next person reading a CI log
+        state = page.evaluate("""() => ({state: document.querySelector('[data-testid="stApp"]')
+          ?.getAttribute('data-test-script-state'), runs: window.__lposRuns, messages: window.__lposMessages,
+          silentMs: performance.now() - window.__lposLastMessage})""")
+        raise AssertionError(f"no run finished after the action (before: {before}, now: {state}, {page.url})") from error
     page.wait_for_function(SETTLED, timeout=timeout)
 
 
