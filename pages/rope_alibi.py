@@ -1,11 +1,9 @@
 """RoPE & ALiBi: the two schemes that act inside attention instead of adding rows."""
-import numpy as np
 import streamlit as st
-import torch
 
 from lpos import ui
 from lpos.analysis.attention import offset_scores, rotating_pair
-from lpos.analysis.heads import head_statistics
+from lpos.analysis.heads import head_sentence
 from lpos.figures.attention import BIAS_COLOURS, matrix_panels, offset_scores_figure, rope_arrow_figure
 from lpos.tokenizer import token_strings, visible
 from lpos.ui import cached_figures, cached_positions
@@ -17,19 +15,6 @@ INSTEAD = {
                   "block (see the Sinusoids page); attention itself is position-free.",
     "none": "This model gets no position information: attention sees only the causal mask, which hides later tokens.",
 }
-
-def head_sentence(weights, *, layer: int, head: int) -> str:
-    """What this head does on this sentence, measured (lpos.analysis.heads), against an even spread."""
-    T = weights.shape[-1]
-    if T < 2:
-        return "One token attends only to itself."
-    stats = {name: float(value[head]) for name, value in head_statistics(torch.as_tensor(weights)[None]).items()}
-    even = float(np.mean([q / 2 for q in range(1, T)]))
-    return (f"On this sentence ({T} tokens), layer {layer} head {head} puts {stats['previous token share']:.0%} of its "
-            f"weight on the previous token, {stats['first token share']:.0%} on the first and {stats['self share']:.0%} on "
-            f"itself, and looks back {stats['mean distance']:.1f} tokens on average ({even:.1f} for an even spread). "
-            "Head portraits over long held-out text are on the Inside the model page.")
-
 
 selection = ui.selection()
 model, config = selection.model.model, selection.model.model.config

@@ -256,3 +256,15 @@ def test_streamed_tokens_shrink_for_large_models_only():
     assert streaming.streamed_tokens(shipped, window=64) == 64 + 1 + streaming.SCORED
     big = SimpleNamespace(config=GPTConfig(position="learned", block_size=1024, n_embd=512, n_layer=8, n_head=8))
     assert streaming.streamed_tokens(big, window=64) == 64 + 1 + streaming.MIN_SCORED
+
+
+def test_head_sentence_reads_a_previous_token_head():
+    from lpos.analysis.heads import head_sentence
+
+    T = 5
+    weights = np.zeros((1, T, T), dtype=np.float32)
+    weights[0, 0, 0] = 1.0
+    weights[0, np.arange(1, T), np.arange(T - 1)] = 1.0  # every query reads the token before it
+    text = head_sentence(weights, layer=0, head=0)
+    assert "100% of its weight on the previous token" in text and "looks back 1.0 tokens" in text
+    assert "(1.2 for an even spread)" in text  # mean of q/2 for q = 1..4

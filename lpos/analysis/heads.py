@@ -48,6 +48,19 @@ def head_statistics(weights: torch.Tensor) -> dict[str, torch.Tensor]:
     }
 
 
+def head_sentence(weights: np.ndarray, *, layer: int, head: int) -> str:
+    """What one head does on one sentence (weights (nh, T, T)), measured, against an even spread."""
+    T = weights.shape[-1]
+    if T < 2:
+        return "One token attends only to itself."
+    stats = {name: float(value[head]) for name, value in head_statistics(torch.as_tensor(weights)[None]).items()}
+    even = float(np.mean(np.arange(1, T) / 2))  # query q spread evenly over keys 0..q looks back q/2
+    return (f"On this sentence ({T} tokens), layer {layer} head {head} puts {stats['previous token share']:.0%} of its "
+            f"weight on the previous token, {stats['first token share']:.0%} on the first and {stats['self share']:.0%} on "
+            f"itself, and looks back {stats['mean distance']:.1f} tokens on average ({even:.1f} for an even spread). "
+            "Head portraits over long held-out text are on the Inside the model page.")
+
+
 def distance_profile(weights: torch.Tensor, *, max_distance: int = MAX_DISTANCE) -> torch.Tensor:
     """Mean weight a query puts on the key d tokens back, over the queries 1..T-1 that have one: (nh, D + 1)."""
     T = weights.shape[-1]
