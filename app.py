@@ -24,6 +24,7 @@ PAGES = {
     ],
 }
 
+ui.map_large_allocations()  # freed tensors go back to the system (lpos/ui/collect.py)
 ui.collect_garbage()  # a full collection now and then, not after every run (lpos/ui/collect.py)
 page = st.navigation(PAGES)
 st.session_state["selection"] = ui.sidebar()

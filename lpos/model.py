@@ -68,6 +68,40 @@ def initial_token_table(config: GPTConfig) -> torch.Tensor:
     return torch.randn(config.vocab_size, config.n_embd, generator=generator) * INIT_STD
 
 
+class SharedTokenTable(nn.Module):
+    """A tied token table held as the rows training changed over a base table other models share.
+
+    A model trained over a corpus vocabulary changes only those rows (`ids`, `rows`); every other
+    row keeps its initial value, which is the same for every model of one init_seed. The server
+    holds that base once for all the shipped models instead of one 26 MB table each
+    (`GPT.share_token_table`, docs/PERFORMANCE.md). Lookups and logits give the same numbers as
+    the dense table; `weight` builds the dense table when something needs all of it.
+    """
+
+    def __init__(self, base: torch.Tensor, ids: torch.Tensor, rows: torch.Tensor):
+        super().__init__()
+        self.register_buffer("base", base, persistent=False)  # (V, C), shared: never written
+        self.register_buffer("ids", ids)  # (K,) in output_vocab's order
+        self.rows = nn.Parameter(rows, requires_grad=False)  # (K, C)
+        slot = torch.full((len(base),), -1, dtype=torch.long)
+        slot[ids] = torch.arange(len(ids))
+        self.register_buffer("slot", slot, persistent=False)  # row of each id in `rows`, -1 if none
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        out = F.embedding(idx, self.base)
+        slot = self.slot[idx]
+        changed = slot >= 0
+        out[changed] = self.rows[slot[changed]]
+        return out
+
+    @property
+    def weight(self) -> torch.Tensor:
+        """The dense (V, C) table: a new tensor, built on each access."""
+        table = self.base.clone()
+        table[self.ids] = self.rows.detach()
+        return table
+
+
 class LayerNorm(nn.Module):
     """LayerNorm with an optional bias (nanoGPT)."""
 
@@ -215,7 +249,44 @@ class GPT(nn.Module):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
 
     def num_params(self) -> int:
-        return sum(p.numel() for p in self.parameters())
+        wte = self.transformer.wte
+        shared = wte.base.numel() - wte.rows.numel() if isinstance(wte, SharedTokenTable) else 0
+        return sum(p.numel() for p in self.parameters()) + shared
+
+    def share_token_table(self, base: torch.Tensor) -> bool:
+        """Hold the token table as a SharedTokenTable over `base` (keeping only output_vocab's
+        rows) if this is a tied model with an output vocabulary whose every other row equals
+        `base`'s; True if it did. The numbers the model gives do not change."""
+        wte = self.transformer.wte
+        if not self.config.tied or self.output_vocab is None or isinstance(wte, SharedTokenTable):
+            return False
+        table = wte.weight.detach()
+        if base.shape != table.shape or base.dtype != table.dtype:
+            return False
+        untouched = torch.ones(len(table), dtype=torch.bool)
+        untouched[self.output_vocab] = False
+        if not torch.equal(table[untouched], base[untouched]):
+            return False
+        self.transformer.wte = SharedTokenTable(base, self.output_vocab.clone(), table[self.output_vocab].clone())
+        self.lm_head = None  # it was the dense table; output_logits reads the shared one
+        return True
+
+    def vocab_rows(self) -> torch.Tensor:
+        """The output head's rows of output_vocab's tokens, in its order (V', C); all rows without one."""
+        wte = self.transformer.wte
+        if isinstance(wte, SharedTokenTable):
+            return wte.rows
+        weight = self.lm_head.weight  # the token table itself when tied
+        return weight if self.output_vocab is None else weight[self.output_vocab]  # no copy of the whole table
+
+    def output_logits(self, h: torch.Tensor) -> torch.Tensor:
+        """Logits over the whole vocabulary (..., vocab) from final hidden states (..., C);
+        -inf outside output_vocab: the model gives those tokens probability zero."""
+        if self.output_vocab is None:
+            return self.lm_head(h)
+        logits = h.new_full((*h.shape[:-1], self.config.vocab_size), float("-inf"))
+        logits[..., self.output_vocab] = h @ self.vocab_rows().T
+        return logits
 
     def check_length(self, T: int, *, offset: int = 0) -> None:
         if offset < 0:
@@ -275,11 +346,7 @@ class GPT(nn.Module):
         """
         h, attention = self.hidden_states(idx, keep_attention=return_attention, offset=offset,
                                           rope_scaling=rope_scaling, cache=cache)
-        logits = self.lm_head(h)  # (B, T, vocab)
-        if self.output_vocab is not None:
-            outside = torch.ones(self.config.vocab_size, dtype=torch.bool, device=logits.device)
-            outside[self.output_vocab] = False
-            logits = logits.masked_fill(outside, float("-inf"))
+        logits = self.output_logits(h)  # (B, T, vocab)
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
@@ -299,8 +366,7 @@ class GPT(nn.Module):
         lookup = torch.full((self.config.vocab_size,), -1, dtype=torch.long, device=idx.device)
         lookup[vocab] = torch.arange(len(vocab), device=idx.device)
         index = lookup[targets].reshape(-1)  # position of each target in the vocabulary
-        weight = self.lm_head.weight  # the token table itself when tied
-        rows = weight if self.output_vocab is None else weight[vocab]  # (V', C); no copy of the whole table
+        rows = self.vocab_rows()  # (V', C)
         flat = h.reshape(-1, h.size(-1))  # (B*T, C)
         # Without gradients, score a few hundred positions at a time: 1,024 positions over all
         # 50,257 tokens would hold ~400 MB of logits at once. Training keeps one matmul.

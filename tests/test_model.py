@@ -188,6 +188,49 @@ def test_vocab_loss_without_output_vocab(tiny_model):
     assert_close(model.vocab_loss(idx, targets), model(idx, targets=targets)[1])
 
 
+def trained_rows(model: GPT, vocab: torch.Tensor) -> GPT:
+    """`model` with its vocabulary's rows moved off their initial values, as training leaves them."""
+    model.output_vocab = vocab
+    with torch.no_grad():
+        model.transformer.wte.weight[vocab] += 0.5 * torch.randn(len(vocab), model.config.n_embd,
+                                                                generator=torch.Generator().manual_seed(4))
+    return model.eval()
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_shared_token_table_gives_the_same_numbers(tiny_model, scheme):
+    vocab = torch.tensor([3, 13, 262, 464, 999, 12345, 50256])
+    dense = trained_rows(tiny_model(scheme), vocab)
+    shared = trained_rows(tiny_model(scheme), vocab)
+    base = initial_token_table(shared.config)
+    assert shared.share_token_table(base)
+    wte = shared.transformer.wte
+    assert wte.base is base and wte.rows.shape == (len(vocab), 32)  # the base is held, not copied
+    assert shared.lm_head is None
+    idx = torch.tensor([[262, 7, 464, 50256, 13, 9999, 3]])  # in and out of the vocabulary
+    with torch.no_grad():
+        assert torch.equal(shared.embed_parts(idx).total, dense.embed_parts(idx).total)
+        assert torch.equal(shared(idx)[0], dense(idx)[0])
+        targets = torch.tensor([[13, 262, 3, 464, 999, 12345, 7]])
+        assert torch.equal(shared.vocab_loss(idx, targets, reduction="none").nan_to_num(-1),
+                           dense.vocab_loss(idx, targets, reduction="none").nan_to_num(-1))
+    assert torch.equal(wte.weight, dense.transformer.wte.weight)
+    assert shared.num_params() == dense.num_params()
+    assert not shared.share_token_table(base)  # already shared
+
+
+def test_shared_token_table_refuses_what_it_cannot_hold(tiny_model):
+    vocab = torch.tensor([3, 13, 262])
+    base = initial_token_table(tiny_model("rope").config)
+    assert not tiny_model("rope").share_token_table(base)  # no output vocabulary: every row is output
+    moved = trained_rows(tiny_model("rope"), vocab)
+    with torch.no_grad():
+        moved.transformer.wte.weight[5] += 1.0  # a row outside the vocabulary that is not its initial value
+    assert not moved.share_token_table(base)
+    assert not trained_rows(tiny_model("rope", tied=False), vocab).share_token_table(base)
+    assert not trained_rows(tiny_model("rope"), vocab).share_token_table(base[:, :16])
+
+
 def test_token_table_starts_from_its_own_generator(tiny_model):
     model = tiny_model("alibi", init_seed=7)
     assert torch.equal(model.transformer.wte.weight, initial_token_table(model.config))

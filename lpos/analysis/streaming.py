@@ -47,16 +47,9 @@ def last_token_losses(model: GPT, contexts: torch.Tensor, targets: torch.Tensor)
     """Loss of predicting `targets` (B,) after each context (B, T), scoring the last position only
     (the full-vocabulary softmax of forward, restricted to output_vocab when the model has one)."""
     hidden, _ = model.hidden_states(contexts, keep_attention=False)  # (B, T, C)
-    logits = model.lm_head(hidden[:, -1])  # (B, vocab)
-    if model.output_vocab is not None:
-        outside = torch.ones(logits.shape[-1], dtype=torch.bool)
-        outside[model.output_vocab] = False
-        logits = logits.masked_fill(outside, float("-inf"))
-        unknown = outside[targets]
-    else:
-        unknown = torch.zeros_like(targets, dtype=torch.bool)
+    logits = model.output_logits(hidden[:, -1])  # (B, vocab), -inf outside output_vocab
     losses = F.cross_entropy(logits, targets, reduction="none")
-    return losses.masked_fill(unknown, float("nan"))
+    return losses.masked_fill(logits.gather(1, targets[:, None])[:, 0].isneginf(), float("nan"))
 
 
 def streaming_losses(model: GPT, ids: list[int], *, window: int, sink: int = 0, batch_size: int = 64) -> np.ndarray:

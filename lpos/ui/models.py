@@ -15,7 +15,7 @@ import streamlit as st
 import torch
 
 from lpos import checkpoints
-from lpos.model import GPT, GPTConfig
+from lpos.model import GPT, GPTConfig, initial_token_table
 
 UNTRAINED = "untrained"
 SHARED_DIR_ENV = "LPOS_CHECKPOINT_DIR"
@@ -63,7 +63,16 @@ def label(key: str) -> str:
 @st.cache_resource(show_spinner="Loading the model…")
 def load_offered(key: str) -> tuple[GPT, dict]:
     path = shared_dir_files().get(key)
-    return checkpoints.load(path if path is not None else key)
+    model, meta = checkpoints.load(path if path is not None else key)
+    model.share_token_table(initial_table(model.config.init_seed, model.config.vocab_size, model.config.n_embd))
+    return model, meta
+
+
+@st.cache_resource(show_spinner=False)
+def initial_table(init_seed: int, vocab_size: int, n_embd: int) -> torch.Tensor:
+    """The token table every model of this seed and size starts from, held once: each shipped
+    model keeps only the rows its training changed on top of it (SharedTokenTable)."""
+    return initial_token_table(GPTConfig(vocab_size=vocab_size, n_embd=n_embd, n_head=1, init_seed=init_seed))
 
 
 @st.cache_resource(show_spinner=False)

@@ -1,5 +1,12 @@
-"""Server-side memory, step by step, in one process: imports, the five shipped models, the five
-untrained ones, then scoring 1,024 tokens. Run: python tests/load/memory_steps.py (docs/PERFORMANCE.md)."""
+"""Server-side memory, step by step, in one process, the way the server holds its models: imports,
+the five shipped models, the five untrained ones, then scoring 1,024 tokens.
+
+Run: python tests/load/memory_steps.py            (the server's settings)
+     python tests/load/memory_steps.py --plain    (glibc's default heap, a dense table per model)
+docs/PERFORMANCE.md quotes both.
+"""
+import argparse
+import gc
 import resource
 import sys
 from pathlib import Path
@@ -8,22 +15,49 @@ import psutil
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from lpos import checkpoints
-from lpos.model import GPT, GPTConfig
-from lpos.analysis.lengths import token_losses, story
-from lpos.tokenizer import encode
-p = psutil.Process()
-mb = lambda: p.memory_info().rss / 2**20
-peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-import pandas, plotly, streamlit  # noqa: E401,F401  (imported for their memory: the app loads them)
+from lpos import checkpoints  # noqa: E402
+from lpos.analysis.lengths import story, token_losses  # noqa: E402
+from lpos.model import GPT, GPTConfig, initial_token_table  # noqa: E402
+from lpos.tokenizer import encode  # noqa: E402
+from lpos.ui.collect import map_large_allocations  # noqa: E402
+
+parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser.add_argument("--plain", action="store_true", help="no mallopt, no shared token table")
+plain = parser.parse_args().plain
+
+process = psutil.Process()
+
+
+def mb() -> float:
+    return process.memory_info().rss / 2**20
+
+
+def peak() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+import pandas, plotly, streamlit  # noqa: E401,E402,F401  (imported for their memory: the app loads them)
 print(f"imports: {mb():.0f} MB")
-models = [checkpoints.load(n)[0] for n in checkpoints.available()]
+if not plain:
+    map_large_allocations()
+models = [checkpoints.load(name)[0] for name in checkpoints.available()]
+if not plain:
+    bases = {}
+    for model in models:
+        seed = model.config.init_seed
+        bases.setdefault(seed, initial_token_table(model.config))
+        model.share_token_table(bases[seed])
+gc.collect()
 print(f"five shipped: {mb():.0f} MB")
-torch.manual_seed(0); base = GPT(GPTConfig(position="learned")).eval(); untrained = [base]
-for s in ["sinusoidal", "rope", "alibi", "none"]:
-    torch.manual_seed(0); m = GPT(GPTConfig(position=s)).eval()
-    m.transformer.wte.weight = m.lm_head.weight = base.transformer.wte.weight; untrained.append(m)
-import gc; gc.collect()
+torch.manual_seed(0)
+base = GPT(GPTConfig(position="learned")).eval()
+untrained = [base]
+for scheme in ["sinusoidal", "rope", "alibi", "none"]:
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(position=scheme)).eval()
+    model.transformer.wte.weight = model.lm_head.weight = base.transformer.wte.weight
+    untrained.append(model)
+gc.collect()
 print(f"+ five untrained (shared table): {mb():.0f} MB, peak {peak():.0f}")
 ids = torch.tensor(encode(story())[:1024])
 before = peak()
