@@ -27,7 +27,8 @@ ids = usable_ids(selection)
 view = embedding_view(selection, ids)
 
 chips, heatmaps = cached_figures.embedding_figures(selection, ids)
-st.plotly_chart(chips, key="chips", config={"displayModeBar": False})
+with st.container(key="chips"):  # a keyed place: the chips keep their spot across reruns
+    st.html(chips)  # token text escaped in token_chips_html; st.html also sanitises (DOMPurify), no iframe
 unseen = never_seen(view)
 if not selection.model.trained:
     st.caption("Untrained model: no training counts, every row is its random initial value. "
@@ -40,7 +41,7 @@ elif unseen:
     st.caption(f"Red chips, {NEVER_SEEN}: {named}"
                + (f" and {len(unseen) - 10} more." if len(unseen) > 10 else "."))
 else:
-    st.caption("Every token here occurs in the training text; hover a chip for the exact count.")
+    st.caption("Every token here occurs in the training text; rest the pointer on a chip for its exact count.")
 
 st.subheader("Same word, two positions")
 repeats = repeated_tokens(view)

@@ -58,7 +58,11 @@ def step_view() -> None:
     except ValueError as error:  # a model the lesson cannot draw (e.g. an upload of an unusual size)
         st.warning(f"This step cannot be drawn for the chosen model: {error}", icon=":material/warning:")
     else:
-        st.plotly_chart(fig, key=f"lesson_figure_{step}")
+        if isinstance(fig, str):  # step 1: the token chips, escaped HTML from token_chips_html
+            with st.container(key=f"lesson_figure_{step}"):
+                st.html(fig)
+        else:
+            st.plotly_chart(fig, key=f"lesson_figure_{step}")
         if measured:
             st.markdown(measured)
     st.info(f"**What to notice.** {current.notice}", icon=":material/visibility:")

@@ -140,8 +140,9 @@ def test_html_in_the_sentence_stays_text(running_app, page):
     assert page.locator("img[src='x']").count() == 0 and page.locator("[data-testid='stMain'] script").count() == 0
     box = page.locator("[data-testid='stSidebar'] textarea")
     page.wait_for_function("([box, text]) => box.value === text", arg=[box.element_handle(), text], timeout=15_000)
-    chips = page.locator(".js-plotly-plot").first.text_content()
+    chips = page.locator(".st-key-chips .lpos-chip-text").all_text_contents()
     assert "img" in chips and "␣<" in chips and "script" in chips  # shown as the characters they are
+    assert page.locator(".st-key-chips [onerror], .st-key-chips img, .st-key-chips script").count() == 0
     page.screenshot(path="/tmp/lpos_browser_hostile_text.png", full_page=True)
 
 

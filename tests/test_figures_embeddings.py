@@ -1,12 +1,71 @@
-"""lpos.figures.embeddings: the chips and the three heatmaps, checked on their data."""
+"""lpos.figures.embeddings: the chips (read back from their HTML) and the three heatmaps, checked on their data."""
+import re
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+
 import numpy as np
 import pytest
 
 from lpos.analysis.embeddings import EmbeddingView, embedding_view
 from lpos.figures.common import position_labels, safe, tick_step
-from lpos.figures.embeddings import (CHIP_LIMIT, CHIP_TEXT_CHARS, NEVER_SEEN, chip_text, embedding_heatmaps,
-                                     short_count, token_chips)
+from lpos.figures.embeddings import (CHIP_CSS, CHIP_LIMIT, CHIP_TEXT_CHARS, NEVER_SEEN, chip_text, embedding_heatmaps,
+                                     short_count, token_chips_html)
 from lpos.tokenizer import encode
+
+CHIP_TAGS = {"style", "div", "span"}  # all the chips' HTML may hold
+CHIP_ATTRIBUTES = {"class", "role", "title"}
+
+
+@dataclass
+class Chip:
+    kind: str  # "seen", "never" or "no-counts", from the chip's class
+    tooltip: str
+    text: str = ""
+    meta: str = ""
+
+
+@dataclass
+class Chips(HTMLParser):
+    """The chips' HTML read back as a browser reads it: every tag with its attributes, the title, each chip."""
+    tags: list = field(default_factory=list)
+    chips: list = field(default_factory=list)
+    title: str = ""
+    reading: str | None = None  # "title", "text" or "meta": where the next text belongs
+
+    def __post_init__(self):
+        super().__init__(convert_charrefs=True)
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self.tags.append((tag, attrs))
+        classes = (attrs.get("class") or "").split()
+        if "lpos-chip" in classes:
+            kind = next(c.removeprefix("lpos-chip-") for c in classes if c != "lpos-chip")
+            self.chips.append(Chip(kind=kind, tooltip=attrs["title"]))
+        self.reading = ("title" if "lpos-chips-title" in classes else "text" if "lpos-chip-text" in classes
+                        else "meta" if "lpos-chip-meta" in classes else None)
+
+    def handle_endtag(self, tag):
+        self.reading = None
+
+    def handle_data(self, data):
+        if self.reading == "title":
+            self.title += data
+        elif self.reading:
+            setattr(self.chips[-1], self.reading, getattr(self.chips[-1], self.reading) + data)
+
+
+def read_chips(page: str) -> Chips:
+    chips = Chips()
+    chips.feed(page)
+    chips.close()
+    return chips
+
+
+def unsafe_markup(chips: Chips) -> list[str]:
+    """Tags or attributes the chips never write themselves: user text a browser would take as markup."""
+    return [f"<{tag} {sorted(attrs)}>" for tag, attrs in chips.tags
+            if tag not in CHIP_TAGS or set(attrs) - CHIP_ATTRIBUTES]
 
 
 def handmade_view(tokens, *, counts=None, width=4, positions=True) -> EmbeddingView:
@@ -56,15 +115,11 @@ def test_empty_position_panel_says_why(scheme, reason):
     assert note.x == pytest.approx(sum(fig.layout.xaxis2.domain) / 2)  # centred on the middle panel
 
 
-def test_token_text_is_escaped_everywhere():
-    view = handmade_view(["<script>", "<b>x</b>"], counts=[3, 0])
-    heatmaps, chips = embedding_heatmaps(view, scheme="learned"), token_chips(view)
+def test_heatmap_token_text_is_escaped():
+    heatmaps = embedding_heatmaps(handmade_view(["<script>", "<b>x</b>"], counts=[3, 0]), scheme="learned")
     labels = list(heatmaps_of(heatmaps)[0].y)
     assert labels == ["0 &lt;script&gt;", "1 &lt;b&gt;x&lt;/b&gt;"]
     assert list(heatmaps.layout.yaxis.ticktext) == labels
-    drawn = [*chips.data[0].text, *chips.data[0].hovertext]
-    assert all("<script" not in s and "<b>x" not in s for s in drawn)
-    assert "“&lt;script&gt;”" in chips.data[0].hovertext[0]
     assert safe("a < b & c") == "a &lt; b &amp; c"
 
 
@@ -90,38 +145,75 @@ def test_short_count():
     assert [short_count(n) for n in (7, 2_907, 38_826, 1_234_567)] == ["7×", "2,907×", "38.8k×", "1.2M×"]
 
 
+HOSTILE_TOKENS = ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", '" onmouseover="alert(1)',
+                  "'><svg onload=alert(1)>", "&amp;", "&lt;b&gt;", "🙂", "<|endoftext|>", "␣␣␣", "↵↵", "\r",
+                  "</style>"]
+
+
+def test_hostile_tokens_are_text_in_every_chip():
+    page = token_chips_html(handmade_view(HOSTILE_TOKENS, counts=list(range(len(HOSTILE_TOKENS)))))
+    assert "<script" not in page and "<img" not in page and "<svg" not in page
+    assert page.count("</style>") == 1  # the chips' own stylesheet ends once; a token cannot end it
+    assert "“&quot; onmouseover=&quot;alert(1)”" in page  # quotes cannot close the tooltip's attribute
+    assert "&#x27;&gt;&lt;svg onload=alert(1)&gt;" in page
+    assert "\r" not in page  # a browser would read a raw carriage return as a newline
+    chips = read_chips(page)
+    assert unsafe_markup(chips) == []
+    assert [c.text for c in chips.chips] == [chip_text(t) for t in HOSTILE_TOKENS]  # read back as typed
+    assert [c.tooltip.split("\n")[1] for c in chips.chips] == \
+        [f"token “{t}” ({len(t)} character{'' if len(t) == 1 else 's'})" for t in HOSTILE_TOKENS]
+
+
 def test_chips_show_text_id_and_count():
     view = handmade_view(["␣the", "␣zyx"], counts=[38_826, 0])
-    fig = token_chips(view)
-    assert list(fig.data[0].text) == ["<b>␣the</b><br>id 100<br>38.8k×", "<b>␣zyx</b><br>id 101<br>never seen"]
-    assert "occurs 38,826 times in the training text" in fig.data[0].hovertext[0]
-    assert NEVER_SEEN in fig.data[0].hovertext[1]
-    assert [s.fillcolor for s in fig.layout.shapes] == ["#dbe9f6", "#f8d7da"]
-    assert "red = never seen" in fig.layout.title.text
+    chips = read_chips(token_chips_html(view))
+    assert [(c.text, c.meta) for c in chips.chips] == [("␣the", "id 100 · 38.8k×"),
+                                                       ("␣zyx", "id 101 · never seen")]
+    assert chips.chips[0].tooltip == ("position 0\ntoken “␣the” (4 characters)\nid 100\n"
+                                      "occurs 38,826 times in the training text")
+    assert chips.chips[1].tooltip.endswith(f"id 101\n{NEVER_SEEN}")
+    assert chips.title == "2 tokens: text (␣ = space), GPT-2 id, occurrences in the training text; red = never seen"
+
+
+def test_never_seen_chips_are_red_and_say_so():
+    chips = read_chips(token_chips_html(handmade_view(["a", "b", "c"], counts=[5, 0, 1])))
+    assert [c.kind for c in chips.chips] == ["seen", "never", "seen"]
+    assert [c.meta.endswith("never seen") for c in chips.chips] == [False, True, False]  # a text cue, not colour only
+    never_rule = re.search(r"\.lpos-chip-never \{([^}]*)\}", CHIP_CSS).group(1)
+    assert "rgb(220, 53, 69)" in never_rule and "border" in never_rule
 
 
 def test_untrained_chips_have_no_count_line():
-    fig = token_chips(handmade_view(["A", "B"]))
-    assert list(fig.data[0].text) == ["<b>A</b><br>id 100", "<b>B</b><br>id 101"]
-    assert "no training counts" in fig.layout.title.text
-    assert "no training counts" in fig.data[0].hovertext[0]
+    chips = read_chips(token_chips_html(handmade_view(["A", "B"])))
+    assert [(c.text, c.meta, c.kind) for c in chips.chips] == [("A", "id 100", "no-counts"),
+                                                               ("B", "id 101", "no-counts")]
+    assert chips.title == "2 tokens: text (␣ = space) and GPT-2 id; no training counts for this model"
+    assert chips.chips[0].tooltip.endswith("no training counts for this model")
 
 
-def test_long_tokens_are_cut_on_the_chip_and_whole_in_the_hover():
+def test_long_tokens_are_cut_on_the_chip_and_whole_in_the_tooltip():
     token = "␣" + "x" * 30
-    fig = token_chips(handmade_view([token], counts=[1]))
-    first_line = fig.data[0].text[0].split("<br>")[0]
-    assert first_line == f"<b>{chip_text(token)}</b>" and len(chip_text(token)) == CHIP_TEXT_CHARS
-    assert chip_text(token).endswith("…")
-    assert token in fig.data[0].hovertext[0] and "31 characters" in fig.data[0].hovertext[0]
+    chip = read_chips(token_chips_html(handmade_view([token], counts=[1]))).chips[0]
+    assert chip.text == chip_text(token) and len(chip.text) == CHIP_TEXT_CHARS and chip.text.endswith("…")
+    assert f"token “{token}” (31 characters)" in chip.tooltip
     assert chip_text("␣short") == "␣short"
 
 
-def test_chip_grid_and_limit():
-    view = handmade_view([f"t{i}" for i in range(CHIP_LIMIT + 50)])
-    fig = token_chips(view)
-    assert len(fig.data[0].x) == len(fig.layout.shapes) == CHIP_LIMIT
-    assert f"(the first {CHIP_LIMIT} of {CHIP_LIMIT + 50})" in fig.layout.title.text
-    assert (fig.data[0].x[11], fig.data[0].y[11]) == (1, -1)  # ten chips a row
-    small = token_chips(handmade_view(["a"] * 5))
-    assert small.layout.height < fig.layout.height
+def test_a_split_character_is_named_in_the_tooltip():
+    chip = read_chips(token_chips_html(handmade_view(["\ufffd"], counts=[2]))).chips[0]
+    assert "(part of a character split across tokens)" in chip.tooltip.split("\n")
+
+
+@pytest.mark.parametrize("count, cut", [(5, ""), (CHIP_LIMIT, ""),
+                                        (CHIP_LIMIT + 50, f" (the first {CHIP_LIMIT} of {CHIP_LIMIT + 50})")])
+def test_chip_limit_and_title(count, cut):
+    chips = read_chips(token_chips_html(handmade_view([f"t{i}" for i in range(count)])))
+    assert len(chips.chips) == min(count, CHIP_LIMIT)
+    assert chips.chips[-1].text == f"t{min(count, CHIP_LIMIT) - 1}"
+    assert chips.title == f"{count} tokens{cut}: text (␣ = space) and GPT-2 id; no training counts for this model"
+
+
+def test_no_tokens_draws_a_title_and_no_chips():
+    chips = read_chips(token_chips_html(handmade_view([])))
+    assert chips.title.startswith("0 tokens: ") and chips.chips == []
+    assert unsafe_markup(chips) == []

@@ -4,7 +4,7 @@ every model, through tokenizer -> model -> analysis -> figure builders.
 What a user can produce never raises anything but a ValueError with a short message (the pages
 turn those into st.warning); within the limits the app enforces (a learned table's rows,
 MAX_TOKENS) the views are computed and hold their invariants, and every string a figure carries
-has the user's text escaped.
+(and the token chips' HTML) has the user's text escaped.
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import torch
 from conftest import SCHEMES, untrained_model
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_figures_embeddings import read_chips, unsafe_markup
 from test_hostile import raw_markup
 
 from lpos import checkpoints
@@ -26,7 +27,7 @@ from lpos.analysis.lengths import curve_reading, loss_along_text, training_lengt
 from lpos.analysis.shuffle import can_shuffle, predictions_table, shuffle_experiment, shuffle_table
 from lpos.analysis.similarity import nearest_tokens, pca, similarity_map
 from lpos.figures.attention import matrix_panels
-from lpos.figures.embeddings import embedding_heatmaps, token_chips
+from lpos.figures.embeddings import CHIP_LIMIT, chip_text, embedding_heatmaps, token_chips_html
 from lpos.figures.lengths import token_loss_figure
 from lpos.figures.shuffle import attention_bars, change_figure
 from lpos.figures.similarity import pca_figure, similarity_heatmaps
@@ -106,7 +107,9 @@ def every_view(model, meta: dict, text: str) -> None:
                                 and int(meta["token_counts"].get(i, meta["token_counts"].get(str(i), 0))) == 0]
     assert len(rows_frame(view)) == T * (3 if view.position_rows is not None else 2)
     assert len(row_norms(view)) == T
-    check_figure(token_chips(view))
+    chips = read_chips(token_chips_html(view))
+    assert unsafe_markup(chips) == [] and chips.title.startswith(f"{T} tokens")
+    assert [c.text for c in chips.chips] == [chip_text(t) for t in view.tokens[:CHIP_LIMIT]]  # the text, as typed
     check_figure(embedding_heatmaps(view, scheme=config.position))
 
     weights = attention_maps(model, ids, layer=config.n_layer - 1)

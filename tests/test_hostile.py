@@ -23,6 +23,7 @@ import pytest
 import torch
 from conftest import ROOT, app_test
 from test_checkpoints import TRAINER_MODULE, importable_from_trainer_module, random_gpt2_weights, seed_trainer_payload
+from test_figures_embeddings import read_chips, unsafe_markup
 from test_upload import FakeUpload, hf_files, lpos_bytes, nanogpt_bytes
 
 from lpos.checkpoints import CheckpointError
@@ -398,14 +399,24 @@ def test_html_in_the_sentence_is_shown_as_text():
     for spec in specs:
         assert raw_markup(spec) == []
     assert any("&lt;" in text for text in figure_strings(specs[0]))  # the '<' tokens, escaped
+    (chips,) = [element.proto.body for element in at.get("html")]  # the token chips, plain HTML
+    assert "<script" not in chips and "<img" not in chips and "<b>" not in chips
+    drawn = read_chips(chips)
+    assert unsafe_markup(drawn) == []
+    assert [c.text for c in drawn.chips][:5] == ["Hi", "␣<", "script", ">", "alert"]  # the characters themselves
     tokens = list(at.dataframe[0].value["token"])
     assert "␣<" in tokens and "</" in tokens  # a table shows the characters themselves
     assert not any("&lt;" in t for t in tokens)
 
 
+# The only st.html calls: the token chips, whose builder escapes every piece of token text
+# (tests/test_figures_embeddings.py reads hostile tokens back from it); st.html sanitises as well.
+CHIPS_HTML_CALLS = {"pages/embeddings.py": "st.html(chips)", "pages/lesson.py": "st.html(fig)"}
+
+
 def test_no_unsafe_html_anywhere():
     """Token text is user-controlled: no page may switch off Streamlit's HTML escaping, except for
-    the lesson's presenter CSS, a constant that takes no input."""
+    the lesson's presenter CSS, a constant that takes no input, and the token chips' st.html."""
     from lpos.ui.lesson import presenter_css
 
     sources = [*ROOT.glob("*.py"), *ROOT.glob("pages/*.py"), *ROOT.glob("lpos/**/*.py")]
@@ -415,4 +426,10 @@ def test_no_unsafe_html_anywhere():
     assert offenders == []
     assert not inspect.signature(presenter_css).parameters  # nothing a user types can reach it
     assert presenter_css().startswith("<style>") and presenter_css().endswith("</style>")
-    assert not [p for p in sources if "components.html" in p.read_text() or "st.html(" in p.read_text()]
+    assert not [p for p in sources if "components.html" in p.read_text()]
+    html_calls = [(str(p.relative_to(ROOT)), line.split("#")[0].strip()) for p in sources
+                  for line in p.read_text().splitlines() if "st.html(" in line]
+    assert sorted(html_calls) == sorted(CHIPS_HTML_CALLS.items())
+    assert "cached_figures.embedding_figures(" in (ROOT / "pages/embeddings.py").read_text()
+    assert "return token_chips_html(view), embedding_heatmaps(" in (ROOT / "lpos/ui/cached_figures.py").read_text()
+    assert "return token_chips_html(view), note" in (ROOT / "lpos/ui/lesson.py").read_text()

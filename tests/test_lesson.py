@@ -7,14 +7,19 @@ from lpos.lesson import STEPS
 SENTENCES = ["The dog bit the man", "🦄 <script>alert(1)</script> the the banana"]
 
 
-def walk(at) -> list[int]:
-    """Click Next through every step; returns how many figures each step drew."""
+CHIPS_THEN_FIGURES = ["chips"] + ["figure"] * (len(STEPS) - 1)  # step 1 draws the token chips (st.html)
+
+
+def walk(at) -> list[str]:
+    """Click Next through every step; returns what each step drew: "chips", "figure", or what else."""
     drawn = []
     for step in range(1, len(STEPS) + 1):
         assert not at.exception, f"step {step}: {at.exception[0].message}"
         assert at.query_params["step"] == [str(step)]
         assert at.header[0].value == f"{step}. {STEPS[step - 1].title}"
-        drawn.append(len(at.get("plotly_chart")))
+        charts, pages = len(at.get("plotly_chart")), [e.proto.body for e in at.get("html")]
+        drawn.append("chips" if (charts, len(pages)) == (0, 1) and 'class="lpos-chips"' in pages[0] else
+                     "figure" if (charts, len(pages)) == (1, 0) else f"{charts} charts, {len(pages)} html")
         if step < len(STEPS):
             at.button(key="lesson_next").click().run()
     return drawn
@@ -25,13 +30,13 @@ def walk(at) -> list[int]:
 @pytest.mark.parametrize("text", SENTENCES)
 def test_every_step_draws_its_figure(scheme, text):
     at = app_test(page="pages/lesson.py", text=text, scheme=scheme, model=scheme)
-    assert walk(at) == [1] * len(STEPS)
+    assert walk(at) == CHIPS_THEN_FIGURES
     assert not at.warning, [w.value for w in at.warning]
 
 
 def test_untrained_model_and_empty_text_still_teach():
     at = app_test(page="pages/lesson.py", text="", model="untrained")
-    assert walk(at) == [1] * len(STEPS)
+    assert walk(at) == CHIPS_THEN_FIGURES
 
 
 def test_step_comes_from_the_url_and_previous_goes_back():

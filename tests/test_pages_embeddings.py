@@ -1,8 +1,13 @@
 """The Embeddings page through AppTest from app.py: what a learner reads for each kind of input."""
 import json
 
+import pytest
 from conftest import app_test
+from test_figures_embeddings import Chips, read_chips, unsafe_markup
 
+from lpos import checkpoints
+from lpos.analysis.embeddings import token_counts
+from lpos.figures.embeddings import short_count
 from lpos.tokenizer import encode
 
 PAGE = "pages/embeddings.py"
@@ -12,8 +17,14 @@ def figures(at) -> list[dict]:
     return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
 
 
+def chips(at) -> Chips:
+    """The token chips: the page's one st.html element, read back."""
+    (element,) = at.get("html")
+    return read_chips(element.proto.body)
+
+
 def chips_title(at) -> str:
-    return figures(at)[0]["layout"]["title"]["text"]
+    return chips(at).title
 
 
 def typed(at, text: str):
@@ -26,8 +37,9 @@ def test_default_sentence_shows_its_tokens_and_explains_lookalikes():
     at = app_test(scheme="learned", model="untrained")
     assert not at.exception
     assert chips_title(at).startswith("5 tokens:")
-    assert len(figures(at)) == 2  # chips and heatmaps
-    assert [t["name"] for t in figures(at)[1]["data"] if t["type"] == "heatmap"] == \
+    assert [c.text for c in chips(at).chips] == ["The", "␣dog", "␣bit", "␣the", "␣man"]
+    assert len(figures(at)) == 1  # the heatmaps; the chips are HTML
+    assert [t["name"] for t in figures(at)[0]["data"] if t["type"] == "heatmap"] == \
         ["token rows", "position rows", "summed rows"]
     lookalike = at.info[0].value
     assert "No token occurs twice" in lookalike and "(id 464)" in lookalike and "(id 262)" in lookalike
@@ -47,7 +59,7 @@ def test_without_positions_the_repeat_is_identical_and_the_page_links_to_where_r
     assert "nothing is added, so the summed rows are identical too (cosine 1.0000)" in at.info[0].value
     links = at.get("page_link")
     assert [link.proto.page for link in links] == ["rope_alibi"]
-    heatmaps = figures(at)[1]
+    heatmaps = figures(at)[0]
     assert any("RoPE adds nothing" in a["text"] for a in heatmaps["layout"]["annotations"])
 
 
@@ -61,7 +73,7 @@ def test_learned_table_stops_at_128_and_the_toggle_shows_the_first_128():
     assert len(encode(text)) == 129
     at = typed(app_test(scheme="learned", model="untrained"), text)
     assert "The learned table has 128 rows; your text has 129 tokens" in at.warning[0].value
-    assert not at.get("plotly_chart")  # nothing drawn until the learner asks
+    assert not at.get("plotly_chart") and not at.get("html")  # nothing drawn until the learner asks
     at.toggle(key="truncate_learned").set_value(True).run()
     assert not at.exception
     assert chips_title(at).startswith("128 tokens")
@@ -71,20 +83,25 @@ def test_other_schemes_take_long_text_as_it_is():
     at = typed(app_test(scheme="sinusoidal", model="untrained"), " ".join(["word"] * 300))
     assert not at.warning
     assert chips_title(at).startswith("300 tokens (the first 200 of 300)")
-    heatmaps = [t for t in figures(at)[1]["data"] if t["type"] == "heatmap"]
+    assert len(chips(at).chips) == 200
+    heatmaps = [t for t in figures(at)[0]["data"] if t["type"] == "heatmap"]
     assert len(heatmaps[0]["y"]) == 300
 
 
 def test_empty_text_asks_for_a_sentence():
     at = typed(app_test(model="untrained"), "")
     assert "Type a sentence in the sidebar" in at.info[0].value
-    assert not at.get("plotly_chart")
+    assert not at.get("plotly_chart") and not at.get("html")
 
 
 def test_html_is_shown_as_text_never_rendered():
     at = typed(app_test(scheme="learned", model="untrained"), "<script>alert(1)</script> and <script>")
     spec = json.dumps(figures(at))
     assert "<script" not in spec and "&lt;" in spec
+    body = at.get("html")[0].proto.body
+    assert "<script" not in body and "&lt;script&gt;" not in body  # GPT-2 splits "<script>" into three tokens
+    assert unsafe_markup(chips(at)) == []
+    assert [c.text for c in chips(at).chips][:3] == ["<", "script", ">"] and "␣<" in [c.text for c in chips(at).chips]
     assert all(not m.proto.allow_html for m in at.markdown)
     quoted = [s.value for s in at.success]  # "script" and ">" repeat; ">" is quoted with a Markdown escape
     assert quoted[0].startswith("“script” at positions 1 and 7")
@@ -94,5 +111,21 @@ def test_html_is_shown_as_text_never_rendered():
 def test_special_token_spelling_emoji_and_non_latin_text_work():
     at = typed(app_test(scheme="alibi", model="untrained"), "<|endoftext|> 你好 🙂 ça va")
     assert chips_title(at).startswith(f"{len(encode('<|endoftext|> 你好 🙂 ça va'))} tokens")
-    ids = [int(t.split("<br>")[1][3:]) for t in figures(at)[0]["data"][0]["text"]]
+    ids = [int(c.meta.split()[1]) for c in chips(at).chips]
+    assert ids == encode("<|endoftext|> 你好 🙂 ça va")
     assert 50256 not in ids  # the spelling is plain text, never the separator
+
+
+@pytest.mark.skipif("learned" not in checkpoints.available(), reason="checkpoints/learned.pt is not shipped")
+def test_tokens_never_seen_in_training_are_red_chips_and_named():
+    text = "<b>hi</b> the"
+    at = typed(app_test(scheme="learned", model="learned"), text)
+    counts = token_counts(checkpoints.load("learned")[1])
+    expected = ["never" if counts.get(i, 0) == 0 else "seen" for i in encode(text)]
+    assert "never" in expected and "seen" in expected  # the sentence has both kinds for this model
+    drawn = chips(at).chips
+    assert [c.kind for c in drawn] == expected
+    assert [c.meta.endswith("never seen") for c in drawn] == [k == "never" for k in expected]
+    assert [c.meta.split()[-1] for c in drawn if c.kind == "seen"] == \
+        [short_count(counts[i]) for i in encode(text) if counts.get(i, 0)]
+    assert any(c.value.startswith("Red chips, never seen in training") for c in at.caption)

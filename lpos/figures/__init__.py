@@ -1,8 +1,9 @@
 """Plotly figure builders: analysis results in, `go.Figure` out, with titles, axis labels and
-hover text. No Streamlit. One module per page topic, as in lpos.analysis."""
+hover text (and the token chips, plain escaped HTML). No Streamlit. One module per page topic,
+as in lpos.analysis."""
 from lpos.figures.attention import (alibi_slopes_figure, matrix_panels, offset_scores_figure, rope_angle_figure,
                                     rope_arrow_figure)
-from lpos.figures.embeddings import embedding_heatmaps, token_chips
+from lpos.figures.embeddings import embedding_heatmaps, token_chips_html
 from lpos.figures.lengths import length_curves_figure, token_loss_figure
 from lpos.figures.shuffle import attention_bars, change_figure, prediction_bars
 from lpos.figures.similarity import kernel_line_figure, pca_figure, similarity_heatmaps
@@ -12,5 +13,5 @@ __all__ = [
     "alibi_slopes_figure", "attention_bars", "band_figure", "change_figure", "embedding_heatmaps", "kernel_line_figure",
     "length_curves_figure", "matrix_panels", "offset_dot_figure", "offset_scores_figure", "pca_figure",
     "prediction_bars", "rope_angle_figure", "rope_arrow_figure", "similarity_heatmaps", "table_heatmap",
-    "token_chips", "token_loss_figure", "wavelength_figure",
+    "token_chips_html", "token_loss_figure", "wavelength_figure",
 ]

@@ -1,18 +1,32 @@
-"""Figures of the embedding layer: token chips and the token + position = sum heatmaps."""
+"""Figures of the embedding layer: token chips (HTML) and the token + position = sum heatmaps."""
 from __future__ import annotations
+
+import html
 
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from lpos.analysis.embeddings import EmbeddingView
-from lpos.figures.common import DIVERGING, finish, position_labels, safe, tick_step
+from lpos.figures.common import DIVERGING, finish, position_labels, tick_step
 
-CHIPS_PER_ROW = 10
 CHIP_LIMIT = 200  # more chips than this is a wall, not a picture; the table has every token
-CHIP_TEXT_CHARS = 8  # what fits on a chip at 11 px; the hover has the whole token
-CHIP_ROW_PIXELS = 70
-CHIP_COLOURS = {"seen": "#dbe9f6", "never": "#f8d7da", "no counts": "#ececec"}
+CHIP_TEXT_CHARS = 8  # what fits on a chip; the tooltip has the whole token
+# Sizes in em of .lpos-chips, so one font-size scales the whole row (presenter mode does);
+# colours translucent over the inherited text colour, so they read on light and dark themes.
+CHIP_CSS = """
+.lpos-chips {font-size: 1rem; margin: 0.25em 0 0.75em;}
+.lpos-chips-title {font-size: 0.95em; font-weight: 600; margin-bottom: 0.4em;}
+.lpos-chips-row {display: flex; flex-wrap: wrap; gap: 0.35em;}
+.lpos-chip {display: inline-flex; flex-direction: column; align-items: center; min-width: 3.2em;
+  padding: 0.2em 0.45em; border-radius: 0.4em; line-height: 1.25; cursor: default;
+  border: 1px solid rgba(74, 111, 165, 0.75); background: rgba(74, 111, 165, 0.14);}
+.lpos-chip-text {font-family: "Source Code Pro", monospace; font-size: 0.9em; font-weight: 600; white-space: pre;}
+.lpos-chip-meta {font-size: 0.72em; opacity: 0.8; white-space: nowrap;}
+.lpos-chip-no-counts {border-color: rgba(128, 128, 128, 0.6); background: rgba(128, 128, 128, 0.12);}
+.lpos-chip-never {border: 2px solid rgb(220, 53, 69); background: rgba(220, 53, 69, 0.18);}
+.lpos-chip-never .lpos-chip-meta {opacity: 1; font-weight: 600;}
+"""
 NEVER_SEEN = "never seen in training: this row is still its random initial value"
 EMPTY_PANEL_REASONS = {
     "rope": "RoPE adds nothing here:<br>it rotates queries and keys<br>inside attention.",
@@ -44,40 +58,53 @@ def count_sentence(count: int | None) -> str:
     return f"occurs {count:,} times in the training text"
 
 
-def token_chips(view: EmbeddingView) -> go.Figure:
-    """One chip per token: its text (whitespace visible), GPT-2 id and training count.
+def escape(text: str) -> str:
+    """Token text for HTML, attribute values included. A carriage return becomes a character
+    reference: written raw, a browser's parser would turn it into a newline."""
+    return html.escape(text, quote=True).replace("\r", "&#13;")
 
-    Chips are rectangles in data units, so they widen with the page; the token text is cut to
-    CHIP_TEXT_CHARS and given whole in the hover. At most CHIP_LIMIT chips are drawn.
-    """
+
+def chip_tooltip(position: int, token: str, token_id: int, count: int | None) -> str:
+    """The whole story of one chip, for its native tooltip: one fact a line, escaped."""
+    length = f"{len(token)} character" + ("" if len(token) == 1 else "s")
+    lines = [f"position {position}", f"token “{token}” ({length})"]
+    if "\ufffd" in token:
+        lines.append("(part of a character split across tokens)")
+    lines += [f"id {token_id}", count_sentence(count)]
+    return escape("\n".join(lines))
+
+
+def chips_title(view: EmbeddingView) -> str:
+    """The chips' title line, "5 tokens: text (␣ = space), GPT-2 id, ...", saying when only the
+    first CHIP_LIMIT chips are drawn."""
     n = len(view.ids)
-    shown = min(n, CHIP_LIMIT)
+    cut = f" (the first {CHIP_LIMIT} of {n})" if n > CHIP_LIMIT else ""
     trained = any(c is not None for c in view.counts)
-    rows = max(1, -(-shown // CHIPS_PER_ROW))
-    x = [i % CHIPS_PER_ROW for i in range(shown)]
-    y = [-(i // CHIPS_PER_ROW) for i in range(shown)]
-    text, hover, shapes = [], [], []
-    for p in range(shown):
-        token, token_id, count = view.tokens[p], view.ids[p], view.counts[p]
-        lines = [f"<b>{safe(chip_text(token))}</b>", f"id {token_id}"]
-        if count is not None:
-            lines.append("never seen" if count == 0 else short_count(count))
-        text.append("<br>".join(lines))
-        length = f"{len(token)} character" + ("" if len(token) == 1 else "s")
-        split = "<br>(part of a character split across tokens)" if "\ufffd" in token else ""
-        hover.append(f"position {p}<br>token “{safe(token)}” ({length}){split}<br>id {token_id}<br>{count_sentence(count)}")
-        colour = CHIP_COLOURS["no counts" if count is None else "never" if count == 0 else "seen"]
-        shapes.append(dict(type="rect", x0=x[p] - 0.45, x1=x[p] + 0.45, y0=y[p] - 0.42, y1=y[p] + 0.42,
-                           fillcolor=colour, line=dict(color="#4a6fa5", width=1), layer="below"))
-    fig = go.Figure(go.Scatter(x=x, y=y, mode="text", text=text, hovertext=hover, hoverinfo="text",
-                               textfont=dict(size=12, color="#1f2a44"), showlegend=False))
-    fig.update_layout(shapes=shapes, hovermode="closest")
-    fig.update_xaxes(visible=False, range=[-0.5, CHIPS_PER_ROW - 0.5], fixedrange=True)
-    fig.update_yaxes(visible=False, range=[-rows + 0.5, 0.5], fixedrange=True)
-    cut = f" (the first {shown} of {n})" if shown < n else ""
     legend = ("text (␣ = space), GPT-2 id, occurrences in the training text; red = never seen" if trained else
               "text (␣ = space) and GPT-2 id; no training counts for this model")
-    return finish(fig, title=f"{n} tokens{cut}: {legend}", height=70 + CHIP_ROW_PIXELS * rows)
+    return f"{n} tokens{cut}: {legend}"
+
+
+def token_chips_html(view: EmbeddingView) -> str:
+    """One chip per token as self-contained HTML: its text (whitespace visible) cut to CHIP_TEXT_CHARS,
+    then its GPT-2 id and training count on a small second line; the native tooltip gives the whole
+    token and the exact count. Never-seen tokens are red and say "never seen". At most CHIP_LIMIT chips.
+
+    Plain HTML rather than a Plotly figure: chips are text in boxes, so the browser lays them out and
+    wraps them. Every piece of token text is escaped here (CHIP_CSS says how the chips look).
+    """
+    chips = []
+    for p in range(min(len(view.ids), CHIP_LIMIT)):
+        token, token_id, count = view.tokens[p], view.ids[p], view.counts[p]
+        kind = "no-counts" if count is None else "never" if count == 0 else "seen"
+        said = "" if count is None else " · never seen" if count == 0 else f" · {short_count(count)}"
+        chips.append(f'<span class="lpos-chip lpos-chip-{kind}" role="listitem" '
+                     f'title="{chip_tooltip(p, token, token_id, count)}">'
+                     f'<span class="lpos-chip-text">{escape(chip_text(token))}</span>'
+                     f'<span class="lpos-chip-meta">id {token_id}{said}</span></span>')
+    return (f"<style>{CHIP_CSS}</style>"
+            f'<div class="lpos-chips"><div class="lpos-chips-title">{escape(chips_title(view))}</div>'
+            f'<div class="lpos-chips-row" role="list">{"".join(chips)}</div></div>')
 
 
 def embedding_heatmaps(view: EmbeddingView, *, scheme: str) -> go.Figure:

@@ -15,7 +15,7 @@ import streamlit as st
 from lpos.analysis import attention, similarity, sinusoids, timeline
 from lpos.figures import timeline as timeline_figures
 from lpos.figures.attention import alibi_slopes_figure, rope_angle_figure
-from lpos.figures.embeddings import embedding_heatmaps, token_chips
+from lpos.figures.embeddings import embedding_heatmaps, token_chips_html
 from lpos.figures.lengths import length_curves_figure, token_loss_figure
 from lpos.figures.similarity import kernel_line_figure, pca_figure, similarity_heatmaps
 from lpos.figures.sinusoids import band_figure, offset_dot_figure, table_heatmap, wavelength_figure
@@ -142,13 +142,13 @@ SENTENCE_FIGURES = 32
 
 
 @st.cache_resource(max_entries=SENTENCE_FIGURES, ttl=600, show_spinner=False)
-def _embedding_figures(key: str, scheme: str, ids: tuple[int, ...], _selection: Selection) -> tuple[go.Figure, go.Figure]:
+def _embedding_figures(key: str, scheme: str, ids: tuple[int, ...], _selection: Selection) -> tuple[str, go.Figure]:
     view = embedding_view(_selection, list(ids))
-    return token_chips(view), embedding_heatmaps(view, scheme=scheme)
+    return token_chips_html(view), embedding_heatmaps(view, scheme=scheme)
 
 
-def embedding_figures(selection: Selection, ids: list[int]) -> tuple[go.Figure, go.Figure]:
-    """The Embeddings page's token chips and its three tables."""
+def embedding_figures(selection: Selection, ids: list[int]) -> tuple[str, go.Figure]:
+    """The Embeddings page's token chips (escaped HTML for st.html) and its three tables."""
     return _embedding_figures(selection.model.key, selection.scheme, tuple(ids), selection)
 
 
@@ -157,8 +157,9 @@ def _lesson_figure(step: int, key: str, scheme: str, ids: tuple[int, ...], _sele
     return lesson.figure(step, _selection)
 
 
-def lesson_figure(step: int, selection: Selection) -> tuple[go.Figure, str | None]:
-    """A lesson step's live figure and its measured sentence (lpos.ui.lesson.figure), kept per step,
-    model and sentence: a class on one step with one link builds it once."""
+def lesson_figure(step: int, selection: Selection) -> tuple[go.Figure | str, str | None]:
+    """A lesson step's live figure (step 1's is the chips' HTML) and its measured sentence
+    (lpos.ui.lesson.figure), kept per step, model and sentence: a class on one step with one link
+    builds it once."""
     ids = tuple(selection.ids[: lesson.LESSON_TOKENS + 1])  # one more token says whether the text was cut
     return _lesson_figure(step, selection.model.key, selection.scheme, ids, selection)

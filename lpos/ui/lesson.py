@@ -13,7 +13,7 @@ import streamlit as st
 from lpos import checkpoints
 from lpos.analysis import attention, embeddings, lengths, shuffle, similarity, sinusoids, timeline
 from lpos.figures.attention import BIAS_COLOURS, matrix_panels, offset_scores_figure
-from lpos.figures.embeddings import embedding_heatmaps, token_chips
+from lpos.figures.embeddings import embedding_heatmaps, token_chips_html
 from lpos.figures.lengths import length_curves_figure
 from lpos.figures.shuffle import attention_bars, prediction_bars
 from lpos.figures.similarity import similarity_heatmaps
@@ -60,8 +60,9 @@ def none_shuffle(selection: Selection, ids: list[int]) -> shuffle.ShuffleResult:
     return cached_experiments.shuffle_results([model_for(selection, "none")], original, shuffled)[0]
 
 
-def figure(step: int, selection: Selection) -> tuple[go.Figure, str | None]:
-    """The live figure of a 1-based step and one sentence of measured numbers to go with it."""
+def figure(step: int, selection: Selection) -> tuple[go.Figure | str, str | None]:
+    """The live figure of a 1-based step and one sentence of measured numbers to go with it. Step 1's
+    figure is the token chips: escaped HTML (lpos.figures.embeddings.token_chips_html), for st.html."""
     ids, cut = sentence_ids(selection)
     tokens = [visible(t) for t in token_strings(ids)]
     note = f"(The lesson uses the first {LESSON_TOKENS} tokens of your text.) " if cut else ""
@@ -70,7 +71,7 @@ def figure(step: int, selection: Selection) -> tuple[go.Figure, str | None]:
 
     if step == 1:
         view = embeddings.embedding_view(model, ids, counts=embeddings.token_counts(selection.model.meta))
-        return token_chips(view), note + f"{len(ids)} tokens, so {len(ids)} rows looked up."
+        return token_chips_html(view), note + f"{len(ids)} tokens, so {len(ids)} rows looked up."
     if step in (2, 10):
         result = none_shuffle(selection, ids)
         if step == 2:
@@ -148,5 +149,6 @@ def presenter_css() -> str:
 [data-testid="stMainBlockContainer"] {max-width: 100%; padding: 1.5rem 2.5rem;}
 [data-testid="stMain"] p, [data-testid="stMain"] li {font-size: 1.55rem; line-height: 1.45;}
 [data-testid="stMain"] h1 {font-size: 3rem;}
+[data-testid="stMain"] .lpos-chips {font-size: 1.55rem;}
 </style>"""
 
