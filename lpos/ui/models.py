@@ -13,6 +13,7 @@ from pathlib import Path
 
 import streamlit as st
 import torch
+import torch.nn as nn
 
 from lpos import checkpoints
 from lpos.model import GPT, GPTConfig, initial_token_table
@@ -77,10 +78,12 @@ def initial_table(init_seed: int, vocab_size: int, n_embd: int) -> torch.Tensor:
 
 @st.cache_resource(show_spinner=False)
 def untrained(scheme: str) -> GPT:
-    """A fresh model of the shipped size, seeded, so the same untrained rows appear every time."""
+    """A fresh model of the shipped size, seeded, so the same untrained rows appear every time.
+    Its token table is the one the shipped models started from (their init_seed), held once for
+    all ten models."""
     torch.manual_seed(0)
-    model = GPT(GPTConfig(position=scheme)).eval()
-    if scheme != "learned":  # the five start from the same token table (init_seed 0): hold it once, ~26 MB each
-        shared = untrained("learned").transformer.wte.weight
-        model.transformer.wte.weight = model.lm_head.weight = shared
+    config = GPTConfig(position=scheme, init_seed=checkpoints.SHIPPED_SEED)
+    model = GPT(config).eval()
+    table = nn.Parameter(initial_table(config.init_seed, config.vocab_size, config.n_embd), requires_grad=False)
+    model.transformer.wte.weight = model.lm_head.weight = table  # the same storage, not a copy
     return model
