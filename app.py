@@ -2,6 +2,7 @@
 import streamlit as st
 
 from lpos import ui
+from lpos.ui.profiling import profiled
 
 st.set_page_config(page_title="lpos — where does each token sit?", page_icon="📍", layout="wide")
 
@@ -28,4 +29,5 @@ ui.map_large_allocations()  # freed tensors go back to the system (lpos/ui/colle
 ui.collect_garbage()  # a full collection now and then, not after every run (lpos/ui/collect.py)
 page = st.navigation(PAGES)
 st.session_state["selection"] = ui.sidebar()
-page.run()
+with profiled(page.title):  # LPOS_PROFILE=<folder>: one pyinstrument report per run (lpos/ui/profiling.py)
+    page.run()

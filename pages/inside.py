@@ -3,10 +3,9 @@ import streamlit as st
 
 from lpos import ui
 from lpos.analysis.heads import DOMINANT_SHARE, LOCAL_FRACTION, heads_reading
-from lpos.analysis.probes import PENALTIES, probe_reading
+from lpos.analysis.probes import PENALTIES
 from lpos.analysis.streaming import SINK_TOKENS, WINDOWS, sink_reading, sink_summary
-from lpos.figures.inside import (distance_profile_figure, head_grid_figure, probe_figure, sink_gain_figure,
-                                 streaming_figure)
+from lpos.figures.inside import distance_profile_figure, sink_gain_figure, streaming_figure
 from lpos.ui import cached_experiments, inside
 
 HAVIV = ("Haviv et al. (2022), “Transformer Language Models without Positional Encodings Still Learn Positional "
@@ -35,24 +34,22 @@ where, portraits_tab, sink_tab = st.tabs(["Where position lives", "Head portrait
 
 def where_position_lives() -> None:
     try:
-        trained, fresh = inside.probe_panels(selection, chosen)
+        view = inside.probe_view(selection, chosen)
     except ValueError as error:
         st.warning(f"The probes cannot run on this model: {error}.", icon=":material/warning:")
         return
-    panels = {"trained": trained, "untrained": fresh} if trained else {"untrained": fresh}
-    st.plotly_chart(probe_figure(panels), key="inside_probes")
-    sample = next(iter(fresh.values()))
-    st.caption(f"Measured: for each residual stream, a ridge regression fitted on {sample['fitted'].iloc[0]:,} tokens "
-               f"and scored on {sample['scored'].iloc[0]:,} tokens of other windows ({source}), predicting each "
-               f"token's position in its {sample['window'].iloc[0]}-token window (top) and how many tokens back the "
+    st.plotly_chart(view.figure, key="inside_probes")
+    st.caption(f"Measured: for each residual stream, a ridge regression fitted on {view.fitted:,} tokens "
+               f"and scored on {view.scored:,} tokens of other windows ({source}), predicting each "
+               f"token's position in its {view.window}-token window (top) and how many tokens back the "
                "last sentence end (. ! ? or a newline) was (bottom). R² 1 is a perfect read-out, 0 no better than the "
                "mean, below 0 worse than the mean on new windows (a probe fitted to chance patterns). The penalty is "
                f"picked per probe on held-out windows, from {PENALTIES[0]:.0e} to {PENALTIES[-1]:.0e} times the mean "
                "eigenvalue of XᵀX (hover a point to see it and the mean error in tokens).")
-    if not trained:
+    if not view.trained:
         st.info("No shipped checkpoint is installed yet, so only untrained models are drawn.", icon=":material/hourglass_empty:")
     st.markdown("**What the lines show**")
-    for line in probe_reading(trained, fresh):
+    for line in view.reading:
         st.markdown(f"- {line}")
     st.caption(f"Reference: {HAVIV}. A linear probe finds only what is written linearly; a low R² does not "
                "prove the position is absent.")
@@ -66,7 +63,7 @@ def head_portraits() -> None:
         st.warning(f"The heads cannot be measured on this model: {error}.", icon=":material/warning:")
         return
     named = {(f"{s} (sidebar)" if s == selection.scheme else s): p for s, p in shown.items()}
-    st.plotly_chart(head_grid_figure(named), key="inside_heads")
+    st.plotly_chart(inside.head_grid(models, named, chosen), key="inside_heads")
     mine = shown[selection.scheme]
     st.caption(f"Measured on {mine.queries:,} query tokens per head ({mine.queries // (mine.window - 1)} windows of "
                f"{mine.window} tokens of {source}; query 0 can only look at itself and is left out). A head is named "

@@ -6,7 +6,6 @@ from streamlit.errors import StreamlitAPIException
 
 from lpos import checkpoints, ui
 from lpos.analysis import generate, stretch
-from lpos.figures.stretch import attention_profile_figure, scaled_loss_figure, wavelength_methods_figure
 from lpos.positions import SCHEMES
 from lpos.tokenizer import encode
 from lpos.ui import cached_experiments
@@ -25,16 +24,15 @@ st.caption("The shipped RoPE model was trained on 128-token windows. Three publi
 
 
 def loss_panel(text: str, factor: int, train_length: int) -> None:
-    frame = cached.loss_curves(float(factor), text=text)
-    if frame is None:
+    view = cached.loss_view(factor, text=text, train_length=train_length)
+    if view is None:
         st.info("The held-out stream needs the training corpus (shared/data), which is not on this machine.",
                 icon=":material/info:")
         return
-    predictions = int(frame["tokens"].max())
+    figure, reading = view
     plot_column, reading_column = st.columns([3, 2])
-    plot_column.plotly_chart(scaled_loss_figure(frame, title=f"{text}: {predictions:,} predictions at every length",
-                                                train_length=train_length), key=f"stretch_loss_{text}")
-    reading_column.markdown(stretch.loss_reading(frame, train_length=train_length, factor=factor))
+    plot_column.plotly_chart(figure, key=f"stretch_loss_{text}")
+    reading_column.markdown(reading)
 
 
 @st.fragment
@@ -63,10 +61,9 @@ def scaling_sections() -> None:
     st.subheader("2. Which pairs turn fully inside the training window")
     model, _ = cached.shipped("rope")
     head = model.config.n_embd // model.config.n_head
-    waves = stretch.wavelength_frame(head, factor=factor, original_length=train_length)
-    st.plotly_chart(wavelength_methods_figure(waves, original_length=train_length, factor=factor),
-                    key="stretch_wavelengths")
-    st.markdown(stretch.wavelength_reading(waves, original_length=train_length, factor=factor))
+    figure, reading = cached.wavelength_view(head, factor=factor, train_length=train_length)
+    st.plotly_chart(figure, key="stretch_wavelengths")
+    st.markdown(reading)
     st.caption(f"Each head has {head} columns, so {head // 2} pairs. PI divides every frequency by the factor (every "
                "wavelength ×factor); NTK-aware raises the base, so fast pairs barely move and only the slowest is "
                "divided by the full factor; YaRN leaves pairs that turn 32 or more times alone, interpolates those "
@@ -79,10 +76,9 @@ def scaling_sections() -> None:
     layer = left.selectbox("Layer", range(model.config.n_layer), key="stretch_layer")
     measure = right.radio("Measure", ["max_logit", "entropy"], horizontal=True, key="stretch_measure",
                           format_func={"max_logit": "largest attention logit", "entropy": "attention entropy"}.get)
-    profiles = cached.attention_profiles(float(factor))
-    st.plotly_chart(attention_profile_figure(profiles, layer=layer, measure=measure, train_length=train_length),
-                    key="stretch_attention")
-    st.markdown(stretch.profile_reading(profiles, layer=layer, train_length=train_length))
+    figure, reading = cached.attention_view(factor, layer=layer, measure=measure, train_length=train_length)
+    st.plotly_chart(figure, key="stretch_attention")
+    st.markdown(reading)
     st.caption("The first 1,024 tokens of the built-in story, one forward per method; the largest logit is over heads "
                "and keys, the entropy the mean over heads, both smoothed over 16 positions. Position Interpolation's "
                "diagnosis is that positions past training give outsized scores; YaRN's own scale multiplies q and k by "

@@ -2,22 +2,22 @@
 import streamlit as st
 
 from lpos import ui
-from lpos.analysis.timeline import neighbours_at, repeated_similarity, timeline_reading
-from lpos.figures.timeline import (attention_figure, band_figure, loss_curve_figure, position_map_animation,
-                                   position_map_figure, repeated_figure)
-from lpos.ui.cached_timeline import model_timeline
+from lpos.analysis.timeline import neighbours_at
+from lpos.figures.timeline import position_map_animation
+from lpos.ui.cached_timeline import model_timeline, step_figures
 
 selection = ui.selection()
 st.title("Training timeline: watch the model learn")
 st.caption("While it trained, each shipped model kept 16 snapshots, from step 0 (random weights) to its last step, "
            "spaced evenly on a log scale because most change happens early. Move the step to see what it knew then.")
 
-timeline, maps, band = model_timeline(selection)
-if timeline is None:
+found = model_timeline(selection)
+if found is None:
     kind = "An untrained model" if not selection.model.trained else f"{selection.model.label}"
     st.info(f"{kind} has no training timeline: only the shipped models kept snapshots while they trained. "
             "Pick a shipped model in the sidebar (any scheme).", icon=":material/history:")
     st.stop()
+timeline, maps, band = found.timeline, found.maps, found.band
 
 
 @st.fragment
@@ -25,18 +25,17 @@ def step_view() -> None:
     step = st.select_slider("Training step", options=timeline.steps, value=timeline.steps[-1], key="timeline_step",
                             help="The 16 snapshots. Step 0 is the model before its first update.")
     index = timeline.steps.index(step)
-    for line in timeline_reading(timeline):
+    figures = step_figures(selection, index)
+    for line in found.reading:
         st.markdown(f"- {line}")
 
-    st.plotly_chart(loss_curve_figure(timeline, index), key="timeline_loss")
+    st.plotly_chart(figures.loss, key="timeline_loss")
     st.caption(f"Loss on the first {timeline.eval_tokens:,} held-out TinyStories tokens, at windows of "
                f"{maps.shape[-1]} tokens; the model card's loss is over all held-out tokens.")
 
     left, right = st.columns(2)
-    left.plotly_chart(position_map_figure(maps, timeline, index), key="timeline_map")
-    shown = {f"step {timeline.steps[0]}": band[band.step == timeline.steps[0]],
-             f"step {step}": band[band.step == step]}
-    right.plotly_chart(band_figure(shown, title="The band, measured: mean cosine by distance"), key="timeline_band")
+    left.plotly_chart(figures.position_map, key="timeline_map")
+    right.plotly_chart(figures.band, key="timeline_band")
     if timeline.position_kind == "table":
         here = band[(band.step == step) & (band.distance == 1)].iloc[0]
         right.caption(f"At step {step} neighbouring rows have cosine {here.cosine:.2f}, and each row's 10 most "
@@ -52,15 +51,15 @@ def step_view() -> None:
     left.dataframe(neighbours_at(timeline, word, index), hide_index=True, key="timeline_neighbours")
     left.caption(f"By cosine of token rows, among the tokens the model was trained on, at step {step}. "
                  "At step 0 the neighbours are random; related words move together as training goes on.")
-    repeated = repeated_similarity(timeline)
-    right.plotly_chart(repeated_figure(repeated, word=timeline.repeated_word, index=index), key="timeline_repeated")
+    repeated = found.repeated
+    right.plotly_chart(figures.repeated, key="timeline_repeated")
     right.caption(f"“{timeline.repeated_word}” appears {timeline.repeated_cos.shape[-1]} times in the probe sentence. "
                   "Its token rows are identical; what enters the first block is token + position, so the copies' cosine "
                   f"(here {repeated['cosine'][index]:.3f} at step {step}) is below 1 only for schemes that add position "
                   "rows (learned, sinusoidal), and exactly 1 for rope, alibi and none.")
 
     st.subheader("First-layer attention on the probe sentence")
-    st.plotly_chart(attention_figure(timeline, index), key="timeline_attention")
+    st.plotly_chart(figures.attention, key="timeline_attention")
     st.caption("Rows are the attending token, columns the tokens it reads; each row sums to 1. "
                "At step 0 every head spreads its weight almost evenly over the past.")
 

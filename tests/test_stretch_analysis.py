@@ -106,6 +106,17 @@ def test_offset_change(tiny_model):
     assert stretch.offset_change(learned, ids, offset=53) is None
 
 
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_offset_change_is_the_full_forwards_last_position(tiny_model, scheme):
+    """It runs the head on the last position only; the number is that of the full forward's logits."""
+    model, ids = tiny_model(scheme), stream(12).tolist()
+    idx = torch.tensor([ids])
+    a, b = model(idx)[0][0, -1], model(idx, offset=20)[0][0, -1]  # (vocab,)
+    finite = a.isfinite()
+    assert stretch.offset_change(model, ids, offset=20) == pytest.approx(float((a[finite] - b[finite]).abs().max()),
+                                                                         rel=1e-5, abs=1e-6)
+
+
 def test_wavelength_frame():
     frame = stretch.wavelength_frame(32, factor=4.0, original_length=128)
     trained = 2 * math.pi / pair_frequencies(32).numpy()

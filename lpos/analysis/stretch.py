@@ -168,9 +168,10 @@ def offset_change(model: GPT, ids: list[int], *, offset: int) -> float | None:
     if model.config.position == "learned" and offset + len(ids) > model.config.block_size:
         return None
     idx = torch.tensor([ids], dtype=torch.long)
-    at_zero, _ = model(idx)
-    shifted, _ = model(idx, offset=offset)
-    a, b = at_zero[0, -1], shifted[0, -1]  # (vocab,)
+    # only the last position's logits are compared: the head runs on that one row, not on all T
+    at_zero = model.hidden_states(idx, keep_attention=False)[0][0, -1]  # (C,)
+    shifted = model.hidden_states(idx, keep_attention=False, offset=offset)[0][0, -1]  # (C,)
+    a, b = model.output_logits(at_zero), model.output_logits(shifted)  # (vocab,)
     finite = a.isfinite()  # tokens outside the model's vocabulary are -inf in both
     return float((a[finite] - b[finite]).abs().max())
 

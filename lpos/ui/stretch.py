@@ -1,5 +1,7 @@
 """Cached computations of the Stretching-the-context page, keyed by shipped model name, text,
-method and factor; and five continuations written a slice at a time into the page.
+method and factor; the figures of its sections 1 to 3, which do not depend on the sidebar
+sentence, built once per input (a new sentence reruns the page: it rebuilds none of them); and
+five continuations written a slice at a time into the page.
 
 Only shipped checkpoints are measured here (the page is about the models that ship), so a
 model's name is its cache key; the model objects come from lpos.ui.models' shared cache.
@@ -11,12 +13,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 import torch
 
 from lpos import checkpoints
 from lpos.analysis import generate, stretch
 from lpos.analysis.lengths import story, training_length
+from lpos.figures.stretch import attention_profile_figure, scaled_loss_figure, wavelength_methods_figure
 from lpos.model import GPT
 from lpos.positions import RopeScaling
 from lpos.tokenizer import encode
@@ -26,6 +30,7 @@ from lpos.ui.models import load_offered
 STORY = "The built-in story"
 HELD_OUT = "The held-out stream"
 REFERENCES = ("alibi", "sinusoidal")
+FIGURES = 32  # per function: factors × texts, or factors × layers × measures
 
 
 def shipped(name: str) -> tuple[GPT, dict] | None:
@@ -75,6 +80,37 @@ def attention_profiles(factor: float) -> dict[str, pd.DataFrame]:
         scaling = RopeScaling(method, factor, train_length_of("rope")) if method != "none" else None
         out[stretch.curve_name("rope", method, factor)] = stretch.attention_profile(model, ids, rope_scaling=scaling)
     return out
+
+
+@st.cache_resource(max_entries=FIGURES, show_spinner=False)
+def _loss_view(shipped: tuple[str, ...], factor: float, text: str, train_length: int) -> tuple[go.Figure, str] | None:
+    frame = loss_curves(factor, text=text)
+    if frame is None:
+        return None
+    predictions = int(frame["tokens"].max())
+    figure = scaled_loss_figure(frame, title=f"{text}: {predictions:,} predictions at every length", train_length=train_length)
+    return figure, stretch.loss_reading(frame, train_length=train_length, factor=factor)
+
+
+def loss_view(factor: int, *, text: str, train_length: int) -> tuple[go.Figure, str] | None:
+    """Section 1's figure and reading for one text; None when the text is not on this machine."""
+    return _loss_view(tuple(checkpoints.available()), float(factor), text, train_length)
+
+
+@st.cache_resource(max_entries=FIGURES, show_spinner=False)
+def wavelength_view(head: int, *, factor: int, train_length: int) -> tuple[go.Figure, str]:
+    """Section 2: each pair's wavelength under every method, and YaRN's regions in words."""
+    waves = stretch.wavelength_frame(head, factor=factor, original_length=train_length)
+    return (wavelength_methods_figure(waves, original_length=train_length, factor=factor),
+            stretch.wavelength_reading(waves, original_length=train_length, factor=factor))
+
+
+@st.cache_resource(max_entries=FIGURES, show_spinner=False)
+def attention_view(factor: int, *, layer: int, measure: str, train_length: int) -> tuple[go.Figure, str]:
+    """Section 3: one layer's attention measure along 1,024 tokens under every method, and its reading."""
+    profiles = attention_profiles(float(factor))
+    return (attention_profile_figure(profiles, layer=layer, measure=measure, train_length=train_length),
+            stretch.profile_reading(profiles, layer=layer, train_length=train_length))
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
