@@ -1,6 +1,7 @@
 """What the embedding layer does to a sentence: token rows, position rows, their sum."""
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,10 +30,37 @@ class RepeatedToken:
     summed_cosine: float  # cosine similarity of the two summed rows (1.0 when nothing is added)
 
 
-def token_counts(meta: dict) -> dict[int, int] | None:
+class TokenCounts(Mapping):
+    """Per-token training counts, token id -> count, held as two sorted arrays: 0.2 MB for the
+    shipped models' 11,678 tokens, where a dict of Python ints takes about 1 MB."""
+
+    __slots__ = ("ids", "counts")
+
+    def __init__(self, counts: Mapping):
+        ids = np.fromiter((int(k) for k in counts), dtype=np.int64, count=len(counts))
+        values = np.fromiter((int(v) for v in counts.values()), dtype=np.int64, count=len(counts))
+        order = np.argsort(ids)
+        self.ids, self.counts = ids[order], values[order]
+
+    def __getitem__(self, token_id: int) -> int:
+        i = int(np.searchsorted(self.ids, token_id))
+        if i < len(self.ids) and self.ids[i] == token_id:
+            return int(self.counts[i])
+        raise KeyError(token_id)
+
+    def __iter__(self) -> Iterator[int]:
+        return (int(i) for i in self.ids)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def token_counts(meta: dict) -> Mapping[int, int] | None:
     """Per-token training counts from a checkpoint's meta, or None if it has none."""
     counts = meta.get("token_counts")
-    return {int(k): int(v) for k, v in counts.items()} if counts is not None else None
+    if counts is None or isinstance(counts, TokenCounts):
+        return counts
+    return TokenCounts(counts)
 
 
 @torch.no_grad()

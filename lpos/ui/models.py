@@ -16,6 +16,7 @@ import torch
 import torch.nn as nn
 
 from lpos import checkpoints
+from lpos.analysis.embeddings import TokenCounts
 from lpos.model import GPT, GPTConfig, initial_token_table
 
 UNTRAINED = "untrained"
@@ -66,6 +67,9 @@ def load_offered(key: str) -> tuple[GPT, dict]:
     path = shared_dir_files().get(key)
     model, meta = checkpoints.load(path if path is not None else key)
     model.share_token_table(initial_table(model.config.init_seed, model.config.vocab_size, model.config.n_embd))
+    for name in ("token_counts", "batch_token_counts"):  # held as arrays: 1 MB less each
+        if isinstance(meta.get(name), dict):
+            meta[name] = TokenCounts(meta[name])
     return model, meta
 
 
