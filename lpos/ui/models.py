@@ -18,6 +18,7 @@ import torch.nn as nn
 from lpos import checkpoints
 from lpos.analysis.embeddings import TokenCounts
 from lpos.model import GPT, GPTConfig, initial_token_table
+from lpos.ui.collect import release_memory
 
 UNTRAINED = "untrained"
 SHARED_DIR_ENV = "LPOS_CHECKPOINT_DIR"
@@ -70,6 +71,7 @@ def load_offered(key: str) -> tuple[GPT, dict]:
     for name in ("token_counts", "batch_token_counts"):  # held as arrays: 1 MB less each
         if isinstance(meta.get(name), dict):
             meta[name] = TokenCounts(meta[name])
+    release_memory()  # the loader's temporary tables and unpickled dicts
     return model, meta
 
 
