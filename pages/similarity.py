@@ -81,7 +81,10 @@ def positions() -> None:
             flat, solid, explained = cached_figures.position_pca(selection.model.key, config.position, length, _model=model)
             left, right = st.columns(2)
             left.plotly_chart(flat, key="sim_pca2")
-            right.plotly_chart(solid, key="sim_pca3")
+            # closed, the 3-D view sends nothing: a WebGL scene costs a browser without a GPU ~0.8 s per slider step
+            solid_box = right.expander("The same path in 3-D (drag to turn it)", key="sim_pca3_open", on_change="rerun")
+            if solid_box.open:
+                solid_box.plotly_chart(solid, key="sim_pca3")
             st.caption(f"The first three components explain {explained:.0%} of the variance. "
                        "Sinusoidal rows trace a smooth curve; trained rows drift in position order\n(the colour runs from one "
                        "end to the other); random, untrained rows are a cloud with no order.")

@@ -99,8 +99,12 @@ def test_matrix_panels_with_and_without_bias(tiny_model):
 def test_rope_figures():
     vector = torch.tensor([1.0, 0.0, 0.5, 0.5])
     arrows = rope_arrow_figure(attention.rotating_pair(vector, pair=0, positions=4), pair=0, token="<b>x</b>")
-    assert len(arrows.layout.annotations) == 4
-    assert arrows.layout.annotations[2].x == pytest.approx(math.cos(2))
+    tips = [(t.x[1], t.y[1]) for t in arrows.data[1:-1]]  # one arrow per position, from the origin
+    assert len(tips) == 4 and all(t.x[0] == t.y[0] == 0 and t.marker.symbol == "arrow" for t in arrows.data[1:-1])
+    assert tips[2] == pytest.approx((math.cos(2), math.sin(2)))  # (1, 0) turned by 2 radians at position 2
+    assert not arrows.layout.annotations  # arrowheads are markers: annotations redraw slower
+    labels = arrows.data[-1]
+    assert list(labels.text) == ["t=0", "t=1", "t=2", "t=3"] and labels.customdata[2][1] == pytest.approx(2.0)
     assert "&lt;b&gt;" in arrows.layout.title.text
     angles = rope_angle_figure(attention.rope_angle_frame(16))
     assert len(angles.data[0].x) == 8 and angles.data[0].y[0] == 1.0

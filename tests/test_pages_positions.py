@@ -52,6 +52,7 @@ def test_every_page_for_every_scheme_trained_and_untrained(scheme):
         at = app_test(scheme=scheme, model=model, text="The dog saw the cat and the dog ran")
         assert not at.exception
         at.session_state["ra_rope_open"] = at.session_state["ra_alibi_open"] = True  # "what X would do", opened
+        at.session_state["sim_pca3_open"] = True  # the 3-D path, opened
         for page in PAGES:
             at.switch_page(page).run()
             assert not at.exception, (page, scheme, model, [e.message for e in at.exception])
@@ -75,6 +76,16 @@ def test_closed_expanders_compute_nothing_until_opened():
     at.session_state["ra_rope_open"] = at.session_state["ra_alibi_open"] = True  # AppTest keeps no expander state
     at.run()
     assert set(charts(at)) == {"ra_attention", "ra_slopes", "ra_bias", "ra_arrow", "ra_angles", "ra_flat"}
+
+
+def test_the_3d_path_is_sent_only_when_opened():
+    at = app_test(page="pages/similarity.py", scheme="learned", model="learned")
+    assert "sim_pca2" in charts(at) and "sim_pca3" not in charts(at)  # closed: no WebGL scene to draw
+    at.session_state["sim_pca3_open"] = True
+    at.run()
+    flat, solid = charts(at)["sim_pca2"]["data"][0], charts(at)["sim_pca3"]["data"][0]
+    assert solid["type"] == "scatter3d" and len(array(solid["z"])) == 128  # every row of the learned table
+    np.testing.assert_allclose(array(solid["x"]), array(flat["x"]))  # the same first component
 
 
 def test_pages_say_when_a_view_does_not_apply():
