@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-from lpos.model import GPT, GPTConfig
+from lpos.model import GPT, GPTConfig, initial_token_table
 from lpos.tokenizer import VOCAB_SIZE
 
 CHECKPOINT_DIR = Path(__file__).resolve().parent.parent / "checkpoints"
@@ -272,17 +272,16 @@ def _check_memory(config: GPTConfig, label: str, max_bytes: int) -> None:
 
 def _build(config: GPTConfig, state: dict, label: str) -> GPT:
     try:
-        model = GPT(config)
+        model = GPT.empty(config)  # every weight comes from the file, so none is drawn
     except (TypeError, ValueError, RuntimeError) as e:  # e.g. a dropout that is not a number
         raise CheckpointError(f"{label} has an unsupported configuration: {str(e)[:200]}") from None
-    wte = model.transformer.wte.weight
     if "transformer.wte.ids" in state:
         ids, rows = state.pop("transformer.wte.ids"), state.pop("transformer.wte.rows", None)
         if (not isinstance(ids, torch.Tensor) or not isinstance(rows, torch.Tensor) or ids.ndim != 1
                 or ids.dtype not in (torch.int32, torch.int64) or rows.shape != (len(ids), config.n_embd)
                 or (ids.numel() and not 0 <= int(ids.min()) <= int(ids.max()) < config.vocab_size)):
             raise CheckpointError(f"{label} has token rows of the wrong shape")
-        table = wte.detach().clone()  # the initial rows, rebuilt from config.init_seed
+        table = initial_token_table(config)  # the initial rows, rebuilt from config.init_seed
         table[ids] = rows.float()
         state["transformer.wte.weight"] = table
         model.output_vocab = ids.long()

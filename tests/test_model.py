@@ -231,6 +231,18 @@ def test_shared_token_table_refuses_what_it_cannot_hold(tiny_model):
     assert not trained_rows(tiny_model("rope"), vocab).share_token_table(base[:, :16])
 
 
+@pytest.mark.parametrize("tied", [True, False])
+def test_empty_model_has_the_shape_of_a_built_one(tied):
+    config = GPTConfig(n_layer=2, n_head=2, n_embd=16, block_size=32, tied=tied)
+    built, empty = GPT(config), GPT.empty(config)
+    assert {k: v.shape for k, v in empty.state_dict().items()} == {k: v.shape for k, v in built.state_dict().items()}
+    assert all(p.device.type == "cpu" for p in empty.parameters())
+    assert (empty.lm_head.weight is empty.transformer.wte.weight) == tied
+    empty.load_state_dict(built.state_dict())
+    idx = random_ids(1, 6, high=config.vocab_size)
+    assert torch.equal(empty(idx)[0], built(idx)[0])
+
+
 def test_token_table_starts_from_its_own_generator(tiny_model):
     model = tiny_model("alibi", init_seed=7)
     assert torch.equal(model.transformer.wte.weight, initial_token_table(model.config))
