@@ -231,6 +231,19 @@ def test_shared_token_table_refuses_what_it_cannot_hold(tiny_model):
     assert not trained_rows(tiny_model("rope"), vocab).share_token_table(base[:, :16])
 
 
+def test_building_a_model_draws_the_random_stream_the_shipped_models_were_trained_from():
+    """Sums of a few weights after torch.manual_seed(0), and the stream's next draw, as the code that
+    trained checkpoints/*.pt gave them (commit 78fcaa5): a change to what GPT() draws, or in which
+    order, would make `lpos train` stop reproducing the shipped files."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(n_layer=2, n_head=2, n_embd=16, block_size=32, position="learned"))
+    weights = dict(model.named_parameters())
+    sums = [float(weights[name].detach().double().sum()) for name in
+            ("transformer.h.0.attn.c_attn.weight", "transformer.wpe.weight", "transformer.h.1.mlp.c_proj.weight")]
+    assert sums == pytest.approx([-0.834432, -0.291112, 0.533595], abs=1e-6)
+    assert torch.rand(1).item() == pytest.approx(0.15394151210784912, abs=1e-7)
+
+
 @pytest.mark.parametrize("tied", [True, False])
 def test_empty_model_has_the_shape_of_a_built_one(tied):
     config = GPTConfig(n_layer=2, n_head=2, n_embd=16, block_size=32, tied=tied)
