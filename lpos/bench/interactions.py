@@ -28,7 +28,12 @@ def _button(tab: Tab, name: str, run: int) -> tuple:
 def _select(tab: Tab, label: str, options: list[str], run: int) -> tuple:
     box = tab.page.locator('[data-testid="stMain"] [data-testid="stSelectbox"]').filter(has_text=label).first
     option = tab.page.locator('[role="option"]').filter(has_text=options[run % len(options)]).first
-    return box.click, option.click
+
+    def open_list() -> None:  # before the clock starts: the list is drawn, so the click is only the choice
+        box.click()
+        option.wait_for(state="visible")
+
+    return open_list, option.click
 
 
 # page stem -> (what the control is, the query the page opens with, how to use it on run n)
