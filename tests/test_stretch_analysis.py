@@ -111,7 +111,8 @@ def test_offset_change_is_the_full_forwards_last_position(tiny_model, scheme):
     """It runs the head on the last position only; the number is that of the full forward's logits."""
     model, ids = tiny_model(scheme), stream(12).tolist()
     idx = torch.tensor([ids])
-    a, b = model(idx)[0][0, -1], model(idx, offset=20)[0][0, -1]  # (vocab,)
+    with torch.no_grad():
+        a, b = model(idx)[0][0, -1], model(idx, offset=20)[0][0, -1]  # (vocab,)
     finite = a.isfinite()
     assert stretch.offset_change(model, ids, offset=20) == pytest.approx(float((a[finite] - b[finite]).abs().max()),
                                                                          rel=1e-5, abs=1e-6)
