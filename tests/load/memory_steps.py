@@ -45,7 +45,8 @@ if not plain:
     bases = {}
     for model in models:
         seed = model.config.init_seed
-        bases.setdefault(seed, initial_token_table(model.config))
+        if seed not in bases:
+            bases[seed] = initial_token_table(model.config)
         model.share_token_table(bases[seed])
 gc.collect()
 print(f"five shipped: {mb():.0f} MB")
