@@ -47,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     budget.add_argument("--tokens", type=int, help="tokens to train on (rounded up to whole steps)")
     train.add_argument("--batch-size", type=int, default=TRAIN_DEFAULTS.batch_size, help="global batch, in sequences")
     train.add_argument("--block-size", type=int, default=128)
+    train.add_argument("--max-length", type=int, help="longest training window (default: the block size); the same "
+                       "tokens a step in more, shorter windows, so learned rows from here on never train")
     train.add_argument("--lr", type=float, default=TRAIN_DEFAULTS.lr)
     train.add_argument("--seed", type=int, default=1337)
     train.add_argument("--layers", type=int, default=4)
@@ -214,7 +216,7 @@ def run_train(args) -> int:
     steps = args.steps or (-(-args.tokens // tokens_per_step) if args.tokens else TRAIN_DEFAULTS.steps)
     options = TrainArgs(scheme=args.scheme, data=tuple(args.data), out=args.out, steps=steps, batch_size=args.batch_size,
                         lr=args.lr, seed=args.seed, n_layer=args.layers, n_head=args.heads, n_embd=args.width,
-                        block_size=args.block_size, save_every=args.save_every, resume=args.resume,
+                        block_size=args.block_size, max_length=args.max_length, save_every=args.save_every, resume=args.resume,
                         threads=args.threads)
     _, meta = train(options, progress=not args.no_progress)
     if meta:

@@ -94,19 +94,34 @@ class TrainArgs:
     n_head: int = 4
     n_embd: int = 128
     block_size: int = 128
+    # The longest training window (None: block_size). Shorter windows, more of them, the same tokens
+    # per step: rows of the learned table at and after max_length then never receive a gradient.
+    max_length: int | None = None
     save_every: int = 100
     eval_lengths: tuple[int, ...] = EVAL_LENGTHS
     resume: bool = False
     threads: int = 0  # torch threads; 0 = torch's default. Results are bit-identical only for the same count.
 
 
+def window_shape(args: TrainArgs) -> tuple[int, int]:
+    """(windows per global batch, tokens per window): batch_size × block_size tokens a step, in
+    windows of max_length tokens when it is set."""
+    length = args.max_length or args.block_size
+    if not 2 <= length <= args.block_size:
+        raise ValueError(f"--max-length must be between 2 and the block size ({args.block_size}), got {length}")
+    if (args.batch_size * args.block_size) % length:
+        raise ValueError(f"--max-length {length} must divide the {args.batch_size * args.block_size} tokens of a step")
+    return args.batch_size * args.block_size // length, length
+
+
 def batch(stream: torch.Tensor, step: int, args: TrainArgs, rank: int = 0, world: int = 1):
     """This process's slice of global batch `step`: inputs and next-token targets (b, T)."""
+    count, length = window_shape(args)
     g = torch.Generator().manual_seed(args.seed * 1_000_003 + step)
-    starts = torch.randint(0, len(stream) - args.block_size - 1, (args.batch_size,), generator=g)
-    per_rank = args.batch_size // world
+    starts = torch.randint(0, len(stream) - length - 1, (count,), generator=g)
+    per_rank = count // world
     starts = starts[rank * per_rank : (rank + 1) * per_rank]
-    windows = torch.stack([stream[s : s + args.block_size + 1] for s in starts.tolist()])  # (b, T+1)
+    windows = torch.stack([stream[s : s + length + 1] for s in starts.tolist()])  # (b, T+1)
     return windows[:, :-1], windows[:, 1:]
 
 
@@ -147,8 +162,9 @@ def train(args: TrainArgs, corpus: Corpus | None = None, *, progress: bool = Tru
     rank = int(os.environ.get("RANK", "0"))
     if world > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    if args.batch_size % world:
-        raise ValueError(f"--batch-size {args.batch_size} must be divisible by the {world} processes")
+    windows, _ = window_shape(args)
+    if windows % world:
+        raise ValueError(f"the {windows} windows of a step must be divisible by the {world} processes")
     if args.threads:
         torch.set_num_threads(args.threads)
     corpus = corpus or load_corpus(list(args.data), seed=args.seed)
