@@ -32,12 +32,12 @@ from pathlib import Path
 
 import torch
 
+from lpos.corpus import SHIPPED_SEED
 from lpos.model import GPT, GPTConfig, initial_token_table
 from lpos.tokenizer import VOCAB_SIZE
 
 CHECKPOINT_DIR = Path(__file__).resolve().parent.parent / "checkpoints"
 FORMAT_VERSION = 1
-SHIPPED_SEED = 1337  # the shipped models' training seed, and so their init_seed (lpos.train.TrainArgs)
 MAX_BYTES = int(os.environ.get("LPOS_MAX_UPLOAD_MB", "1024")) * 1024 * 1024
 MAX_CONFIG_BYTES = 1024 * 1024  # a Hugging Face config.json is a few kB
 SIZE_FIELDS = ("n_layer", "n_head", "n_embd", "block_size")

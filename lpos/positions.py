@@ -22,15 +22,31 @@ import torch
 Scheme = Literal["learned", "sinusoidal", "rope", "alibi", "none"]
 SCHEMES: tuple[str, ...] = get_args(Scheme)
 
-HINTS: dict[str, str] = {
-    "learned": "a trained table of position rows, added to token rows (GPT-2)",
-    "sinusoidal": "a fixed table of sines and cosines, added to token rows",
-    "rope": "rotates queries and keys by their position inside attention",
-    "alibi": "subtracts a per-head distance penalty from attention scores",
-    "none": "no position information at all",
-}
 
-ADDS_TO_EMBEDDINGS = {"learned": True, "sinusoidal": True, "rope": False, "alibi": False, "none": False}
+@dataclass(frozen=True)
+class SchemeInfo:
+    """What one position scheme does: the single place pages, analysis and the model ask."""
+
+    name: str
+    adds_rows: bool  # adds a position row to each token row before the first block
+    has_table: bool  # a table with one row per position, so inputs stop at its last row (block_size)
+    in_attention: bool  # acts inside attention (rotates queries and keys, or biases scores)
+    hint: str  # one line for the sidebar
+
+
+SCHEME_INFO: dict[str, SchemeInfo] = {
+    "learned": SchemeInfo("learned", True, True, False, "a trained table of position rows, added to token rows (GPT-2)"),
+    "sinusoidal": SchemeInfo("sinusoidal", True, False, False, "a fixed table of sines and cosines, added to token rows"),
+    "rope": SchemeInfo("rope", False, False, True, "rotates queries and keys by their position inside attention"),
+    "alibi": SchemeInfo("alibi", False, False, True, "subtracts a per-head distance penalty from attention scores"),
+    "none": SchemeInfo("none", False, False, False, "no position information at all"),
+}
+HINTS: dict[str, str] = {name: info.hint for name, info in SCHEME_INFO.items()}
+
+
+def scheme_info(name: str) -> SchemeInfo:
+    """The registry entry of a scheme; an unknown name raises ValueError."""
+    return SCHEME_INFO[check_scheme(name)]
 
 
 def check_scheme(name: str) -> str:

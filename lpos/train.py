@@ -1,7 +1,7 @@
 """Training: corpus -> token streams -> a GPT of any scheme -> an lpos checkpoint.
 
-The corpus is UTF-8 text in which a line `<|endoftext|>` separates stories. Whole stories are
-held out for validation (a fixed fraction, chosen by the seed). The softmax runs over the tokens
+The corpus (lpos.corpus) is UTF-8 text in which a line `<|endoftext|>` separates stories; whole
+stories are held out for validation. The softmax runs over the tokens
 the training stories use (`model.output_vocab`), so rows of tokens that never occur get no
 gradient at all and stay bit-identical to their initial values.
 
@@ -13,7 +13,6 @@ update as one process with the whole batch.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import math
 import os
 import platform
@@ -27,52 +26,10 @@ import torch.distributed as dist
 from tqdm import tqdm
 
 from lpos import checkpoints, snapshots
+from lpos.corpus import SHIPPED_SEED, Corpus, load_corpus
 from lpos.model import GPT, GPTConfig
-from lpos.tokenizer import END_OF_TEXT, END_OF_TEXT_ID, encode
 
 EVAL_LENGTHS = (64, 128, 256, 512, 1024)
-
-
-@dataclass(frozen=True)
-class Corpus:
-    train: torch.Tensor  # (N,) token ids of the training stories, joined by <|endoftext|>
-    val: torch.Tensor  # (M,) token ids of the held-out stories
-    val_tinystories: torch.Tensor  # the held-out stories of the files named tinystories* (the card's headline loss)
-    sha256: str  # of the files' bytes, in the order given
-    n_stories: int
-    n_val_stories: int
-
-
-def read_stories(paths: list[str | Path]) -> tuple[list[tuple[str, str]], str]:
-    """Every story with the name of its file, and the sha256 of the files' bytes in order."""
-    digest = hashlib.sha256()
-    stories = []
-    for path in paths:
-        data = Path(path).read_bytes()
-        digest.update(data)
-        text = data.decode("utf-8")
-        stories += [(s.strip("\n"), Path(path).name) for s in text.split(f"\n{END_OF_TEXT}\n") if s.strip()]
-    return stories, digest.hexdigest()
-
-
-def load_corpus(paths: list[str | Path], *, seed: int = 1337, val_fraction: float = 0.05) -> Corpus:
-    stories, sha = read_stories(paths)
-    if len(stories) < 2:
-        raise ValueError("the corpus needs at least two stories (separated by <|endoftext|> lines)")
-    order = torch.randperm(len(stories), generator=torch.Generator().manual_seed(seed)).tolist()
-    n_val = max(1, round(len(stories) * val_fraction))
-    val_set = set(order[:n_val])
-
-    def stream(indices: list[int]) -> torch.Tensor:
-        ids: list[int] = []
-        for i in indices:
-            ids += encode(stories[i][0]) + [END_OF_TEXT_ID]
-        return torch.tensor(ids, dtype=torch.long)
-
-    train = stream([i for i in range(len(stories)) if i not in val_set])
-    val = stream(sorted(val_set))
-    tinystories = stream([i for i in sorted(val_set) if stories[i][1].startswith("tinystories")])
-    return Corpus(train, val, tinystories, sha, len(stories), n_val)
 
 
 @dataclass(frozen=True)
@@ -89,7 +46,7 @@ class TrainArgs:
     # The learned table starts 10x smaller than GPT-2's N(0, 0.02): the initial noise would
     # otherwise outweigh what ~1,000 steps can write, and the trained table stays noisy.
     wpe_init_std: float = 0.002
-    seed: int = checkpoints.SHIPPED_SEED
+    seed: int = SHIPPED_SEED
     n_layer: int = 4
     n_head: int = 4
     n_embd: int = 128
