@@ -1,3 +1,4 @@
+"""`python -m lpos ...`: the command line (lpos.cli)."""
 import sys
 
 from lpos.cli import main

@@ -2,10 +2,13 @@
 
 Pre-LayerNorm blocks, `transformer.wte` (tied to `lm_head` unless `tied=False`), `transformer.wpe`
 only for the learned scheme, and one attention path that can hand back its weights, because the
-app draws them. The five schemes differ in exactly two places: `embed_parts` (learned, sinusoidal
-add a position row) and `CausalSelfAttention.forward` (rope rotates q and k, alibi biases scores).
-`offset` starts the positions at k instead of 0, as a cache continuing a sequence does; a
-`KVCache` keeps each layer's keys and values so generation reads one new position at a time.
+app draws them (`lpos.attention`). The five schemes differ in exactly two places: `embed_parts`
+(learned, sinusoidal add a position row) and the attention's steps (rope rotates q and k, alibi
+biases scores). `GPT.trace` runs the blocks once and keeps what analysis reads (weights, residual
+streams), so no analysis writes the layer loop again. `offset` starts the positions at k instead
+of 0, as a cache continuing a sequence does; a `KVCache` keeps each layer's keys and values so
+generation reads one new position at a time. `untrained_model` is the one untrained model the app
+and the CLI show.
 """
 from __future__ import annotations
 
@@ -18,10 +21,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from lpos.positions import SCHEMES, RopeScaling, alibi_bias, check_scheme, rope_rotate, sinusoidal_table
+from lpos.corpus import SHIPPED_SEED
+from lpos.attention import CausalSelfAttention
+from lpos.kv_cache import KVCache, LayerCache
+from lpos.positions import SCHEMES, RopeScaling, check_scheme, scheme_info, sinusoidal_table
+from lpos.token_table import INIT_STD, SharedTokenTable, initial_token_table
 
-
-INIT_STD = 0.02  # GPT-2's initialisation of weights and embedding rows
 # a sinusoidal row has norm sqrt(C/2); times this it has INIT_STD * sqrt(C), an initial token row's norm
 SINUSOID_SCALE = INIT_STD * math.sqrt(2)
 INFERENCE_LOSS_ROWS = 128  # positions scored at once by vocab_loss without gradients
@@ -56,50 +61,16 @@ class GPTConfig:
         return cls(**{k: v for k, v in values.items() if k in names})
 
 
+class Trace(NamedTuple):
+    hidden: torch.Tensor  # (B, T, C) the final normalised hidden states (what the head reads)
+    attention: list[torch.Tensor]  # per layer (B, nh, T, S) weights; empty unless keep_attention
+    residual: list[torch.Tensor]  # n_layer + 1 streams (B, T, C): block i's input, then ln_f's; empty unless keep_residual
+
+
 class EmbedParts(NamedTuple):
     token: torch.Tensor  # (B, T, C) the rows looked up for each token id
     position: torch.Tensor | None  # (T, C) the rows added for each position, None if nothing is added
     total: torch.Tensor  # (B, T, C) what enters the first block
-
-
-def initial_token_table(config: GPTConfig) -> torch.Tensor:
-    """The token table at initialisation, from its own generator: N(0, 0.02) as GPT-2."""
-    generator = torch.Generator().manual_seed(config.init_seed)
-    return torch.randn(config.vocab_size, config.n_embd, generator=generator) * INIT_STD
-
-
-class SharedTokenTable(nn.Module):
-    """A tied token table held as the rows training changed over a base table other models share.
-
-    A model trained over a corpus vocabulary changes only those rows (`ids`, `rows`); every other
-    row keeps its initial value, which is the same for every model of one init_seed. The server
-    holds that base once for all the shipped models instead of one 26 MB table each
-    (`GPT.share_token_table`, docs/PERFORMANCE.md). Lookups and logits give the same numbers as
-    the dense table; `weight` builds the dense table when something needs all of it.
-    """
-
-    def __init__(self, base: torch.Tensor, ids: torch.Tensor, rows: torch.Tensor):
-        super().__init__()
-        self.register_buffer("base", base, persistent=False)  # (V, C), shared: never written
-        self.register_buffer("ids", ids)  # (K,) in output_vocab's order
-        self.rows = nn.Parameter(rows, requires_grad=False)  # (K, C)
-        slot = torch.full((len(base),), -1, dtype=torch.long)
-        slot[ids] = torch.arange(len(ids))
-        self.register_buffer("slot", slot, persistent=False)  # row of each id in `rows`, -1 if none
-
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        out = F.embedding(idx, self.base)
-        slot = self.slot[idx]
-        changed = slot >= 0
-        out[changed] = self.rows[slot[changed]]
-        return out
-
-    @property
-    def weight(self) -> torch.Tensor:
-        """The dense (V, C) table: a new tensor, built on each access."""
-        table = self.base.clone()
-        table[self.ids] = self.rows.detach()
-        return table
 
 
 class LayerNorm(nn.Module):
@@ -112,77 +83,6 @@ class LayerNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.layer_norm(x, self.weight.shape, self.weight, self.bias, 1e-5)
-
-
-class LayerCache:
-    """The keys (already rotated, for rope) and values of the positions one layer has read."""
-
-    def __init__(self) -> None:
-        self.keys: torch.Tensor | None = None  # (B, nh, S, hs)
-        self.values: torch.Tensor | None = None  # (B, nh, S, hs)
-
-    @property
-    def length(self) -> int:
-        return 0 if self.keys is None else self.keys.shape[2]
-
-    def extend(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Append the new positions' keys and values; return all of them."""
-        self.keys = k if self.keys is None else torch.cat([self.keys, k], dim=2)
-        self.values = v if self.values is None else torch.cat([self.values, v], dim=2)
-        return self.keys, self.values
-
-
-class KVCache:
-    """One LayerCache per block. Pass the same cache to successive `GPT.forward` calls: each call
-    reads only its new tokens, at the positions after those already cached."""
-
-    def __init__(self, n_layer: int) -> None:
-        self.layers = [LayerCache() for _ in range(n_layer)]
-
-    @property
-    def length(self) -> int:
-        return self.layers[0].length
-
-
-class CausalSelfAttention(nn.Module):
-    def __init__(self, config: GPTConfig):
-        super().__init__()
-        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
-        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
-        self.attn_dropout = nn.Dropout(config.dropout)
-        self.resid_dropout = nn.Dropout(config.dropout)
-        self.n_head = config.n_head
-        self.position = config.position
-
-    def forward(self, x: torch.Tensor, *, offset: int = 0, rope_scaling: RopeScaling | None = None,
-                cache: LayerCache | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Returns the attention output (B, T, C) and the weights (B, nh, T, S): S keys, the T new
-        ones after any in `cache`. The new tokens sit at positions offset + cached + (0..T-1)."""
-        B, T, C = x.shape
-        nh, hs = self.n_head, C // self.n_head
-        q, k, v = self.c_attn(x).split(C, dim=2)
-        q = q.view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
-        k = k.view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
-        v = v.view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
-        past = cache.length if cache is not None else 0
-        if self.position == "rope":
-            positions = torch.arange(offset + past, offset + past + T, device=x.device)
-            frequencies = rope_scaling.frequencies(hs) if rope_scaling is not None else None
-            magnitude = rope_scaling.attention_factor if rope_scaling is not None else 1.0
-            q = rope_rotate(q, positions, frequencies=frequencies, magnitude=magnitude)
-            k = rope_rotate(k, positions, frequencies=frequencies, magnitude=magnitude)
-        if cache is not None:
-            k, v = cache.extend(k, v)  # (B, nh, S, hs), S = past + T
-        S = k.shape[2]
-        scores = (q @ k.transpose(-2, -1)) / math.sqrt(hs)  # (B, nh, T, S)
-        if self.position == "alibi":  # distances only: the offset cancels
-            scores = scores + alibi_bias(nh, S, first_query=past).to(scores)  # (nh, T, S) broadcast over B
-        causal = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=past)
-        scores = scores.masked_fill(~causal, float("-inf"))
-        weights = F.softmax(scores, dim=-1)
-        y = self.attn_dropout(weights) @ v  # (B, nh, T, hs)
-        y = y.transpose(1, 2).contiguous().view(B, T, C)  # re-assemble heads
-        return self.resid_dropout(self.c_proj(y)), weights
 
 
 class MLP(nn.Module):
@@ -226,7 +126,7 @@ class GPT(nn.Module):
             h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
             ln_f=LayerNorm(config.n_embd, bias=config.bias),
         )
-        if config.position == "learned":
+        if scheme_info(config.position).has_table:
             modules["wpe"] = nn.Embedding(config.block_size, config.n_embd)
         self.transformer = nn.ModuleDict(modules)
         # Empty and tied: the head's weight is replaced by the token table at once, so it is never
@@ -308,15 +208,22 @@ class GPT(nn.Module):
         logits[..., self.output_vocab] = h @ self.vocab_rows().T
         return logits
 
+    @property
+    def max_input_length(self) -> int | None:
+        """The longest input this model takes: a scheme with a table stops at its last row
+        (block_size); None when positions go on for ever."""
+        return self.config.block_size if scheme_info(self.config.position).has_table else None
+
     def check_length(self, T: int, *, offset: int = 0) -> None:
         if offset < 0:
             raise ValueError(f"offset must be 0 or more, got {offset}")
-        if self.config.position == "learned" and offset + T > self.config.block_size:
-            extending = [s for s in SCHEMES if s != "learned"]
+        rows = self.max_input_length
+        if rows is not None and offset + T > rows:
+            extending = [s for s in SCHEMES if not scheme_info(s).has_table]
             needs = f" from position {offset}, so it needs {offset + T} rows" if offset else ""
             raise ValueError(
-                f"the learned position table has {self.config.block_size} rows; this sequence "
-                f"has {T} tokens{needs}. Shorten it to {self.config.block_size} tokens, or use a scheme "
+                f"the {self.config.position} position table has {rows} rows; this sequence "
+                f"has {T} tokens{needs}. Shorten it to {rows} tokens, or use a scheme "
                 f"that extends to any length: {', '.join(extending)}"
             )
 
@@ -325,36 +232,48 @@ class GPT(nn.Module):
         offset..offset+T-1."""
         T = idx.shape[1]
         self.check_length(T, offset=offset)
-        wte = self.transformer.wte
-        token = wte(idx)  # (B, T, C)
-        if self.config.position == "learned":
+        token = self.transformer.wte(idx)  # (B, T, C)
+        info = scheme_info(self.config.position)
+        if not info.adds_rows:
+            return EmbedParts(token, None, token)
+        if info.has_table:
             position = self.transformer.wpe(torch.arange(offset, offset + T, device=idx.device))  # (T, C)
-        elif self.config.position == "sinusoidal":
+        else:
             # The table's +-1 values would drown token rows initialised at 0.02 (measured: 0.4
             # nats worse). Scaled, a position row has the norm of an initial token row, as a
             # learned table starts; the rows shown are the rows added.
             table = sinusoidal_table(offset + T, self.config.n_embd)[offset:]  # (T, C): rows offset..offset+T-1
             position = SINUSOID_SCALE * table.to(token)
-        else:
-            return EmbedParts(token, None, token)
         return EmbedParts(token, position, token + position)
 
-    def hidden_states(self, idx: torch.Tensor, *, keep_attention: bool = True, offset: int = 0,
-                      rope_scaling: RopeScaling | None = None,
-                      cache: KVCache | None = None) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """Final normalised hidden states (B, T, C) and per-layer attention weights (an empty
-        list with keep_attention=False: at 1,024 tokens each layer's weights take nh × 4 MB)."""
+    def trace(self, idx: torch.Tensor, *, offset: int = 0, rope_scaling: RopeScaling | None = None,
+              cache: KVCache | None = None, keep_attention: bool = True, keep_residual: bool = False) -> Trace:
+        """Run the blocks on ids `idx` (B, T), keeping what analysis reads: the final normalised
+        hidden states, each layer's attention weights (keep_attention; at 1,024 tokens each layer's
+        take nh × 4 MB) and each block's input residual stream plus the one entering ln_f
+        (keep_residual)."""
         if rope_scaling is not None and self.config.position != "rope":
             raise ValueError(f"rope_scaling rescales RoPE's rotations; this model uses {self.config.position!r}")
         past = cache.length if cache is not None else 0
-        x = self.transformer.drop(self.embed_parts(idx, offset=offset + past).total)
-        attention = []
+        x = self.transformer.drop(self.embed_parts(idx, offset=offset + past).total)  # (B, T, C)
+        attention, residual = [], []
         for i, block in enumerate(self.transformer.h):
+            if keep_residual:
+                residual.append(x)
             x, weights = block(x, offset=offset, rope_scaling=rope_scaling,
                                cache=cache.layers[i] if cache is not None else None)
             if keep_attention:
                 attention.append(weights)
-        return self.transformer.ln_f(x), attention
+        if keep_residual:
+            residual.append(x)
+        return Trace(self.transformer.ln_f(x), attention, residual)
+
+    def hidden_states(self, idx: torch.Tensor, *, keep_attention: bool = True, offset: int = 0,
+                      rope_scaling: RopeScaling | None = None,
+                      cache: KVCache | None = None) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Final normalised hidden states (B, T, C) and per-layer attention weights (see `trace`)."""
+        traced = self.trace(idx, offset=offset, rope_scaling=rope_scaling, cache=cache, keep_attention=keep_attention)
+        return traced.hidden, traced.attention
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, return_attention: bool = False, *,
                 offset: int = 0, rope_scaling: RopeScaling | None = None, cache: KVCache | None = None):
@@ -396,14 +315,11 @@ class GPT(nn.Module):
         losses = losses.masked_fill(index < 0, float("nan"))
         return losses.nanmean() if reduction == "mean" else losses.view(targets.shape)
 
-    @torch.no_grad()
-    def generate(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None):
-        for _ in range(max_new_tokens):
-            context = idx if self.config.position != "learned" else idx[:, -self.config.block_size :]
-            logits, _ = self(context)
-            logits = logits[:, -1, :] / temperature
-            if top_k is not None:
-                v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
-                logits[logits < v[:, [-1]]] = float("-inf")
-            idx = torch.cat((idx, torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)), dim=1)
-        return idx
+
+def untrained_model(scheme: str) -> GPT:
+    """The untrained model of a scheme that the app and the CLI show: the shipped models' shape and
+    token table (init_seed SHIPPED_SEED), every other weight drawn after torch.manual_seed(0).
+    The global random state is left as it was."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return GPT(GPTConfig(position=scheme, init_seed=SHIPPED_SEED)).eval()

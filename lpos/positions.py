@@ -13,6 +13,7 @@
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Literal, get_args
@@ -88,7 +89,7 @@ def rope_angles(positions: torch.Tensor, dim: int, base: float = 10000.0, *,
         frequencies = pair_frequencies(dim, base)
     elif frequencies.shape != (dim // 2,):
         raise ValueError(f"expected {dim // 2} pair frequencies for dimension {dim}, got shape {tuple(frequencies.shape)}")
-    return positions.to(torch.float64)[:, None] * frequencies.to(torch.float64)[None, :]
+    return positions.to(torch.float64)[:, None] * frequencies.to(positions.device, torch.float64)[None, :]
 
 
 def rope_rotate(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0, *,
@@ -202,6 +203,15 @@ class RopeScaling:
     @property
     def attention_factor(self) -> float:
         return rope_attention_factor(self.method, self.factor)
+
+
+@functools.lru_cache(maxsize=64)
+def rotation_frequencies(dim: int, scaling: RopeScaling | None = None, base: float = 10000.0) -> torch.Tensor:
+    """The pair frequencies RoPE turns a head of `dim` columns by, [dim/2]: as trained without
+    `scaling`, else rescaled by it. Computed once per (dim, scaling, base) and shared by every
+    call, so the model does not rebuild them per layer and step: read it, never write to it."""
+    with torch.inference_mode(False):  # a tensor made under inference_mode could not serve training later
+        return pair_frequencies(dim, base) if scaling is None else scaling.frequencies(dim, base)
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:

@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from lpos.model import GPT
+from lpos.positions import scheme_info
 from lpos.tokenizer import encode
 
 SNAPSHOT_COUNT = 16
@@ -58,7 +59,7 @@ def eval_windows(stream: torch.Tensor, block_size: int) -> tuple[torch.Tensor, t
 def position_rows(model: GPT, x: torch.Tensor) -> tuple[str, torch.Tensor]:
     """(kind, rows (T, C)): the learned table, or the first block's mean output at each position
     over the windows `x`, minus its mean over positions (what block 1 adds that depends on where)."""
-    if model.config.position == "learned":
+    if scheme_info(model.config.position).has_table:
         return "table", model.transformer.wpe.weight.detach().clone()
     block = model.transformer.h[0]
     h = model.embed_parts(x).total

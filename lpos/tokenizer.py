@@ -45,14 +45,6 @@ def encode(text: str) -> list[int]:
     return encoding().encode_ordinary(text)
 
 
-def encode_with_separators(text: str) -> list[int]:
-    """Like `encode`, but a literal ``<|endoftext|>`` becomes the separator id 50256.
-
-    Only for training corpora, where that line separates stories.
-    """
-    return encoding().encode(text, allowed_special={END_OF_TEXT})
-
-
 def token_strings(ids: list[int]) -> list[str]:
     """The text of each token; bytes that are part of a multi-byte character show as U+FFFD."""
     enc = encoding()

@@ -26,6 +26,7 @@ import torch.distributed as dist
 from tqdm import tqdm
 
 from lpos import checkpoints, snapshots
+from lpos.analysis import length_losses, unigram_loss
 from lpos.corpus import SHIPPED_SEED, Corpus, load_corpus
 from lpos.model import GPT, GPTConfig
 
@@ -198,8 +199,6 @@ def held_out_focus(corpus: Corpus) -> torch.Tensor:
 
 
 def describe(model: GPT, corpus: Corpus, args: TrainArgs, counts: Counter, *, steps: int, wall: float, world: int) -> dict:
-    from lpos.analysis import length_losses, unigram_loss  # late: analysis imports the model
-
     losses = length_losses(model, corpus.val, lengths=args.eval_lengths)
     focus = length_losses(model, held_out_focus(corpus), lengths=args.eval_lengths)
     return {

@@ -3,10 +3,10 @@ import streamlit as st
 
 from lpos.analysis.embeddings import lookalike_tokens, never_seen, repeated_tokens, rows_frame
 from lpos.figures.embeddings import NEVER_SEEN
-from lpos.ui import cached_figures
-from lpos.ui.cached import embedding_view
-from lpos.ui.guards import literal, usable_ids
-from lpos.ui.state import selection as current_selection
+from lpos.ui import embeddings
+from lpos.ui.guards import usable_ids
+from lpos.ui.text import literal
+from lpos.ui.selection import selection as current_selection
 
 WHERE_IT_ACTS = {  # schemes that add nothing to the embeddings, and the page where they do act
     "rope": ("pages/rope_alibi.py", "RoPE rotates queries and keys inside attention: see it on the RoPE & ALiBi page",
@@ -24,9 +24,9 @@ st.caption(
     "positions pick a second row by position and add the two; that sum is the input to the first block."
 )
 ids = usable_ids(selection)
-view = embedding_view(selection, ids)
+view = embeddings.embedding_view(selection.model, ids)
 
-chips, heatmaps = cached_figures.embedding_figures(selection, ids)
+chips, heatmaps = embeddings.embedding_figures(selection.model, ids)
 with st.container(key="chips"):  # a keyed place: the chips keep their spot across reruns
     st.html(chips)  # token text escaped in token_chips_html; st.html also sanitises (DOMPurify), no iframe
 unseen = never_seen(view)

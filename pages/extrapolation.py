@@ -2,11 +2,12 @@
 import streamlit as st
 
 from lpos import ui
-from lpos.analysis.lengths import curve_reading, length_reading, story, training_length
+from lpos.analysis.lengths import curve_reading, length_reading, training_length
+from lpos.corpus import story
 from lpos.positions import SCHEMES
 from lpos.tokenizer import encode
-from lpos.ui import cached_experiments, cached_figures
-from lpos.ui.state import MAX_TOKENS
+from lpos.ui import lengths
+from lpos.ui.selection import MAX_TOKENS
 
 PRESS_2021 = ("Press, Smith & Lewis (2021), “Train Short, Test Long: Attention with Linear Biases Enables Input "
               "Length Extrapolation”, [arXiv:2108.12409](https://arxiv.org/abs/2108.12409).")
@@ -19,15 +20,14 @@ st.caption(
 )
 
 st.subheader("Loss against evaluation length, from the model cards")
-tables = cached_experiments.shipped_loss_tables()
+tables = lengths.shipped_loss_tables()
 if not tables:
     st.info("No shipped checkpoint is installed yet, so there are no model cards to plot. The live view below "
             "works with any model.", icon=":material/hourglass_empty:")
 else:
-    card_model, card = cached_experiments.shipped_card(next(iter(tables)))
-    train_length, unigram = training_length(card, card_model), card.get("unigram_val_loss")
+    train_length, unigram = lengths.card_training(next(iter(tables)))
     plot_column, reading_column = st.columns([3, 2])
-    plot_column.plotly_chart(cached_figures.length_curves(tables, train_length=train_length, unigram=unigram),
+    plot_column.plotly_chart(lengths.length_curves(tables, train_length=train_length, unigram=unigram),
                              key="length_curves")
     plot_column.caption("Left of the dashed line the models read no more than they were trained on; right of it, "
                         "up to 8× more.\n\nA line that climbs fails to extrapolate; `learned` has no row past 128.")
@@ -60,10 +60,10 @@ def live() -> None:
         ids = ids[:MAX_TOKENS]
 
     model = selection.model
-    curve = cached_experiments.loss_curve(selection, ids)
+    curve = lengths.loss_curve(model, ids)
     trained_at = training_length(model.meta, model.model)
     plot_column, reading_column = st.columns([3, 2])
-    plot_column.plotly_chart(cached_figures.token_losses(selection, ids, train_length=trained_at), key="token_losses")
+    plot_column.plotly_chart(lengths.token_losses(model, ids, train_length=trained_at), key="token_losses")
     plot_column.caption(f"Faint: the loss of each token; dark: the mean of the last {curve.window}. Gaps are tokens "
                         "outside the model's vocabulary.\n\nWatch the dark line past the dashed training length.")
     reading_column.markdown(f"**{selection.scheme} · {model.label}**")

@@ -6,7 +6,8 @@ from lpos.analysis.heads import DOMINANT_SHARE, LOCAL_FRACTION, heads_reading
 from lpos.analysis.probes import PENALTIES
 from lpos.analysis.streaming import SINK_TOKENS, WINDOWS, sink_reading, sink_summary
 from lpos.figures.inside import distance_profile_figure, sink_gain_figure, streaming_figure
-from lpos.ui import cached_experiments, inside
+from lpos.ui import inside
+from lpos.ui.selection import scheme_models
 
 HAVIV = ("Haviv et al. (2022), “Transformer Language Models without Positional Encodings Still Learn Positional "
          "Information”, [arXiv:2203.16634](https://arxiv.org/abs/2203.16634)")
@@ -25,7 +26,7 @@ source = st.radio("Text", list(offered), key="inside_text", horizontal=True,
                   help="Stories no model was trained on: the app's own story, and the held-out stories of the "
                        "training corpus (the text the model cards' losses are measured on) when it is on this machine.")
 chosen = offered[source]
-models = cached_experiments.scheme_models(selection)
+models = scheme_models(selection)
 sidebar_model = next(m for m in models if m.scheme == selection.scheme)
 
 where, portraits_tab, sink_tab = st.tabs(["Where position lives", "Head portraits", "The sink, tested"],
@@ -62,8 +63,7 @@ def head_portraits() -> None:
     except ValueError as error:
         st.warning(f"The heads cannot be measured on this model: {error}.", icon=":material/warning:")
         return
-    named = {(f"{s} (sidebar)" if s == selection.scheme else s): p for s, p in shown.items()}
-    st.plotly_chart(inside.head_grid(models, named, chosen), key="inside_heads")
+    st.plotly_chart(inside.head_grid(models, chosen, sidebar=selection.scheme), key="inside_heads")
     mine = shown[selection.scheme]
     st.caption(f"Measured on {mine.queries:,} query tokens per head ({mine.queries // (mine.window - 1)} windows of "
                f"{mine.window} tokens of {source}; query 0 can only look at itself and is left out). A head is named "

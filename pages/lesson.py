@@ -3,7 +3,7 @@ import streamlit as st
 
 from lpos import ui
 from lpos.lesson import STEPS
-from lpos.ui import cached_figures, lesson
+from lpos.ui import lesson
 
 selection = ui.selection()
 if "lesson_step" not in st.session_state:  # first visit in this session: the URL decides
@@ -54,7 +54,7 @@ def step_view() -> None:
     st.header(f"{step}. {current.title}")
     st.markdown(current.text)
     try:
-        fig, measured = cached_figures.lesson_figure(step, selection)
+        fig, measured = lesson.figure(step, selection)
     except ValueError as error:  # a model the lesson cannot draw (e.g. an upload of an unusual size)
         st.warning(f"This step cannot be drawn for the chosen model: {error}", icon=":material/warning:")
     else:

@@ -5,7 +5,8 @@ from lpos import ui
 from lpos.analysis.shuffle import can_shuffle, predictions_table, shuffle_earlier, shuffle_table
 from lpos.figures.shuffle import attention_bars, change_figure
 from lpos.tokenizer import decode, encode
-from lpos.ui import cached_experiments
+from lpos.ui.selection import scheme_models
+from lpos.ui.shuffle import shuffle_results
 
 SOURCES = {
     "swap": "“The dog bit the man.” → “The man bit the dog.”",
@@ -54,8 +55,8 @@ def experiment() -> None:
     else:
         original = encode(PRESETS["dog" if source == "swap" else source])
 
-    models = cached_experiments.scheme_models(selection)
-    limit = min([MAX_SHUFFLE_TOKENS] + [m.model.config.block_size for m in models if m.scheme == "learned"])
+    models = scheme_models(selection)
+    limit = min([MAX_SHUFFLE_TOKENS] + [m.model.max_input_length for m in models if m.model.max_input_length is not None])
     if len(original) > limit:
         st.caption(f"Using the first {limit} of {len(original):,} tokens: the bars stay readable and every "
                    "scheme's model can read them.")
@@ -71,7 +72,7 @@ def experiment() -> None:
         st.caption("The two presets hold the same tokens and end on the same “.”, so the second is one permutation of "
                    "the first: an honest shuffle. (Without the full stop their last tokens would differ.)")
 
-    results = cached_experiments.shuffle_results(models, original, shuffled)
+    results = shuffle_results(models, original, shuffled)
     table = shuffle_table(results, labels=[m.label for m in models])
 
     st.subheader("Layer 1: the last position's attention output, all five schemes")

@@ -2,11 +2,11 @@
 import streamlit as st
 
 from lpos import ui
-from lpos.analysis.attention import offset_scores, rotating_pair
+from lpos.analysis.attention import rotating_pair
 from lpos.analysis.heads import head_sentence
-from lpos.figures.attention import BIAS_COLOURS, matrix_panels, offset_scores_figure, rope_arrow_figure
+from lpos.figures.attention import BIAS_COLOURS, matrix_panels, rope_arrow_figure
 from lpos.tokenizer import token_strings, visible
-from lpos.ui import cached_figures, cached_positions
+from lpos.ui import attention
 
 INSTEAD = {
     "learned": "The learned scheme adds a trained row per position to each token row before the first block; "
@@ -36,27 +36,28 @@ def rope_section(own: bool, layer: int, head: int) -> None:
     position = a.selectbox("Token", range(len(ids)), format_func=lambda p: f"{p}: {tokens[p]}", key=f"ra_token_{len(ids)}")
     pair = b.slider("Column pair of the head", 0, head_dim // 2 - 1, 0, key=f"ra_pair_{head_dim}")
     steps = c.slider("Positions to draw", 2, 32, 8, key="ra_steps")
-    query, key = cached_positions.query_and_key(selection, ids, layer=layer, head=head, position=position)
+    query, key = attention.query_and_key(model, ids, layer=layer, head=head, position=position)
     st.plotly_chart(rope_arrow_figure(rotating_pair(query, pair=pair, positions=steps), pair=pair, token=tokens[position]),
                     key="ra_arrow")
     st.caption(("This token's query in " if own else "This model's query (it does not rotate it) in ")
                + f"layer {layer}, head {head}, before rotation, placed at positions 0, 1, 2, …\n"
                "The arrow keeps its length and turns by the same angle per step: position is an angle, not an added row.")
-    st.plotly_chart(cached_figures.rope_angles(head_dim), key="ra_angles")
+    st.plotly_chart(attention.rope_angles(head_dim), key="ra_angles")
     st.caption(f"Each of the head's {head_dim // 2} pairs turns at its own speed: pair 0 one radian per position, "
                f"the last almost not at all.\nA geometric ladder like the sinusoidal table's, but over the head's "
                f"{head_dim} columns ({head_dim // 2} pairs, each {10000 ** (-2 / head_dim):.2f}× the speed of the one "
                f"before), not the model's {config.n_embd}: RoPE rotates each head's q and k separately.")
     length = max(len(ids), 64)
     offsets = [offset for offset in (0, 1, 4, 16) if offset < length]
-    st.plotly_chart(offset_scores_figure(offset_scores(query, key, offsets=offsets, length=length)), key="ra_flat")
+    flat, _ = attention.offset_scores_view(query, key, offsets=offsets, length=length)
+    st.plotly_chart(flat, key="ra_flat")
     st.caption("The token's query at position m against its own key at n = m − offset, after rotation.\n"
                "Every line is flat: moving both by the same amount changes nothing, only m − n counts.")
 
 
 def alibi_section(own: bool, layer: int, head: int) -> None:
-    effect = cached_positions.alibi_effect(selection, ids, layer=layer)
-    st.plotly_chart(cached_figures.alibi_slopes_chart(config.n_head), key="ra_slopes")
+    effect = attention.alibi_effect(model, ids, layer=layer)
+    st.plotly_chart(attention.alibi_slopes_chart(config.n_head), key="ra_slopes")
     st.caption(f"For {config.n_head} heads the slopes are {', '.join(f'{s:.3g}' for s in effect.slopes)}.\n"
                "Steep heads look only at the last few tokens; gentle heads can reach far back.")
     lowest = float(effect.bias[head].min()) or -1.0
@@ -93,7 +94,7 @@ def attention_views() -> None:
         alibi_section(True, layer, head)
 
     st.header("This model's attention weights")
-    weights = cached_positions.attention_maps(selection, ids, layer=layer)
+    weights = attention.attention_maps(model, ids, layer=layer)
     st.plotly_chart(matrix_panels([(f"layer {layer}, head {head}", weights[head])], tokens=tokens, value_name="weight",
                                   zmin=0.0, zmax=1.0, title=f"Attention weights ({selection.model.label})"), key="ra_attention")
     st.caption("Each row is one query token's attention over the keys up to itself; each row sums to 1.\n"

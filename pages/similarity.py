@@ -4,14 +4,15 @@ import streamlit as st
 from lpos import ui
 from lpos.analysis.embeddings import token_counts
 from lpos.analysis.similarity import nearest_positions, position_rows
-from lpos.figures.similarity import similarity_heatmaps
+from lpos.positions import scheme_info
 from lpos.tokenizer import encode, token_strings, visible
-from lpos.ui import cached_figures, cached_positions
+from lpos.ui import embeddings, similarity
 
 NEAREST_POSITIONS = 10  # rows listed for "nearest positions of position"
 
 selection = ui.selection()
 model, config = selection.model.model, selection.model.model.config
+scheme = scheme_info(config.position)
 st.title("Similarity: which rows look alike")
 st.caption("Cosine similarity compares the direction of two rows: 1 = same direction, 0 = unrelated, −1 = opposite. "
            "Random rows are all near 0 to each other; training pulls related rows together.")
@@ -21,26 +22,23 @@ st.caption("Cosine similarity compares the direction of two rows: 1 = same direc
 def positions() -> None:
     """The position rows: the slider and everything it drives (no sentence in here)."""
     st.subheader("Position × position")
-    limit = config.block_size if config.position == "learned" else 1024
+    limit = model.max_input_length or 1024
     asked = st.query_params.get("positions", "")  # a link may open the map at its own size
     start = int(asked) if asked.isdigit() and 2 <= int(asked) <= limit else min(128, limit)
     length = st.slider("Positions", min_value=2, max_value=max(2, limit), value=start, key=f"sim_length_{limit}",
                        help="Above 256 positions the map is block-averaged so the page stays light.")
-    if config.position in ("learned", "sinusoidal"):
-        maps = cached_figures.position_maps(selection.model.key, config.position, length, label=selection.model.label,
-                                            with_untrained=config.position == "learned" and selection.model.trained,
-                                            _model=model, _meta=selection.model.meta)
+    if scheme.adds_rows:
+        maps = similarity.position_maps(selection.model, length, with_untrained=scheme.has_table and selection.model.trained)
         st.plotly_chart(maps, key="sim_positions")
-        band, structure = cached_figures.position_band(selection.model.key, config.position, length, _model=model,
-                                                       _meta=selection.model.meta)
+        band, structure = similarity.position_band(selection.model, length)
         at = ", ".join(f"{structure[key]:.2f} at distance {key.rsplit('_', 1)[1]}"
                        for key in ("cosine_at_1", "cosine_at_16", "cosine_at_64") if key in structure)
-        if config.position == "learned" and selection.model.trained:
+        if scheme.has_table and selection.model.trained:
             st.caption(f"Trained (left): mean cosine {at}; each row's 10 most similar rows sit "
                        f"{structure['neighbour_distance']:.1f} positions away on average (about 42 for random rows).\n"
                        "The right map is the table this model started from (or a random draw, when the file kept no "
                        "snapshots): speckle around 0 with a diagonal of 1s.")
-        elif config.position == "learned":
+        elif scheme.has_table:
             st.caption("Untrained: random rows are nearly orthogonal, so the map is speckle around 0 with a diagonal of 1s.\n"
                        "Pick a trained learned model to see the band training carves.")
         else:
@@ -51,7 +49,7 @@ def positions() -> None:
                    "positions apart.")
     elif config.position == "rope":
         head_dim = config.n_embd // config.n_head
-        kernel_map, kernel_line = cached_figures.rope_kernel(length, head_dim)
+        kernel_map, kernel_line = similarity.rope_kernel(length, head_dim)
         st.plotly_chart(kernel_map, key="sim_positions")
         st.caption("RoPE adds no rows. Its counterpart: one vector rotated to positions m and n, compared by cosine.\n"
                    "Every diagonal is constant: the kernel depends on m − n only.")
@@ -64,7 +62,7 @@ def positions() -> None:
                  "none": "This model gets no position information, so there are no position rows to compare."}[config.position],
                 icon=":material/info:")
 
-    if config.position in ("learned", "sinusoidal"):
+    if scheme.adds_rows:
         table = position_rows(model, length)
         position = st.number_input("Nearest positions of position", min_value=0, max_value=len(table) - 1,
                                    value=min(10, len(table) - 1), key=f"sim_position_{len(table)}")
@@ -78,7 +76,7 @@ def positions() -> None:
         if len(table) < 4:
             st.info("PCA needs at least 4 positions; raise the slider above.")
         else:
-            flat, solid, explained = cached_figures.position_pca(selection.model.key, config.position, length, _model=model)
+            flat, solid, explained = similarity.position_pca(selection.model, length)
             left, right = st.columns(2)
             left.plotly_chart(flat, key="sim_pca2")
             # closed, the 3-D view sends nothing: a WebGL scene costs a browser without a GPU ~0.8 s per slider step
@@ -97,7 +95,7 @@ positions()
 
 ids = ui.usable_ids(selection)
 tokens = [visible(t) for t in token_strings(ids)]
-view = ui.embedding_view(selection, ids)
+view = embeddings.embedding_view(selection.model, ids)
 
 
 @st.fragment
@@ -107,8 +105,7 @@ def token_map() -> None:
     options = ["token rows"] + (["token + position rows"] if view.position_rows is not None else [])
     which = st.radio("Rows", options, horizontal=True, key="sim_rows")
     rows = view.token_rows if which == "token rows" else view.summed_rows
-    st.plotly_chart(similarity_heatmaps([cached_positions.similarity_map(rows, title=which)], axis_title="token", tokens=tokens),
-                    key="sim_tokens")
+    st.plotly_chart(similarity.token_map(rows, title=which, tokens=tokens), key="sim_tokens")
     st.caption("A repeated token has cosine 1 with itself in token rows; adding position rows makes the copies differ.\n"
                + ("This scheme adds no position rows, so only token rows exist here." if view.position_rows is None else
                   "Switch between token rows and summed rows to see the position rows at work."))
@@ -132,7 +129,7 @@ def neighbours() -> None:
                                 format_func=lambda p: f"{p}: {tokens[p]}")
         token_id = ids[position]
     counts = token_counts(selection.model.meta)
-    st.dataframe(cached_positions.nearest_tokens(selection, token_id, k=k), hide_index=True, key="sim_neighbours")
+    st.dataframe(similarity.nearest_tokens(selection.model, token_id, k=k), hide_index=True, key="sim_neighbours")
     if not selection.model.trained:
         st.warning("Untrained model: every token row is still random, so these neighbours are random too.", icon=":material/casino:")
     elif counts is None:

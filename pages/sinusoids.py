@@ -3,7 +3,7 @@ import streamlit as st
 
 from lpos import ui
 from lpos.model import SINUSOID_SCALE
-from lpos.ui import cached_figures
+from lpos.ui import sinusoids
 
 selection = ui.selection()
 st.title("Sinusoids: a position table nobody trained")
@@ -23,7 +23,7 @@ def explorer() -> None:
                               help="10000 in the original paper: sets the slowest wavelength, about 2π·base positions.")
 
     st.subheader("The table")
-    table, row_block = cached_figures.sinusoid_table(length, width, float(base),
+    table, row_block = sinusoids.sinusoid_table(length, width, float(base),
                                                        title=f"Sinusoidal table: {length} positions × {width} columns")
     st.plotly_chart(table, key="sin_table")
     st.caption("Left columns change every row (short wavelengths); right columns barely change over thousands of positions.\n"
@@ -36,12 +36,12 @@ def explorer() -> None:
     pairs = st.multiselect("Column pairs to draw", pairs_available, default=default_pairs, key=f"sin_pairs_{width}",
                            max_selections=8, help="Pair i is columns 2i (sin) and 2i+1 (cos).")
     if pairs:
-        st.plotly_chart(cached_figures.sinusoid_bands(length, width, tuple(pairs), float(base)), key="sin_bands")
+        st.plotly_chart(sinusoids.sinusoid_bands(length, width, tuple(pairs), float(base)), key="sin_bands")
         st.caption("Each pair is a clock hand turning at its own speed: sin is one coordinate, cos the other.\n"
                    "Low pairs wrap around within a few positions; high pairs have barely started after the whole length.")
     else:
         st.info("Pick at least one column pair above to draw its sin and cos.")
-    waves, slowest = cached_figures.sinusoid_wavelengths(width, float(base))
+    waves, slowest = sinusoids.sinusoid_wavelengths(width, float(base))
     st.plotly_chart(waves, key="sin_wavelengths")
     st.caption(f"Pair 0 repeats every 2π ≈ 6.28 positions; the last pair every {slowest:,.0f} "
                "positions (2π·base^((width−2)/width)).\nThe wavelengths are evenly spaced on a log scale: a geometric sequence. "
@@ -58,7 +58,7 @@ def distance(width: int, base: float) -> None:
     starts = [columns[i].number_input(f"t{i + 1}", min_value=0, max_value=4096, value=value, step=1, key=f"sin_t{i + 1}")
               for i, value in enumerate((0, 100, 1000))]
     max_offset = columns[3].slider("Largest distance k", min_value=1, max_value=1024, value=128, key="sin_max_offset")
-    dots = cached_figures.sinusoid_offset_dots(width, tuple(int(s) for s in starts), max_offset, float(base))
+    dots = sinusoids.sinusoid_offset_dots(width, tuple(int(s) for s in starts), max_offset, float(base))
     st.plotly_chart(dots, key="sin_offset_dot")
     st.caption("row t · row t+k = Σᵢ cos(k·wᵢ): the start t cancels, so the three curves lie on top of each other.\n"
                "Attention does not see this raw dot product: scores pass through the learned W_q and W_k first. "
@@ -78,7 +78,7 @@ if config.position != "sinusoidal":
 else:
     ids = ui.usable_ids(selection)
     shown = min(max(2 * len(ids), 64), 4096)
-    model_table, _ = cached_figures.sinusoid_table(shown, config.n_embd, 10000.0, highlight_rows=len(ids),
+    model_table, _ = sinusoids.sinusoid_table(shown, config.n_embd, 10000.0, highlight_rows=len(ids),
                                                    title=f"The {config.n_embd}-column table this model adds, "
                                                          f"drawn at ±1 (added × {SINUSOID_SCALE:.3f})")
     st.plotly_chart(model_table, key="sin_model_table")

@@ -2,16 +2,14 @@
 writing past the training length, and "absolute vs relative" as a shift of every position."""
 import pandas as pd
 import streamlit as st
-from streamlit.errors import StreamlitAPIException
 
 from lpos import checkpoints, ui
 from lpos.analysis import generate, stretch
 from lpos.positions import SCHEMES
 from lpos.tokenizer import encode
-from lpos.ui import cached_experiments
-from lpos.ui import stretch as cached
+from lpos.ui import stretch as views
 from lpos.ui.models import label
-from lpos.ui.state import MAX_TOKENS
+from lpos.ui.selection import MAX_TOKENS, scheme_models
 
 PAPERS = ("Chen et al. (2023), [Position Interpolation](https://arxiv.org/abs/2306.15595); bloc97 (2023), NTK-aware "
           "scaling; Peng et al. (2023), [YaRN](https://arxiv.org/abs/2309.00071).")
@@ -24,7 +22,7 @@ st.caption("The shipped RoPE model was trained on 128-token windows. Three publi
 
 
 def loss_panel(text: str, factor: int, train_length: int) -> None:
-    view = cached.loss_view(factor, text=text, train_length=train_length)
+    view = views.loss_view(factor, text=text, train_length=train_length)
     if view is None:
         st.info("The held-out stream needs the training corpus (shared/data), which is not on this machine.",
                 icon=":material/info:")
@@ -37,21 +35,21 @@ def loss_panel(text: str, factor: int, train_length: int) -> None:
 
 @st.fragment
 def scaling_sections() -> None:
-    if cached.shipped("rope") is None:
+    if views.shipped("rope") is None:
         st.info("No shipped RoPE checkpoint is installed yet (checkpoints/rope.pt), so there is nothing to rescale. "
                 "Sections 4 and 5 below work with whatever is installed.", icon=":material/hourglass_empty:")
         return
-    train_length = cached.train_length_of("rope")
+    train_length = views.train_length_of("rope")
     factor = st.radio("Scaling factor (target length ÷ training length)", [2, 4, 8], index=1, horizontal=True,
                       key="stretch_factor", format_func=lambda f: f"×{f} ({f * train_length:,} tokens)")
 
     st.subheader("1. Loss against evaluation length")
-    loss_panel(cached.STORY, factor, train_length)
+    loss_panel(views.STORY, factor, train_length)
     held_out = st.expander(f"The same on the held-out stream: {stretch.EVAL_CHUNKS} × 1,024 tokens of the stories "
                            "held out from training", key="stretch_held_out_open", on_change="rerun")
     if held_out.open:  # closed, it computes nothing: opening it reruns this fragment
         with held_out:
-            loss_panel(cached.HELD_OUT, factor, train_length)
+            loss_panel(views.HELD_OUT, factor, train_length)
     st.caption("Each text is cut into chunks of 1,024 tokens and every chunk into windows of L tokens, so every length "
                "scores the same predictions and a line moves only because the model reads more context. A method above "
                "plain RoPE everywhere helps nobody at this size: the model is small and briefly trained, and the papers "
@@ -59,9 +57,9 @@ def scaling_sections() -> None:
                "extrapolation).")
 
     st.subheader("2. Which pairs turn fully inside the training window")
-    model, _ = cached.shipped("rope")
+    model, _ = views.shipped("rope")
     head = model.config.n_embd // model.config.n_head
-    figure, reading = cached.wavelength_view(head, factor=factor, train_length=train_length)
+    figure, reading = views.wavelength_view(head, factor=factor, train_length=train_length)
     st.plotly_chart(figure, key="stretch_wavelengths")
     st.markdown(reading)
     st.caption(f"Each head has {head} columns, so {head // 2} pairs. PI divides every frequency by the factor (every "
@@ -76,7 +74,7 @@ def scaling_sections() -> None:
     layer = left.selectbox("Layer", range(model.config.n_layer), key="stretch_layer")
     measure = right.radio("Measure", ["max_logit", "entropy"], horizontal=True, key="stretch_measure",
                           format_func={"max_logit": "largest attention logit", "entropy": "attention entropy"}.get)
-    figure, reading = cached.attention_view(factor, layer=layer, measure=measure, train_length=train_length)
+    figure, reading = views.attention_view(factor, layer=layer, measure=measure, train_length=train_length)
     st.plotly_chart(figure, key="stretch_attention")
     st.markdown(reading)
     st.caption("The first 1,024 tokens of the built-in story, one forward per method; the largest logit is over heads "
@@ -108,44 +106,18 @@ def write_past_the_wall() -> None:
         st.info("Type a prompt to continue: any text works.", icon=":material/edit:")
         return
     sampling = generate.Sampling(0.0 if greedy else temperature, None if greedy else int(top_k), int(seed))
-    lengths = {name: cached.train_length_of(name) for name in names}
-    models, notes = {}, {}
-    for name in names:
-        model, _ = cached.shipped(name)
-        room = generate.room(model, len(prompt))
-        if room == 0:
-            st.warning(f"**{name}**: the prompt has {len(prompt)} tokens and the learned table "
-                       f"{model.config.block_size} rows, so there is no position left to write at.",
-                       icon=":material/straighten:")
-            continue
-        models[name] = model
-        notes[name] = (f"stops at its {model.config.block_size}-row table: {room} new tokens at most"
-                       if room is not None else "reads its whole text, past the training length")
-    settings = (tuple(prompt), tokens, sampling)
-    job = st.session_state.get("stretch_job")
-    if start:
-        job = cached.start_writing(models, prompt, tokens=tokens, sampling=sampling, lengths=lengths, settings=settings)
-        st.session_state["stretch_job"] = job
-    elif job is not None and job.state == "writing" and (stopped or job.settings != settings):
-        job.stop("stopped" if stopped else "interrupted")
-    if job is None or job.settings != settings:
+    models, notes, refused = views.writers(names, prompt)
+    for warning in refused:
+        st.warning(warning, icon=":material/straighten:")
+    job = views.writing_job(models, prompt, tokens=tokens, sampling=sampling, start=start, stop=stopped)
+    if job is None:
         st.caption("Press Write: each model continues the prompt in its own box, token by token.")
     else:
         boxes = {}
         for name in job.written:
             st.markdown(f"**{label(name)}** · {notes.get(name, '')}")
             boxes[name] = st.container(height=180).empty()
-        cached.advance(job, seconds=0.25)
-        cached.draw(job, boxes)
-        if job.state == "writing":
-            try:
-                st.rerun(scope="fragment")  # the next slice; a Stop clicked meanwhile is read first
-            except StreamlitAPIException:  # a full-app run (a test, or the sidebar changed mid-way)
-                if start:
-                    cached.advance(job, seconds=float("inf"))
-                    cached.draw(job, boxes)
-                else:
-                    job.stop("interrupted")
+        views.write(job, boxes, started=start)
         if job.state in ("stopped", "interrupted"):
             st.caption(f"{job.state.capitalize()}: the texts end where writing stopped.")
     st.caption("Each new token costs one position's forward: the keys and values already computed stay in a cache. "
@@ -163,11 +135,11 @@ def shift_section() -> None:
         return
     offset = st.slider("Offset k: the sentence sits at positions k, k+1, … instead of 0, 1, …", 1, 512, 64,
                        key="stretch_offset")
-    models = cached_experiments.scheme_models(selection)
-    changes = cached.offset_changes(models, ids, offset)
+    models = scheme_models(selection)
+    changes = views.offset_changes(models, ids, offset)
     rows = [{"scheme": m.scheme, "model": m.label,
              "max |change| of the last position's logits": f"{c:.2e}" if c is not None else
-             f"n/a: the table has {m.model.config.block_size} rows; the sentence would end at {offset + len(ids)}"}
+             f"n/a: the table has {m.model.max_input_length} rows; the sentence would end at {offset + len(ids)}"}
             for m, c in zip(models, changes)]
     st.table(pd.DataFrame(rows).set_index("scheme"))
     st.caption(f"Your sentence ({len(ids)} tokens) at offset 0 and at offset {offset}. rope, alibi and none only ever "

@@ -4,14 +4,14 @@ import streamlit as st
 from lpos import ui
 from lpos.analysis.timeline import neighbours_at
 from lpos.figures.timeline import position_map_animation
-from lpos.ui.cached_timeline import model_timeline, step_figures
+from lpos.ui.timeline import model_timeline, step_figures
 
 selection = ui.selection()
 st.title("Training timeline: watch the model learn")
 st.caption("While it trained, each shipped model kept 16 snapshots, from step 0 (random weights) to its last step, "
            "spaced evenly on a log scale because most change happens early. Move the step to see what it knew then.")
 
-found = model_timeline(selection)
+found = model_timeline(selection.model)
 if found is None:
     kind = "An untrained model" if not selection.model.trained else f"{selection.model.label}"
     st.info(f"{kind} has no training timeline: only the shipped models kept snapshots while they trained. "
@@ -25,7 +25,7 @@ def step_view() -> None:
     step = st.select_slider("Training step", options=timeline.steps, value=timeline.steps[-1], key="timeline_step",
                             help="The 16 snapshots. Step 0 is the model before its first update.")
     index = timeline.steps.index(step)
-    figures = step_figures(selection, index)
+    figures = step_figures(selection.model, index)
     for line in found.reading:
         st.markdown(f"- {line}")
 

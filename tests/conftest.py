@@ -36,31 +36,19 @@ def tiny_model():
     return make
 
 
-@pytest.fixture(autouse=True)
-def server_navigation_mode(monkeypatch):
-    """Keep AppTest in the navigation mode of a running server.
+@pytest.fixture(autouse=True, scope="session")
+def server_navigation_mode():
+    """Keep AppTest in the navigation mode of a running server (lpos.ui.harness says why)."""
+    from lpos.ui.harness import server_navigation_mode
 
-    Before every run AppTest forgets whether st.navigation was called and re-detects the pages/
-    folder beside app.py, so a page opened with switch_page runs on its own, without app.py.
-    A real server does that only for its very first request (lpos.ui.state.selection reruns that
-    one through app.py; tests/test_browser_lesson.py opens a fresh server on a page's URL).
-    """
-    from streamlit.runtime.pages_manager import PagesManager
-
-    detect = PagesManager.__init__
-
-    def init(self, *args, **kwargs):
-        detect(self, *args, **kwargs)
-        PagesManager.uses_pages_directory = False  # what app.py's st.navigation sets
-
-    monkeypatch.setattr(PagesManager, "__init__", init)
+    server_navigation_mode()
 
 
 def app_test(*, page: str | None = None, timeout: float = 120, **query):
     """An AppTest of app.py, optionally opened on a page file and with URL query values, already run."""
-    from streamlit.testing.v1 import AppTest
+    from lpos.ui.harness import app_test as new_app_test
 
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=timeout)
+    at = new_app_test(timeout=timeout)
     for key, value in query.items():
         at.query_params[key] = value
     at.run()
@@ -196,7 +184,7 @@ def run_and_wait(page, action, *, timeout: float = 90_000) -> None:
 def open_url(page, url: str, *, timeout: float = 90_000) -> None:
     """Open `url` and wait for its first run through app.py to finish (a new document counts from 0).
     The sidebar's sentence box says app.py ran: a fresh server's first request for a page's own URL
-    first runs that page alone, which reruns at once through app.py (lpos.ui.state.selection)."""
+    first runs that page alone, which reruns at once through app.py (lpos.ui.selection.selection)."""
     page.goto(url)
     page.wait_for_function("() => window.__lposRuns > 0 && document.querySelector('[data-testid=\"stSidebar\"] textarea')",
                            timeout=timeout)

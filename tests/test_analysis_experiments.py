@@ -8,10 +8,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lpos.analysis.lengths import (curve_reading, length_losses, length_reading, loss_along_text, loss_table, story,
+from lpos.analysis.lengths import (curve_reading, length_losses, length_reading, loss_along_text, loss_table,
                                    token_losses, training_length)
 from lpos.analysis.shuffle import (ORDER_BLIND_TOLERANCE, can_shuffle, moved_from, predictions_table,
                                    shuffle_earlier, shuffle_experiment, shuffle_table)
+from lpos.corpus import story
 from lpos.tokenizer import encode
 
 SCHEMES = ["learned", "sinusoidal", "rope", "alibi", "none"]

@@ -11,7 +11,8 @@ import torch
 
 from conftest import SCHEMES
 from lpos.analysis import heads, probes, streaming
-from lpos.analysis.lengths import story, token_losses
+from lpos.analysis.lengths import token_losses
+from lpos.corpus import story
 from lpos.tokenizer import encode, token_strings
 
 

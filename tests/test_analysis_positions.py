@@ -35,7 +35,9 @@ def test_frequency_bands_are_the_table_columns():
 def test_dot_product_of_rows_depends_only_on_distance(width):
     dots = sinusoids.offset_dot_products(width, starts=[0, 37, 1000], max_offset=300)
     curves = {start: part["dot"].to_numpy() for start, part in dots.groupby("start")}
-    expected = sinusoids.expected_offset_dot(np.arange(301), width)
+    # row t . row t+k = sum_i sin(t w_i) sin((t+k) w_i) + cos(t w_i) cos((t+k) w_i) = sum_i cos(k w_i)
+    frequencies = 10000.0 ** (-np.arange(0, width, 2) / width)  # (width/2,)
+    expected = np.cos(np.arange(301)[:, None] * frequencies[None, :]).sum(axis=1)
     for curve in curves.values():  # the table is float32: error grows with t·width
         np.testing.assert_allclose(curve, expected, atol=2e-4 * width)
     assert curves[0][0] == pytest.approx(width / 2, rel=1e-6)  # |row|^2 = sum of sin^2 + cos^2 = width/2
@@ -189,5 +191,6 @@ def test_queries_and_keys_rebuild_the_models_scores(tiny_model):
     model = tiny_model("rope")
     ids = [1, 2, 3, 4]
     q, k = attention.queries_and_keys(model, ids, layer=0, rotate=True)
-    weights = attention.causal_softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]))
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (nh, T, T)
+    weights = torch.softmax(scores.masked_fill(~torch.ones(4, 4, dtype=torch.bool).tril(), float("-inf")), dim=-1)
     np.testing.assert_allclose(weights.numpy(), attention.attention_maps(model, ids, layer=0), atol=1e-6)

@@ -23,7 +23,7 @@ from torch.testing import assert_close
 
 from lpos import checkpoints
 from lpos.checkpoints import CheckpointError, available, describe, load, save
-from lpos.layouts import NeedsHeadCount
+from lpos.checkpoints import NeedsHeadCount
 from lpos.model import GPT, initial_token_table
 from lpos.positions import SCHEMES
 

@@ -14,7 +14,7 @@ import torch
 
 from lpos import checkpoints
 from lpos.cli import main
-from lpos.model import GPT, GPTConfig, initial_token_table
+from lpos.model import untrained_model
 
 ROOT = Path(__file__).resolve().parent.parent
 SENTENCE = "The dog bit the man"
@@ -37,13 +37,12 @@ def inspect_json(capsys, *args: str, err: list | None = None) -> list[dict]:
 def test_inspect_prints_tokens_ids_and_norms():
     done = run_cli("inspect", SENTENCE, "--untrained")
     assert done.returncode == 0, done.stderr
-    assert done.stderr == "model: untrained learned (random init, seed 0)\n"
+    assert done.stderr == "model: untrained learned (random init, as the app's)\n"
     lines = done.stdout.splitlines()
     assert lines[0] == "scheme learned, 5 tokens"
     assert lines[1].split() == ["position", "token", "id", "token_norm", "position_norm", "sum_norm"]
-    table = initial_token_table(GPTConfig())
-    torch.manual_seed(0)
-    wpe = GPT(GPTConfig()).transformer.wpe.weight.detach()
+    app = untrained_model("learned")  # the app's untrained model: the CLI shows its numbers
+    table, wpe = app.transformer.wte.weight.detach(), app.transformer.wpe.weight.detach()
     for t, (line, token, token_id) in enumerate(zip(lines[2:], TOKENS, IDS)):
         position, shown_token, shown_id, token_norm, position_norm, sum_norm = line.split()
         assert (int(position), shown_token, int(shown_id)) == (t, token, token_id)
@@ -55,7 +54,7 @@ def test_inspect_prints_tokens_ids_and_norms():
 
 def test_inspect_json_sinusoidal(capsys):
     records = inspect_json(capsys, "--scheme", "sinusoidal", "--untrained")
-    table = initial_token_table(GPTConfig())
+    table = untrained_model("sinusoidal").transformer.wte.weight.detach()
     assert [r["token"] for r in records] == TOKENS and [r["id"] for r in records] == IDS
     for record in records:
         # each sin/cos pair has norm 1, so a table row has norm sqrt(C / 2) = 8, scaled by 0.02 sqrt(2)
@@ -161,7 +160,7 @@ def test_without_a_checkpoint_the_shipped_trained_model_is_used(capsys, scheme):
     trained = checkpoints.load(scheme)[0].transformer.wte.weight.detach()
     assert [r["token_norm"] for r in records] == pytest.approx([float(trained[i].norm()) for i in IDS], abs=1e-4)
     untrained = inspect_json(capsys, "--scheme", scheme, "--untrained")
-    initial = initial_token_table(GPTConfig())
+    initial = untrained_model(scheme).transformer.wte.weight.detach()
     assert [r["token_norm"] for r in untrained] == pytest.approx([float(initial[i].norm()) for i in IDS], abs=1e-4)
     assert untrained != records
 

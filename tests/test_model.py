@@ -10,8 +10,9 @@ import torch.nn.functional as F
 from torch.testing import assert_close
 
 from lpos.analysis.shuffle import first_layer_attention, shuffle_earlier, shuffle_experiment
-from lpos.model import GPT, SINUSOID_SCALE, GPTConfig, initial_token_table
-from lpos.positions import SCHEMES, sinusoidal_table
+from lpos.corpus import SHIPPED_SEED
+from lpos.model import GPT, SINUSOID_SCALE, GPTConfig, initial_token_table, untrained_model
+from lpos.positions import SCHEMES, RopeScaling, pair_frequencies, rotation_frequencies, sinusoidal_table
 
 
 def random_ids(B: int, T: int, seed: int = 0, high: int = 50257) -> torch.Tensor:
@@ -284,3 +285,59 @@ def test_gelu_variants_differ(tiny_model):
     exact, tanh = tiny_model("learned"), tiny_model("learned", activation="gelu_tanh")
     assert exact.transformer.h[0].mlp.gelu.approximate == "none"
     assert tanh.transformer.h[0].mlp.gelu.approximate == "tanh"
+
+
+def test_untrained_model_is_the_apps_and_leaves_the_random_state_alone():
+    torch.manual_seed(123)
+    before = torch.random.get_rng_state()
+    model = untrained_model("rope")
+    assert torch.equal(torch.random.get_rng_state(), before)
+    torch.manual_seed(0)  # how the app built its untrained model before the factory
+    reference = GPT(GPTConfig(position="rope", init_seed=SHIPPED_SEED)).eval()
+    assert not model.training
+    for (name, got), (_, expected) in zip(model.state_dict().items(), reference.state_dict().items()):
+        assert torch.equal(got, expected), name
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_max_input_length_is_the_table_or_none(tiny_model, scheme):
+    model = tiny_model(scheme, block_size=16)
+    assert model.max_input_length == (16 if scheme == "learned" else None)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_trace_keeps_every_residual_stream_and_the_models_numbers(tiny_model, scheme):
+    model, idx = tiny_model(scheme), random_ids(2, 12)
+    with torch.no_grad():
+        logits, _, attention = model(idx, return_attention=True)
+        traced = model.trace(idx, keep_residual=True)
+        x = model.embed_parts(idx).total
+        for block, stream in zip(model.transformer.h, traced.residual):
+            assert torch.equal(stream, x)
+            x, _ = block(x)
+    assert torch.equal(traced.residual[-1], x) and len(traced.residual) == model.config.n_layer + 1
+    assert torch.equal(model.output_logits(traced.hidden), logits)
+    assert all(torch.equal(a, b) for a, b in zip(traced.attention, attention))
+    assert model.trace(idx, keep_attention=False).attention == [] and model.trace(idx).residual == []
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_attention_steps_compose_to_its_forward(tiny_model, scheme):
+    model, idx = tiny_model(scheme), random_ids(1, 9)
+    block = model.transformer.h[0]
+    with torch.no_grad():
+        x = block.ln_1(model.embed_parts(idx, offset=3).total)
+        _, weights = block.attn(x, offset=3)
+        q, k, _ = block.attn.project(x, positions=torch.arange(3, 12))  # (1, nh, T, hs)
+        scores = block.attn.scores(q, k)  # (1, nh, T, T)
+    assert torch.equal(F.softmax(scores, dim=-1), weights)
+    assert torch.isinf(scores[0, :, 0, 1:]).all() and scores[0, :, -1].isfinite().all()  # the causal mask
+    raw, _, _ = block.attn.project(x, positions=None)  # before any rotation
+    assert torch.equal(raw, q) == (scheme != "rope")
+
+
+def test_rope_frequencies_are_built_once_per_head_size_and_scaling():
+    yarn = RopeScaling("yarn", 4.0, 16)
+    assert rotation_frequencies(16, yarn) is rotation_frequencies(16, RopeScaling("yarn", 4.0, 16))
+    assert torch.equal(rotation_frequencies(16, yarn), yarn.frequencies(16))
+    assert torch.equal(rotation_frequencies(16), pair_frequencies(16))

@@ -6,7 +6,7 @@ import pytest
 
 from conftest import SCHEMES, app_test
 from lpos import checkpoints
-from lpos.cli import DEFAULT_DATA_DIR
+from lpos.corpus import data_dir
 
 STRETCH = "pages/stretch.py"
 CORPUS_FILES = checkpoints.load("rope")[1].get("data_files", ["?"]) if "rope" in checkpoints.available() else ["?"]
@@ -77,8 +77,8 @@ def test_a_factor_change_redraws_the_curves():
 
 @pytest.mark.slow  # scores 4,096 more predictions under six curves
 @shipped_rope
-@pytest.mark.skipif(not all((DEFAULT_DATA_DIR / name).is_file() for name in CORPUS_FILES),
-                    reason=f"the training corpus is not at {DEFAULT_DATA_DIR} (LPOS_DATA_DIR): no held-out stream")
+@pytest.mark.skipif(not all((data_dir() / name).is_file() for name in CORPUS_FILES),
+                    reason=f"the training corpus is not at {data_dir()} (LPOS_DATA_DIR): no held-out stream")
 def test_the_held_out_stream_is_scored_once_opened():
     at = app_test(page=STRETCH, scheme="rope", model="rope", timeout=300)
     at.session_state["stretch_held_out_open"] = True  # AppTest keeps no expander state

@@ -10,8 +10,8 @@ from torch.testing import assert_close
 
 from lpos.model import GPTConfig
 from lpos.positions import (
-    ADDS_TO_EMBEDDINGS,
     HINTS,
+    SCHEME_INFO,
     SCHEMES,
     alibi_bias,
     alibi_slopes,
@@ -26,8 +26,10 @@ from lpos.positions import (
 
 def test_scheme_registry():
     assert SCHEMES == ("learned", "sinusoidal", "rope", "alibi", "none")
-    assert set(HINTS) == set(SCHEMES) == set(ADDS_TO_EMBEDDINGS)
-    assert [s for s in SCHEMES if ADDS_TO_EMBEDDINGS[s]] == ["learned", "sinusoidal"]
+    assert set(HINTS) == set(SCHEMES) == set(SCHEME_INFO)
+    assert [s for s in SCHEMES if SCHEME_INFO[s].adds_rows] == ["learned", "sinusoidal"]
+    assert [s for s in SCHEMES if SCHEME_INFO[s].has_table] == ["learned"]
+    assert [s for s in SCHEMES if SCHEME_INFO[s].in_attention] == ["rope", "alibi"]
 
 
 def test_unknown_scheme_message():

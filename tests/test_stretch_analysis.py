@@ -66,7 +66,7 @@ def test_attention_logits_give_the_models_own_weights(tiny_model, scheme, scalin
         profile = stretch.attention_profile(model, ids, rope_scaling=scaling)
         x = model.embed_parts(torch.tensor([ids])).total
         for layer, block in enumerate(model.transformer.h):
-            scores = stretch.attention_logits(model, block, x, rope_scaling=scaling)
+            scores = stretch.attention_logits(block, x, rope_scaling=scaling)
             assert_close(F.softmax(scores, dim=-1), attention[layer][0])
             rows = profile[profile["layer"] == layer]
             assert_close(torch.tensor(rows["max_logit"].to_numpy()), scores.amax(dim=(0, 2)))
@@ -82,8 +82,8 @@ def test_yarn_raises_the_logits_by_the_square_of_its_factor(tiny_model):
         x = model.embed_parts(torch.tensor([ids])).total
     block = model.transformer.h[0]
     yarn = RopeScaling("yarn", 4.0, 16)
-    scores = stretch.attention_logits(model, block, x, rope_scaling=yarn)
-    unscaled = stretch.attention_logits(model, block, x, rope_scaling=None)
+    scores = stretch.attention_logits(block, x, rope_scaling=yarn)
+    unscaled = stretch.attention_logits(block, x, rope_scaling=None)
     assert yarn.attention_factor == pytest.approx(0.1 * math.log(4) + 1)
     assert not torch.allclose(scores, unscaled)
     with torch.no_grad():

@@ -10,7 +10,7 @@ import torch
 from lpos import checkpoints
 from lpos.analysis import stretch
 from lpos.analysis.generate import Sampling, continue_text
-from lpos.analysis.lengths import story
+from lpos.corpus import story
 from lpos.cli import main
 from lpos.positions import RopeScaling
 from lpos.tokenizer import encode

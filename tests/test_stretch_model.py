@@ -36,18 +36,18 @@ def old_alibi_bias(n_heads, length):
     return -alibi_slopes(n_heads)[:, None, None] * distance[None]
 
 
-def old_attention(attn, x):
+def old_attention(attn, x, position):
     B, T, C = x.shape
     nh, hs = attn.n_head, C // attn.n_head
     q, k, v = attn.c_attn(x).split(C, dim=2)
     q = q.view(B, T, nh, hs).transpose(1, 2)
     k = k.view(B, T, nh, hs).transpose(1, 2)
     v = v.view(B, T, nh, hs).transpose(1, 2)
-    if attn.position == "rope":
+    if position == "rope":
         positions = torch.arange(T, device=x.device)
         q, k = old_rope_rotate(q, positions), old_rope_rotate(k, positions)
     scores = (q @ k.transpose(-2, -1)) / math.sqrt(hs)
-    if attn.position == "alibi":
+    if position == "alibi":
         scores = scores + old_alibi_bias(nh, T).to(scores)
     causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
     scores = scores.masked_fill(~causal, float("-inf"))
@@ -68,7 +68,7 @@ def old_forward(model: GPT, idx: torch.Tensor) -> torch.Tensor:
         x = token
     x = model.transformer.drop(x)
     for block in model.transformer.h:
-        x = x + old_attention(block.attn, block.ln_1(x))
+        x = x + old_attention(block.attn, block.ln_1(x), model.config.position)
         x = x + block.mlp(block.ln_2(x))
     logits = model.lm_head(model.transformer.ln_f(x))
     if model.output_vocab is not None:

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lpos import tokenizer
-from lpos.tokenizer import END_OF_TEXT_ID, decode, encode, encode_with_separators, token_strings, visible
+from lpos.tokenizer import END_OF_TEXT_ID, decode, encode, token_strings, visible
 
 # The pre-tokeniser of OpenAI's original gpt-2/src/encoder.py (not tiktoken's rewrite of it).
 ORIGINAL_GPT2_PATTERN = regex.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
@@ -60,9 +60,10 @@ def test_published_ids(text):
 
 
 def test_separator_encoding_matches_published_ids():
-    # Raschka, "Build a Large Language Model (From Scratch)", ch. 2, with allowed_special
-    text = "Hello, do you like tea? <|endoftext|> In the sunlit terracesof someunknownPlace."
-    assert encode_with_separators(text) == [
+    # Raschka, "Build a Large Language Model (From Scratch)", ch. 2, with allowed_special: the
+    # separator is an id of its own between the two texts' ids, as lpos.corpus joins stories
+    before, after = "Hello, do you like tea? ", " In the sunlit terracesof someunknownPlace."
+    assert encode(before) + [END_OF_TEXT_ID] + encode(after) == [
         15496, 11, 466, 345, 588, 8887, 30, 220, 50256, 554, 262, 4252, 18250, 8812, 2114, 1659, 617, 34680, 27271, 13
     ]
 
@@ -100,7 +101,6 @@ def test_end_of_text_spelling_is_ordinary_text():
     assert ids == reference_encode("<|endoftext|>")
     assert len(ids) > 1
     assert decode(ids) == "<|endoftext|>"
-    assert END_OF_TEXT_ID in encode_with_separators("a\n<|endoftext|>\nb")
 
 
 def test_empty_text():

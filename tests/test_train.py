@@ -18,7 +18,8 @@ from lpos.checkpoints import load
 from lpos.cli import main
 from lpos.model import initial_token_table
 from lpos.tokenizer import END_OF_TEXT, encode
-from lpos.train import TrainArgs, learning_rate, load_corpus, train
+from lpos.corpus import load_corpus
+from lpos.train import TrainArgs, learning_rate, train
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

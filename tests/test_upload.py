@@ -9,6 +9,8 @@ from __future__ import annotations
 import io
 import json
 import re
+import subprocess
+import sys
 import tempfile
 import tomllib
 from dataclasses import dataclass
@@ -21,8 +23,8 @@ from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileMan
 from streamlit.runtime.uploaded_file_manager import UploadedFileRec
 from test_checkpoints import SeedConfig, importable_from_trainer_module
 
-from lpos.analysis.lengths import story
-from lpos.checkpoints import CheckpointError
+from lpos.corpus import story
+from lpos.checkpoints import CheckpointError, uploads
 from lpos.tokenizer import encode
 from lpos.ui import upload
 from lpos.ui.models import label, offered, shared_dir_files
@@ -203,7 +205,7 @@ def test_cap_is_consistent_with_streamlit_config(monkeypatch):
     settings = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
     # Streamlit's box prints its limit in whole GB above 512 MB: 1,024 MB is the cap it states truly ("1GB per file")
     assert settings["server"]["maxUploadSize"] == upload.DEFAULT_CAP_MB == 1024
-    assert upload.shown_mb(1024) == "1 GB" and upload.shown_mb(50) == "50 MB"
+    assert uploads.shown_mb(1024) == "1 GB" and uploads.shown_mb(50) == "50 MB"
     monkeypatch.setattr(upload.st, "get_option", lambda name: settings["server"]["maxUploadSize"])
     assert upload.cap_mb() == 1024
     monkeypatch.setenv("LPOS_MAX_UPLOAD_MB", "50")
@@ -220,7 +222,7 @@ def test_cap_is_consistent_with_streamlit_config(monkeypatch):
     ("", "upload"),
 ])
 def test_file_names_are_reduced_to_safe_names(name, expected):
-    assert upload.safe_name(name) == expected
+    assert uploads.safe_name(name) == expected
 
 
 @pytest.mark.parametrize("names, message", [
@@ -258,7 +260,7 @@ def test_hostile_meta_is_reduced_to_what_pages_can_read():
     meta = {"val_loss": float("nan"), "steps": True, "tokens_trained": 1000, "token_counts": {"a": "b"},
             "loss_by_length": {"64": {"loss": "3.5"}, "128": {"loss": None, "note": "n/a"}},
             "machine": ["not", "text"], "evil": object()}
-    assert upload.clean_meta(meta) == {
+    assert uploads.clean_meta(meta) == {
         "tokens_trained": 1000,
         "loss_by_length": {64: {"loss": 3.5, "note": ""}, 128: {"loss": None, "note": "n/a"}},
     }
@@ -479,3 +481,11 @@ def test_model_names_from_the_url_are_never_paths(shared_folder, value):
     assert not at.exception
     assert model_box(at).value in ("learned", "untrained")
     assert any("Unknown model" in w.value for w in at.warning)
+
+
+def test_reading_an_upload_needs_no_streamlit():
+    """lpos.checkpoints.uploads is the box's reading half: importable and usable without Streamlit."""
+    code = ("import sys; from lpos.checkpoints import uploads; "
+            "assert uploads.safe_name('../a b.pt') == 'a_b.pt'; assert 'streamlit' not in sys.modules")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr

@@ -37,56 +37,39 @@ def check_layer(model: GPT, layer: int) -> None:
 def layer_input(model: GPT, ids: list[int], *, layer: int) -> torch.Tensor:
     """What enters block `layer` for the sentence (1, T, C)."""
     check_layer(model, layer)
-    x = model.embed_parts(torch.tensor([ids], dtype=torch.long)).total  # (1, T, C)
-    for block in model.transformer.h[:layer]:
-        x, _ = block(x)
-    return x
+    return model.trace(torch.tensor([ids], dtype=torch.long), keep_attention=False, keep_residual=True).residual[layer]
 
 
 @torch.no_grad()
 def attention_maps(model: GPT, ids: list[int], *, layer: int) -> np.ndarray:
     """The attention weights of one layer, (nh, T, T): row = query position, column = key position."""
-    x = layer_input(model, ids, layer=layer)
-    block = model.transformer.h[layer]
-    _, weights = block.attn(block.ln_1(x))  # (1, nh, T, T)
-    return weights[0].numpy()
+    check_layer(model, layer)
+    return model.trace(torch.tensor([ids], dtype=torch.long)).attention[layer][0].numpy()  # (nh, T, T)
 
 
 @torch.no_grad()
 def queries_and_keys(model: GPT, ids: list[int], *, layer: int, rotate: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """The queries and keys of one layer, (nh, T, hs) each; rotated by RoPE only if `rotate`."""
+    """The queries and keys of one layer, (nh, T, hs) each: as its attention reads them (a rope
+    model's rotated) if `rotate`, else as the heads project them, before any rotation."""
     x = layer_input(model, ids, layer=layer)
     block = model.transformer.h[layer]
-    B, T, C = x.shape
-    nh = model.config.n_head
-    q, k, _ = block.attn.c_attn(block.ln_1(x)).split(C, dim=2)
-    q = q.view(B, T, nh, C // nh).transpose(1, 2)[0]  # (nh, T, hs)
-    k = k.view(B, T, nh, C // nh).transpose(1, 2)[0]  # (nh, T, hs)
-    if rotate:
-        positions = torch.arange(T)
-        q, k = rope_rotate(q, positions), rope_rotate(k, positions)
-    return q, k
-
-
-def causal_softmax(scores: torch.Tensor) -> torch.Tensor:
-    """Softmax over keys with keys after the query hidden, as in the model."""
-    T = scores.shape[-1]
-    causal = torch.ones(T, T, dtype=torch.bool).tril()
-    return F.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
+    positions = torch.arange(len(ids)) if rotate else None  # (T,)
+    q, k, _ = block.attn.project(block.ln_1(x), positions=positions)  # (1, nh, T, hs) each
+    return q[0], k[0]
 
 
 @torch.no_grad()
 def alibi_effect(model: GPT, ids: list[int], *, layer: int) -> AlibiEffect:
     """The layer's scores with and without ALiBi's bias. For an alibi model `with_bias` is its own
     attention; for any other it is what the bias would do to the same scores."""
-    q, k = queries_and_keys(model, ids, layer=layer, rotate=model.config.position == "rope")
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (nh, T, T)
-    bias = alibi_bias(model.config.n_head, len(ids)).to(scores)  # (nh, T, T)
+    q, k = queries_and_keys(model, ids, layer=layer, rotate=True)  # (nh, T, hs) as the model reads them
+    attn = model.transformer.h[layer].attn
+    weights = {alibi: F.softmax(attn.scores(q[None], k[None], alibi=alibi)[0], dim=-1) for alibi in (True, False)}
     return AlibiEffect(
         slopes=alibi_slopes(model.config.n_head).numpy(),
-        bias=bias.numpy(),
-        with_bias=causal_softmax(scores + bias).numpy(),
-        without_bias=causal_softmax(scores).numpy(),
+        bias=alibi_bias(model.config.n_head, len(ids)).numpy(),
+        with_bias=weights[True].numpy(),  # (nh, T, T)
+        without_bias=weights[False].numpy(),  # (nh, T, T)
     )
 
 

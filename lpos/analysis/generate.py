@@ -47,9 +47,8 @@ class Continuation:
 
 def room(model: GPT, prompt_length: int) -> int | None:
     """New tokens the model can place before its table runs out (None: no wall)."""
-    if model.config.position != "learned":
-        return None
-    return max(model.config.block_size - prompt_length, 0)
+    rows = model.max_input_length
+    return None if rows is None else max(rows - prompt_length, 0)
 
 
 def choose(logits: torch.Tensor, sampling: Sampling, generator: torch.Generator) -> int:

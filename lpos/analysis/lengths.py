@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -22,8 +21,8 @@ from lpos.model import GPT
 
 def not_applicable(model: GPT, length: int) -> str | None:
     """Why `model` cannot be evaluated at `length`, or None if it can."""
-    rows = model.config.block_size
-    if model.config.position == "learned" and length > rows:
+    rows = model.max_input_length
+    if rows is not None and length > rows:
         return f"n/a: the table has {rows} rows"
     return None
 
@@ -80,8 +79,8 @@ def loss_along_text(model: GPT, ids: list[int], *, window: int = 32) -> LossCurv
     """Per-token loss along `ids`; a learned table is scored up to its last row and no further."""
     if len(ids) < 2:
         raise ValueError("a loss along the text needs at least two tokens: one to read, one to predict")
-    rows = model.config.block_size
-    wall = rows if model.config.position == "learned" and len(ids) > rows + 1 else None
+    rows = model.max_input_length
+    wall = rows if rows is not None and len(ids) > rows + 1 else None
     scored = ids[: rows + 1] if wall is not None else ids
     losses = token_losses(model, torch.tensor(scored, dtype=torch.long)).numpy()
     rolling = pd.Series(losses).rolling(window, min_periods=1).mean().to_numpy()
@@ -156,11 +155,3 @@ def length_reading(tables: dict[str, dict[int, dict]], *, train_length: int) -> 
                         "trained model ranks differently.")
         lines.append(f"- {verdict}")
     return "\n".join(lines)
-
-
-STORY_PATH = Path(__file__).resolve().parent.parent / "assets" / "story.txt"
-
-
-def story() -> str:
-    """An original children's story of about 1,400 tokens, longer than any training window."""
-    return STORY_PATH.read_text(encoding="utf-8")

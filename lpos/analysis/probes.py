@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 import torch
 
+from lpos import corpus
 from lpos.model import GPT
+from lpos.positions import SCHEME_INFO
 from lpos.tokenizer import END_OF_TEXT_ID, token_strings
 
 WINDOW = 128  # tokens per probe window: the shipped models' training length
@@ -33,14 +34,11 @@ class ProbeText:
     sources: str  # what the text is, for captions
 
 
-def held_out_stream(files: list[Path], *, seed: int, tokens: int = HELD_OUT_TOKENS) -> list[int]:
-    """The first `tokens` of the held-out stories of a training corpus (the stream the model cards'
-    loss by length is measured on); [] when the files are not on this machine."""
-    if not files or not all(Path(f).is_file() for f in files):
-        return []
-    from lpos.train import load_corpus  # the same split as training, so these stories were never trained on
-
-    return load_corpus([str(f) for f in files], seed=seed).val[:tokens].tolist()
+def held_out_stream(meta: dict) -> list[int]:
+    """The first HELD_OUT_TOKENS of a checkpoint's held-out stories (the stream its card's loss by
+    length is measured on, never trained on); [] when its corpus files are not on this machine."""
+    stream = corpus.held_out_stream(meta, tokens=HELD_OUT_TOKENS)
+    return [] if stream is None else stream.tolist()
 
 
 def probe_text(texts: dict[str, list[int]], *, model: GPT, window: int = WINDOW) -> ProbeText:
@@ -69,22 +67,13 @@ def probe_text(texts: dict[str, list[int]], *, model: GPT, window: int = WINDOW)
 def residual_streams(model: GPT, idx: torch.Tensor, *, keep_attention: bool = False,
                      batch_size: int = 16) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """Every residual stream for windows `idx` (n, L): n_layer + 1 tensors (n, L, C), the block
-    input first; and, with keep_attention, each layer's weights (n, nh, L, L). Runs the blocks one
-    by one, as GPT.hidden_states does, keeping what it drops."""
-    streams, attention = [], []
-    for first in range(0, len(idx), batch_size):
-        x = model.embed_parts(idx[first : first + batch_size]).total  # (b, L, C)
-        here, weights_here = [x], []
-        for block in model.transformer.h:
-            x, weights = block(x)  # (b, L, C), (b, nh, L, L)
-            here.append(x)
-            if keep_attention:
-                weights_here.append(weights)
-        streams.append(here)
-        attention.append(weights_here)
-    merged = [torch.cat([batch[s] for batch in streams]) for s in range(len(streams[0]))]
-    weights = [torch.cat([batch[layer] for batch in attention]) for layer in range(len(attention[0]))] if keep_attention else []
-    return merged, weights
+    input first; and, with keep_attention, each layer's weights (n, nh, L, L). `batch_size`
+    windows run at a time."""
+    traces = [model.trace(idx[first : first + batch_size], keep_attention=keep_attention, keep_residual=True)
+              for first in range(0, len(idx), batch_size)]
+    streams = [torch.cat(parts) for parts in zip(*(t.residual for t in traces))]  # each (n, L, C)
+    weights = [torch.cat(parts) for parts in zip(*(t.attention for t in traces))]  # each (n, nh, L, L)
+    return streams, weights
 
 
 def sentence_distance(windows: torch.Tensor) -> torch.Tensor:
@@ -165,6 +154,10 @@ def position_probes(model: GPT, text: ProbeText) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _acts_in_attention(name: str) -> bool:
+    return name in SCHEME_INFO and SCHEME_INFO[name].in_attention
+
+
 def _series(frame: pd.DataFrame, target: str) -> pd.Series:
     return frame[frame.target == target].set_index("stream")["r2"]
 
@@ -201,7 +194,7 @@ def probe_reading(trained: dict[str, pd.DataFrame], untrained: dict[str, pd.Data
                      "linearly at any layer (best R² "
                      f"{_r2(max(blank[n].max() for n in never))})"
                      + (": RoPE and ALiBi hand attention the distance between tokens, so nothing needs to write "
-                        "down where a token sits." if set(never) <= {"rope", "alibi"} else "."))
+                        "down where a token sits." if all(_acts_in_attention(n) for n in never) else "."))
     none = next((n for n in blank if n == "none"), None)
     fresh = _series(untrained["none"], "absolute position") if "none" in untrained else None
     if none is not None and fresh is not None:

@@ -16,7 +16,7 @@ import torch
 
 from lpos.analysis.sinusoids import block_average
 from lpos.model import GPT
-from lpos.positions import pair_frequencies, sinusoidal_table
+from lpos.positions import pair_frequencies, scheme_info, sinusoidal_table
 from lpos.tokenizer import token_strings, visible
 
 FULL_RESOLUTION = 256  # maps up to this size are drawn cell by cell; larger ones are block-averaged
@@ -53,12 +53,12 @@ def similarity_map(rows: np.ndarray | torch.Tensor, *, title: str, max_size: int
 
 def position_rows(model: GPT, length: int) -> np.ndarray | None:
     """The rows this model adds for positions 0..length-1, or None when it adds none (rope, alibi, none)."""
-    config = model.config
-    if config.position == "learned":
-        return model.transformer.wpe.weight.detach()[: min(length, config.block_size)].numpy()
-    if config.position == "sinusoidal":
-        return sinusoidal_table(length, config.n_embd).numpy()
-    return None
+    info = scheme_info(model.config.position)
+    if not info.adds_rows:
+        return None
+    if info.has_table:
+        return model.transformer.wpe.weight.detach()[: min(length, model.max_input_length)].numpy()
+    return sinusoidal_table(length, model.config.n_embd).numpy()
 
 
 def initial_position_rows(length: int, width: int, *, seed: int = 0) -> np.ndarray:

@@ -73,12 +73,6 @@ def wavelength_frame(width: int, *, base: float = 10000.0) -> pd.DataFrame:
     })
 
 
-def expected_offset_dot(offsets: np.ndarray, width: int, *, base: float = 10000.0) -> np.ndarray:
-    """sum_i cos(k w_i) for each offset k: the dot product of any two rows k apart."""
-    frequencies = pair_frequencies(width, base).numpy()  # (width/2,)
-    return np.cos(np.asarray(offsets, dtype=np.float64)[:, None] * frequencies[None, :]).sum(axis=1)
-
-
 def offset_dot_products(width: int, *, starts: list[int], max_offset: int, base: float = 10000.0) -> pd.DataFrame:
     """Dot product of rows t and t+k for each start t and offsets k = 0..max_offset, from the table itself.
 

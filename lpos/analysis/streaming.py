@@ -63,9 +63,10 @@ def streaming_losses(model: GPT, ids: list[int], *, window: int, sink: int = 0, 
         raise ValueError(f"this model's vocabulary has {model.config.vocab_size:,} tokens, fewer than GPT-2's: it "
                          "cannot read this text")
     longest = window + sink
-    if model.config.position == "learned" and longest > model.config.block_size:
+    rows = model.max_input_length
+    if rows is not None and longest > rows:
         raise ValueError(f"a window of {window} plus {sink} kept tokens needs {longest} rows; the learned table "
-                         f"has {model.config.block_size}. Pick a window of at most {model.config.block_size - sink}.")
+                         f"has {rows}. Pick a window of at most {rows - sink}.")
     tokens = torch.tensor(ids, dtype=torch.long)
     prefix = min(window, len(ids) - 1)  # predictions 0..prefix-1 see their whole prefix: one plain forward
     losses = [token_losses(model, tokens[: prefix + 1])]

@@ -17,10 +17,9 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from lpos.cli import DEFAULT_DATA_DIR
+from lpos import corpus
 from lpos.model import GPT
-from lpos.positions import (ROPE_METHOD_NAMES, ROPE_METHODS, RopeScaling, alibi_bias, pair_frequencies, rope_rotate,
-                            yarn_ramp)
+from lpos.positions import ROPE_METHOD_NAMES, ROPE_METHODS, RopeScaling, pair_frequencies, yarn_ramp
 
 LENGTHS = (128, 256, 512, 1024)
 CHUNK = 1024  # tokens per chunk; every evaluation length divides it
@@ -40,12 +39,7 @@ def chunks(stream: torch.Tensor, *, count: int | None = None, length: int = CHUN
 
 def eval_stream(meta: dict) -> torch.Tensor | None:
     """The held-out stream the model card was measured on, or None without its corpus files."""
-    from lpos.train import load_corpus  # only here: a page without the corpus never needs it
-
-    files = [DEFAULT_DATA_DIR / name for name in meta.get("data_files", [])]
-    if not files or not all(f.is_file() for f in files):
-        return None
-    return load_corpus(files, seed=meta.get("train_args", {}).get("seed", 1337)).val
+    return corpus.held_out_stream(meta)
 
 
 @torch.no_grad()
@@ -55,8 +49,9 @@ def chunk_losses(model: GPT, texts: torch.Tensor, *, lengths=LENGTHS, rope_scali
     {"loss": None, "note": why} where the model cannot read L tokens."""
     results = {}
     for length in lengths:
-        if model.config.position == "learned" and length > model.config.block_size:
-            results[length] = {"loss": None, "note": f"n/a: the table has {model.config.block_size} rows"}
+        rows = model.max_input_length
+        if rows is not None and length > rows:
+            results[length] = {"loss": None, "note": f"n/a: the table has {rows} rows"}
             continue
         span = texts.shape[1] - 1
         x = texts[:, :span].reshape(-1, length)  # (n * span / L, L)
@@ -130,42 +125,30 @@ def attention_profile(model: GPT, ids: list[int], *, rope_scaling: RopeScaling |
     """Per layer and query position: the largest attention logit (over heads and keys) and the
     attention entropy in nats (mean over heads). Rows (layer, position, max_logit, entropy)."""
     idx = torch.tensor([ids], dtype=torch.long)
-    x = model.embed_parts(idx).total  # (1, T, C)
+    streams = model.trace(idx, rope_scaling=rope_scaling, keep_residual=True).residual  # each (1, T, C)
     rows = []
-    for layer, block in enumerate(model.transformer.h):
-        scores = attention_logits(model, block, x, rope_scaling=rope_scaling)  # (nh, T, T), -inf above the diagonal
+    for layer, (block, x) in enumerate(zip(model.transformer.h, streams)):
+        scores = attention_logits(block, x, rope_scaling=rope_scaling)  # (nh, T, T), -inf above the diagonal
         weights = F.softmax(scores, dim=-1)
         entropy = -(weights * weights.clamp_min(1e-30).log()).sum(-1).mean(0)  # (T,)
         rows.append(pd.DataFrame({"layer": layer, "position": np.arange(len(ids)),
                                   "max_logit": scores.amax(dim=(0, 2)).numpy(), "entropy": entropy.numpy()}))
-        x, _ = block(x, rope_scaling=rope_scaling)
     return pd.concat(rows, ignore_index=True)
 
 
-def attention_logits(model: GPT, block, x: torch.Tensor, *, rope_scaling: RopeScaling | None) -> torch.Tensor:
-    """One block's pre-softmax scores for input x (1, T, C), as its attention computes them
-    (tested against the weights the model returns)."""
-    _, T, C = x.shape
-    nh, hs = model.config.n_head, C // model.config.n_head
-    q, k, _ = block.attn.c_attn(block.ln_1(x)).split(C, dim=2)
-    q, k = (t.view(T, nh, hs).transpose(0, 1) for t in (q, k))  # (nh, T, hs)
-    if model.config.position == "rope":
-        positions = torch.arange(T)
-        frequencies = rope_scaling.frequencies(hs) if rope_scaling is not None else None
-        magnitude = rope_scaling.attention_factor if rope_scaling is not None else 1.0
-        q = rope_rotate(q, positions, frequencies=frequencies, magnitude=magnitude)
-        k = rope_rotate(k, positions, frequencies=frequencies, magnitude=magnitude)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(hs)  # (nh, T, T)
-    if model.config.position == "alibi":
-        scores = scores + alibi_bias(nh, T)
-    return scores.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
+def attention_logits(block, x: torch.Tensor, *, rope_scaling: RopeScaling | None) -> torch.Tensor:
+    """One block's pre-softmax scores (nh, T, T) for its input x (1, T, C), from its attention's own
+    steps (the max logit Position Interpolation's diagnosis reads)."""
+    positions = torch.arange(x.shape[1])  # (T,)
+    q, k, _ = block.attn.project(block.ln_1(x), positions=positions, rope_scaling=rope_scaling)  # (1, nh, T, hs)
+    return block.attn.scores(q, k)[0]
 
 
 @torch.no_grad()
 def offset_change(model: GPT, ids: list[int], *, offset: int) -> float | None:
     """max |change| of the last position's logits when the sentence sits at positions offset..
     instead of 0..; None when the model cannot place it there (the learned table ends)."""
-    if model.config.position == "learned" and offset + len(ids) > model.config.block_size:
+    if model.max_input_length is not None and offset + len(ids) > model.max_input_length:
         return None
     idx = torch.tensor([ids], dtype=torch.long)
     # only the last position's logits are compared: the head runs on that one row, not on all T

@@ -119,13 +119,12 @@ class Tab:
         self.page.on("requestfinished", lambda request: self.requests.append(request))
 
     def _on_frame(self, payload) -> None:
-        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+        from lpos.ui.harness import script_finished  # here: importing lpos.ui loads Streamlit
 
         data = payload if isinstance(payload, bytes) else payload.encode()
         self.ws_bytes += len(data)
         self.largest_frame = max(self.largest_frame, len(data))
-        message = ForwardMsg.FromString(data)
-        if message.WhichOneof("type") == "script_finished" and message.script_finished != ForwardMsg.FINISHED_EARLY_FOR_RERUN:
+        if script_finished(data):
             self.finished += 1
             self.finished_at = time.perf_counter()
 

@@ -20,7 +20,6 @@ from collections import defaultdict
 from pathlib import Path
 
 from lpos.bench.common import CPU_GOAL_MS, ROOT
-from lpos.ui.profiling import PROFILE_ENV
 
 SENTENCES = ["The little dog {n} ran to the old red barn and slept",
              "A girl named Lily {n} found a shiny stone by the river",
@@ -35,22 +34,6 @@ NOT_COUNTED = (str(ROOT / "lpos" / "ui" / "profiling.py"),)  # the profiler's ow
 
 def pages() -> list[str]:
     return sorted(str(p.relative_to(ROOT)) for p in (ROOT / "pages").glob("*.py"))
-
-
-def _server_navigation_mode() -> None:
-    """What tests/conftest.py's fixture does: keep AppTest in a running server's navigation mode."""
-    from streamlit.runtime.pages_manager import PagesManager
-
-    if getattr(PagesManager.__init__, "lpos_patched", False):
-        return
-    detect = PagesManager.__init__
-
-    def init(self, *args, **kwargs):
-        detect(self, *args, **kwargs)
-        PagesManager.uses_pages_directory = False
-
-    init.lpos_patched = True
-    PagesManager.__init__ = init
 
 
 def sentence(n: int) -> str:
@@ -90,10 +73,12 @@ def top_functions(sessions, *, own: bool, count: int = 3) -> list[tuple[str, flo
 def profile_page(page: str, *, runs: int, scheme: str, model: str, folder: Path, start: int) -> dict:
     """Median CPU ms per new sentence on one page, and its top functions."""
     from pyinstrument.session import Session
-    from streamlit.testing.v1 import AppTest
+
+    from lpos.ui.harness import app_test  # here: importing lpos.ui loads Streamlit
+    from lpos.ui.profiling import PROFILE_ENV
 
     os.environ.pop(PROFILE_ENV, None)
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=600)
+    at = app_test(timeout=600)
     at.query_params.update(scheme=scheme, model=model)
     at.run()
     at.switch_page(page).run()
@@ -132,7 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="learned", help="a shipped name or 'untrained'")
     parser.add_argument("--out", help="folder for the pyinstrument reports (default: a new temporary folder)")
     args = parser.parse_args(argv)
-    _server_navigation_mode()
+    from lpos.ui.harness import server_navigation_mode
+
+    server_navigation_mode()
     folder = Path(args.out or tempfile.mkdtemp(prefix="lpos-profile-"))
     chosen = [p for p in pages() if not args.page or Path(p).stem in args.page]
     print(f"{args.runs} new sentences per page, scheme {args.scheme}, model {args.model}; reports in {folder}")

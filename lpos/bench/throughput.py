@@ -14,7 +14,7 @@ from lpos.positions import SCHEMES
 def synthetic_corpus(*, tokens: int, vocab: int, seed: int = 0):
     """A corpus of uniformly drawn ids over `vocab` distinct GPT-2 tokens: the softmax cost of
     training depends on the vocabulary size, not on the text."""
-    from lpos.train import Corpus
+    from lpos.corpus import Corpus
 
     g = torch.Generator().manual_seed(seed)
     words = torch.randperm(50257, generator=g)[:vocab]  # (vocab,)
@@ -51,12 +51,11 @@ def evaluation_speed(*, scheme: str = "sinusoidal", lengths=(128, 1024), tokens:
                      vocab: int | None = None) -> dict:
     """Tokens/s of `length_losses` at each evaluation length, shipped-size model, synthetic text."""
     from lpos.analysis.lengths import length_losses
-    from lpos.model import GPT, GPTConfig
+    from lpos.model import untrained_model
 
     vocab = vocab or shipped_vocab()
     corpus = synthetic_corpus(tokens=tokens * 10 // 9 + 2, vocab=vocab)
-    torch.manual_seed(0)
-    model = GPT(GPTConfig(position=scheme)).eval()
+    model = untrained_model(scheme).eval()
     model.output_vocab = torch.unique(corpus.train)
     speeds = {}
     for length in lengths:

@@ -1,7 +1,11 @@
-"""The only Streamlit-aware part of lpos: shared controls, URL state, cached loaders."""
-from lpos.ui.cached import embedding_view
+"""The only Streamlit-aware part of lpos: one module per topic (embeddings, sinusoids, similarity,
+attention, shuffle, lengths, timeline, stretch, inside, lesson), each holding its page's cached
+views, and the shared pieces: selection (what a page reads), models (what the app offers), state
+(the sidebar and the URL), guards (messages instead of tracebacks), caching (models named by their
+key in cache keys), upload, collect (memory) and profiling."""
 from lpos.ui.collect import collect_garbage, map_large_allocations
 from lpos.ui.guards import usable_ids
-from lpos.ui.state import DEFAULT_TEXT, Selection, selection, sidebar
+from lpos.ui.selection import DEFAULT_TEXT, Selection, selection
+from lpos.ui.state import sidebar
 
-__all__ = ["DEFAULT_TEXT", "Selection", "collect_garbage", "map_large_allocations", "embedding_view", "selection", "sidebar", "usable_ids"]
+__all__ = ["DEFAULT_TEXT", "Selection", "collect_garbage", "map_large_allocations", "selection", "sidebar", "usable_ids"]

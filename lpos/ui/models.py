@@ -17,7 +17,8 @@ import torch.nn as nn
 
 from lpos import checkpoints
 from lpos.analysis.embeddings import TokenCounts
-from lpos.model import GPT, GPTConfig, initial_token_table
+from lpos.model import GPT, GPTConfig, initial_token_table, untrained_model
+from lpos.ui.caching import remember
 from lpos.ui.collect import release_memory
 
 UNTRAINED = "untrained"
@@ -39,6 +40,10 @@ class LoadedModel:
     @property
     def trained(self) -> bool:
         return self.key != UNTRAINED
+
+    @property
+    def scheme(self) -> str:
+        return self.model.config.position
 
 
 def shared_dir_files() -> dict[str, Path]:
@@ -72,7 +77,7 @@ def load_offered(key: str) -> tuple[GPT, dict]:
         if isinstance(meta.get(name), dict):
             meta[name] = TokenCounts(meta[name])
     release_memory()  # the loader's temporary tables and unpickled dicts
-    return model, meta
+    return remember(model, key), meta
 
 
 @st.cache_resource(show_spinner=False)
@@ -84,12 +89,10 @@ def initial_table(init_seed: int, vocab_size: int, n_embd: int) -> torch.Tensor:
 
 @st.cache_resource(show_spinner=False)
 def untrained(scheme: str) -> GPT:
-    """A fresh model of the shipped size, seeded, so the same untrained rows appear every time.
-    Its token table is the one the shipped models started from (their init_seed), held once for
-    all ten models."""
-    torch.manual_seed(0)
-    config = GPTConfig(position=scheme, init_seed=checkpoints.SHIPPED_SEED)
-    model = GPT(config).eval()
+    """lpos.model.untrained_model(scheme), the CLI's untrained model too, with its token table (the
+    one the shipped models started from, their init_seed) held once for all ten models."""
+    model = untrained_model(scheme).eval()
+    config = model.config
     table = nn.Parameter(initial_table(config.init_seed, config.vocab_size, config.n_embd), requires_grad=False)
     model.transformer.wte.weight = model.lm_head.weight = table  # the same storage, not a copy
-    return model
+    return remember(model, UNTRAINED)

@@ -10,27 +10,17 @@ this session only. A model file that cannot be read is reported and the default 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import streamlit as st
 
 from lpos.checkpoints import CheckpointError
 from lpos.positions import HINTS, SCHEMES
 from lpos.tokenizer import encode
+from lpos.ui.caching import remember
 from lpos.ui.models import UNTRAINED, LoadedModel, label, load_offered, offered, untrained
+from lpos.ui.selection import DEFAULT_TEXT, MAX_CHARS, MAX_TOKENS, Selection
 from lpos.ui.upload import uploader
 
-DEFAULT_TEXT = "The dog bit the man"
-MAX_CHARS = 20_000  # longer text is cut, with a notice (about 5,000 tokens of English)
-MAX_TOKENS = 1024  # the longest sequence the app draws: the longest evaluation length
-
-
-@dataclass(frozen=True)
-class Selection:
-    text: str
-    scheme: str
-    model: LoadedModel
-    ids: list[int]  # every token of the text, before any length limit
+__all__ = ["DEFAULT_TEXT", "MAX_CHARS", "MAX_TOKENS", "init_from_url", "model_options", "sidebar"]
 
 
 def model_options() -> list[str]:
@@ -41,7 +31,8 @@ def _model_and_meta(key: str, scheme: str):
     if key == UNTRAINED:
         return untrained(scheme), {}
     if key in st.session_state.get("uploads", {}):
-        return st.session_state["uploads"][key]
+        model, meta = st.session_state["uploads"][key]
+        return remember(model, key), meta  # the key carries the file's digest
     return load_offered(key)
 
 
@@ -137,16 +128,3 @@ def sidebar() -> Selection:
         st.query_params["model"] = key
     return Selection(text=text, scheme=scheme, model=LoadedModel(key, label(key), model, meta), ids=encode(text))
 
-
-def selection() -> Selection:
-    """The selection app.py computed for this run (pages call this)."""
-    if "selection" not in st.session_state:
-        # Streamlit's first run in a fresh server, opened straight on a page's URL, still treats
-        # pages/ as an old-style pages folder and runs the page without app.py. Switch that
-        # mode off (app.py's st.navigation would have done it) and rerun: the same URL then
-        # runs through app.py and lands on the same page with the same query string.
-        from streamlit.runtime.pages_manager import PagesManager
-
-        PagesManager.uses_pages_directory = False
-        st.rerun()
-    return st.session_state["selection"]

@@ -1,7 +1,8 @@
-"""Cached computations of the Stretching-the-context page, keyed by shipped model name, text,
-method and factor; the figures of its sections 1 to 3, which do not depend on the sidebar
-sentence, built once per input (a new sentence reruns the page: it rebuilds none of them); and
-five continuations written a slice at a time into the page.
+"""The Stretching-the-context views: losses and attention under RoPE scaling, keyed by shipped
+model name, text, method and factor; the figures of sections 1 to 3, which do not depend on the
+sidebar sentence, built once per input (a new sentence reruns the page: it rebuilds none of them);
+the writing job of section 4 (five continuations written a slice at a time, its state kept in the
+session here, not in the page); and section 5's shift of every position.
 
 Only shipped checkpoints are measured here (the page is about the models that ship), so a
 model's name is its cache key; the model objects come from lpos.ui.models' shared cache.
@@ -17,20 +18,25 @@ import plotly.graph_objects as go
 import streamlit as st
 import torch
 
-from lpos import checkpoints
+from streamlit.errors import StreamlitAPIException
+
+from lpos import checkpoints, corpus
 from lpos.analysis import generate, stretch
-from lpos.analysis.lengths import story, training_length
+from lpos.analysis.lengths import training_length
 from lpos.figures.stretch import attention_profile_figure, scaled_loss_figure, wavelength_methods_figure
 from lpos.model import GPT
 from lpos.positions import RopeScaling
 from lpos.tokenizer import encode
-from lpos.ui.guards import literal
-from lpos.ui.models import load_offered
+from lpos.ui.caching import cache_data
+from lpos.ui.text import literal
+from lpos.ui.models import LoadedModel, load_offered
 
 STORY = "The built-in story"
 HELD_OUT = "The held-out stream"
 REFERENCES = ("alibi", "sinusoidal")
 FIGURES = 32  # per function: factors × texts, or factors × layers × measures
+JOB = "stretch_job"  # the session's writing job
+SLICE_SECONDS = 0.25  # one fragment run writes this long, then reruns: a Stop is read within a slice
 
 
 def shipped(name: str) -> tuple[GPT, dict] | None:
@@ -47,8 +53,8 @@ def text_chunks(name: str, text: str) -> torch.Tensor | None:
     """A text every curve is scored on, as chunks of CHUNK + 1 tokens: the story's first chunk,
     or EVAL_CHUNKS chunks spread over the held-out stream (None when its corpus is not here)."""
     if text == STORY:
-        return stretch.chunks(torch.tensor(encode(story())), count=1)
-    held_out = stretch.eval_stream(load_offered(name)[1])
+        return stretch.chunks(torch.tensor(encode(corpus.story())), count=1)
+    held_out = corpus.held_out_stream(load_offered(name)[1])
     return None if held_out is None else stretch.chunks(held_out, count=stretch.EVAL_CHUNKS)
 
 
@@ -74,7 +80,7 @@ def loss_curves(factor: float, *, text: str) -> pd.DataFrame | None:
 @st.cache_data(max_entries=32, show_spinner="Reading 1,024 tokens under each method…")
 def attention_profiles(factor: float) -> dict[str, pd.DataFrame]:
     model, _ = load_offered("rope")
-    ids = stretch.chunks(torch.tensor(encode(story())), count=1)[0, :stretch.CHUNK].tolist()
+    ids = stretch.chunks(torch.tensor(encode(corpus.story())), count=1)[0, :stretch.CHUNK].tolist()
     out = {}
     for method in ("none", "pi", "ntk", "yarn"):
         scaling = RopeScaling(method, factor, train_length_of("rope")) if method != "none" else None
@@ -113,13 +119,15 @@ def attention_view(factor: int, *, layer: int, measure: str, train_length: int) 
             stretch.profile_reading(profiles, layer=layer, train_length=train_length))
 
 
-@st.cache_data(max_entries=256, show_spinner=False)
-def _offset_change(key: str, scheme: str, ids: tuple[int, ...], offset: int, _model: GPT) -> float | None:
-    return stretch.offset_change(_model, list(ids), offset=offset)
+@cache_data(max_entries=256, show_spinner=False)
+def offset_change(model: GPT, ids: list[int], *, offset: int) -> float | None:
+    """How far the last position's logits move when every position shifts by `offset` (None past
+    a table's last row)."""
+    return stretch.offset_change(model, list(ids), offset=offset)
 
 
-def offset_changes(models, ids: list[int], offset: int) -> list[float | None]:
-    return [_offset_change(m.key, m.scheme, tuple(ids), offset, m.model) for m in models]
+def offset_changes(models: list[LoadedModel], ids: list[int], offset: int) -> list[float | None]:
+    return [offset_change(m.model, ids, offset=offset) for m in models]
 
 
 def marked_text(prompt: list[int], new: list[int], *, length: int) -> str:
@@ -174,3 +182,51 @@ def draw(writing: Writing, boxes: dict) -> None:
     for name, box in boxes.items():
         cursor = " ▌" if name in writing.streams else ""
         box.markdown(marked_text(writing.prompt, writing.written.get(name, []), length=writing.lengths[name]) + cursor)
+
+
+def writers(names: list[str], prompt: list[int]) -> tuple[dict[str, GPT], dict[str, str], list[str]]:
+    """The shipped models that can continue `prompt`, a note on how far each may write, and a
+    warning for each that cannot (a table whose rows the prompt already fills)."""
+    models, notes, refused = {}, {}, []
+    for name in names:
+        model, _ = load_offered(name)
+        room = generate.room(model, len(prompt))
+        if room == 0:
+            refused.append(f"**{name}**: the prompt has {len(prompt)} tokens and the learned table "
+                           f"{model.max_input_length} rows, so there is no position left to write at.")
+            continue
+        models[name] = model
+        notes[name] = (f"stops at its {model.max_input_length}-row table: {room} new tokens at most"
+                       if room is not None else "reads its whole text, past the training length")
+    return models, notes, refused
+
+
+def writing_job(models: dict[str, GPT], prompt: list[int], *, tokens: int, sampling: generate.Sampling,
+                start: bool, stop: bool) -> Writing | None:
+    """The session's writing job for these settings, or None when none matches them: Write starts
+    one; Stop, or a control changed while it writes, ends the one in progress."""
+    settings = (tuple(prompt), tokens, sampling)
+    job = st.session_state.get(JOB)
+    if start:
+        lengths = {name: train_length_of(name) for name in models}
+        job = st.session_state[JOB] = start_writing(models, prompt, tokens=tokens, sampling=sampling,
+                                                    lengths=lengths, settings=settings)
+    elif job is not None and job.state == "writing" and (stop or job.settings != settings):
+        job.stop("stopped" if stop else "interrupted")
+    return job if job is not None and job.settings == settings else None
+
+
+def write(job: Writing, boxes: dict, *, started: bool) -> None:
+    """One slice of writing into the boxes, then the next slice as a rerun of the calling fragment."""
+    advance(job, seconds=SLICE_SECONDS)
+    draw(job, boxes)
+    if job.state != "writing":
+        return
+    try:
+        st.rerun(scope="fragment")  # the next slice; a Stop clicked meanwhile is read first
+    except StreamlitAPIException:  # a full-app run (a test, or the sidebar changed mid-way)
+        if started:
+            advance(job, seconds=float("inf"))
+            draw(job, boxes)
+        else:
+            job.stop("interrupted")

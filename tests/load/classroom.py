@@ -21,7 +21,7 @@ from protocol_load import HOME, SIDEBAR_WIDGETS, TIMEOUT_S, Run, Session
 from websockets.asyncio.client import connect
 
 from lpos.lesson import STEPS
-from lpos.ui.state import DEFAULT_TEXT
+from lpos.ui.selection import DEFAULT_TEXT
 
 LESSON = "Lesson: the story of positions"
 SHOWS_TOKENS = {1, 3, 7}  # steps whose figure labels the sentence's tokens

@@ -1,4 +1,4 @@
-"""The layouts people save GPTs in, recognised by their keys and renamed to lpos's (nanoGPT) names.
+"""GPT-2-shaped torch files, recognised by their keys and renamed to lpos's (nanoGPT) names.
 
 Every layout here is a GPT-2-shaped model with a learned position table; they differ in names
 and in what is packed around the weights:
@@ -19,11 +19,13 @@ comes from the file's own configuration or from the caller.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 import torch
 
-from lpos.checkpoints import CheckpointError, PickledConfig
+from lpos.checkpoints.build import check_vocabulary
+from lpos.checkpoints.errors import CheckpointError, NeedsHeadCount, as_dict
+from lpos.checkpoints.layouts.recognised import FileLayout, Recognised, key_name, number
+from lpos.checkpoints.payload import PickledConfig
 from lpos.tokenizer import VOCAB_SIZE
 
 STATE_KEYS = ("model", "model_state_dict", "state_dict")  # where trainers put the weights
@@ -33,53 +35,37 @@ CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_
 MASK_BUFFERS = (".attn.bias", ".attn.masked_bias")  # causal masks saved as buffers (not c_attn.bias)
 DECLARED_FIELDS = ("vocab_size", "block_size", "n_layer", "n_head", "n_embd", "bias", "dropout")
 META_NUMBERS = ("iter_num", "best_val_loss", "loss")  # kept in meta; any other entry is listed as ignored
-MAX_PADDED_VOCAB = 51200  # GPT-2's 50,257 rounded up to a multiple of 1,024: more rows is another tokenizer
 LAYER = re.compile(r"transformer\.h\.(\d+)\.")
 
 
-class NeedsHeadCount(CheckpointError):
-    """The file does not say n_head; `width` is what it must divide."""
-
-    def __init__(self, label: str, width: int):
-        self.width = width
-        choices = ", ".join(str(n) for n in head_counts(width))
-        super().__init__(f"{label} does not say how many attention heads it has: give n_head, one of {choices} "
-                         f"(the numbers that divide its width, {width})")
+def read_nanogpt(payload: dict, label: str) -> Recognised:
+    declared = as_dict(payload["model_args"], label, "model_args")
+    return _read(payload, label, "nanoGPT ckpt.pt", "model", declared, {"model", "model_args"})
 
 
-def head_counts(width: int) -> list[int]:
-    """The head counts a width allows: its divisors (at most 64 of them are offered)."""
-    return [n for n in range(1, min(width, 4096) + 1) if width % n == 0][:64]
+def read_trainer_dict(payload: dict, label: str) -> Recognised:
+    state_key = next(k for k in STATE_KEYS if isinstance(payload.get(k), dict))
+    declared, source = declared_config(payload.get("config"))
+    layout = f"trainer dict (weights in {state_key!r}{f', config from {source}' if source else ''})"
+    return _read(payload, label, layout, state_key, declared, {state_key, "config"} if source else {state_key})
 
 
-@dataclass
-class Recognised:
-    layout: str  # what the file was read as, for the user
-    state: dict  # tensors under lpos names
-    declared: dict  # configuration values the file states (model_args, config dict or object, config.json)
-    activation: str  # gelu (nanoGPT's nn.GELU) | gelu_tanh (Hugging Face GPT-2's gelu_new)
-    meta: dict  # numbers worth keeping (iter_num, best_val_loss, loss)
-    ignored: list[str]  # what was left unread, in words
+def read_bare_state_dict(payload: dict, label: str) -> Recognised:
+    return _read(payload, label, "bare state_dict", None, {}, set(payload))
 
 
-def recognise(payload: dict, label: str) -> Recognised:
-    """The layout of a torch file's dictionary (not the lpos format), with its tensors renamed."""
-    ignored: list[str] = []
-    if "model_args" in payload and "model" in payload:
-        layout, state_key, declared = "nanoGPT ckpt.pt", "model", _mapping(payload["model_args"], label, "model_args")
-        used = {"model", "model_args"}
-    elif (state_key := next((k for k in STATE_KEYS if isinstance(payload.get(k), dict)), None)) is not None:
-        declared, source = declared_config(payload.get("config"))
-        layout = f"trainer dict (weights in {state_key!r}{f', config from {source}' if source else ''})"
-        used = {state_key, "config"} if source else {state_key}
-    elif payload and all(isinstance(v, torch.Tensor) for v in payload.values()):
-        layout, state_key, declared, used = "bare state_dict", None, {}, set(payload)
-    else:
-        raise CheckpointError(f"{label} is neither an lpos checkpoint, a nanoGPT ckpt.pt, a trainer dict with "
-                              "'model' nor a state_dict")
-    state = payload if state_key is None else _mapping(payload[state_key], label, state_key)
-    meta = {k: _number(payload[k]) for k in META_NUMBERS if _number(payload.get(k)) is not None}
-    ignored += [key_name(k) for k in payload if k not in used and k not in meta]
+FILE_LAYOUTS = (  # tried in this order
+    FileLayout("nanoGPT ckpt.pt", lambda p: "model_args" in p and "model" in p, read_nanogpt),
+    FileLayout("trainer dict", lambda p: any(isinstance(p.get(k), dict) for k in STATE_KEYS), read_trainer_dict),
+    FileLayout("bare state_dict", lambda p: bool(p) and all(isinstance(v, torch.Tensor) for v in p.values()),
+               read_bare_state_dict),
+)
+
+
+def _read(payload: dict, label: str, layout: str, state_key: str | None, declared: dict, used: set) -> Recognised:
+    state = payload if state_key is None else as_dict(payload[state_key], label, state_key)
+    meta = {k: number(payload[k]) for k in META_NUMBERS if number(payload.get(k)) is not None}
+    ignored = [key_name(k) for k in payload if k not in used and k not in meta]
     return from_state(state, label, layout=layout, declared=declared, meta=meta, ignored=ignored)
 
 
@@ -111,11 +97,7 @@ def from_state(state: dict, label: str, *, layout: str, declared: dict, meta: di
     if not isinstance(wte, torch.Tensor) or wte.ndim != 2:
         raise CheckpointError(f"{label} has no token table (a 2-D transformer.wte.weight), so it is not a GPT lpos can read")
     rows, width = wte.shape
-    if rows < VOCAB_SIZE:
-        raise CheckpointError(f"{label} has a vocabulary of {rows}; lpos needs GPT-2's {VOCAB_SIZE} tokens")
-    if rows > MAX_PADDED_VOCAB:
-        raise CheckpointError(f"{label} has a vocabulary of {rows:,} rows; lpos reads GPT-2's {VOCAB_SIZE:,} tokens "
-                              f"(padded to at most {MAX_PADDED_VOCAB:,} rows), so it was trained with another tokenizer")
+    check_vocabulary(rows, label)
     if rows > VOCAB_SIZE:
         ignored.append(f"token rows {VOCAB_SIZE:,}-{rows - 1:,} (padding, never a token)")
     attn = renamed.get("transformer.h.0.attn.c_attn.weight")
@@ -161,22 +143,6 @@ def declared_config(value) -> tuple[dict, str]:
     return {}, ""
 
 
-def key_name(key) -> str:
-    """A key from the file, safe to show: letters, digits, '_', '.', '-' only, at most 40 characters."""
-    return re.sub(r"[^\w.\-]", "_", str(key))[:40] or "_"
-
-
 def _note(notes: list[str], note: str) -> None:
     if note not in notes:
         notes.append(note)
-
-
-def _mapping(value, label: str, what: str) -> dict:
-    if not isinstance(value, dict):
-        raise CheckpointError(f"{label}: {what} is not a dictionary, so this is not a usable checkpoint")
-    return dict(value)
-
-
-def _number(value):
-    value = value.item() if isinstance(value, torch.Tensor) and value.numel() == 1 else value
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None

@@ -1,0 +1,80 @@
+"""The one attention path of every block, as named steps analysis can call.
+
+`project` gives queries, keys and values (RoPE rotates q and k by their positions), `scores` the
+pre-softmax scores (scaled dot products, ALiBi's distance bias, the causal mask), and `forward`
+composes them with a cache, the softmax and the output projection. Pages that show queries, keys,
+scores or weights call these steps, so a change here changes every view with it.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from lpos.kv_cache import LayerCache
+from lpos.positions import RopeScaling, alibi_bias, rope_rotate, rotation_frequencies
+
+
+class CausalSelfAttention(nn.Module):
+    """The one attention path: `project` (queries, keys, values; RoPE rotates q and k), `scores`
+    (scaled dot products, ALiBi's bias, the causal mask), then softmax and the output projection.
+    Analysis calls the same steps, so it shows exactly the numbers the model computes."""
+
+    def __init__(self, config):  # a GPTConfig: n_embd, n_head, bias, dropout, position
+        super().__init__()
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.attn_dropout = nn.Dropout(config.dropout)
+        self.resid_dropout = nn.Dropout(config.dropout)
+        self.n_head = config.n_head
+        self.rotates = config.position == "rope"  # RoPE turns q and k by their position
+        self.biased = config.position == "alibi"  # ALiBi tilts the scores by distance
+
+    def project(self, x: torch.Tensor, *, positions: torch.Tensor | None,
+                rope_scaling: RopeScaling | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Queries, keys and values (B, nh, T, hs) of the normalised input x (B, T, C) whose tokens
+        sit at `positions` (T,). A rope model's q and k come back rotated; positions=None leaves
+        them as the heads project them, before any rotation."""
+        B, T, C = x.shape
+        nh, hs = self.n_head, C // self.n_head
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q = q.view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+        k = k.view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+        v = v.view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+        if self.rotates and positions is not None:
+            frequencies = rotation_frequencies(hs, rope_scaling)  # (hs/2,), built once per scaling
+            magnitude = rope_scaling.attention_factor if rope_scaling is not None else 1.0
+            q = rope_rotate(q, positions, frequencies=frequencies, magnitude=magnitude)
+            k = rope_rotate(k, positions, frequencies=frequencies, magnitude=magnitude)
+        return q, k, v
+
+    def scores(self, q: torch.Tensor, k: torch.Tensor, *, first_query: int = 0,
+               alibi: bool | None = None) -> torch.Tensor:
+        """Pre-softmax scores (B, nh, T, S) of queries q (B, nh, T, hs) at positions
+        first_query..first_query+T-1 against keys k (B, nh, S, hs) at 0..S-1: q·k / sqrt(hs), plus
+        ALiBi's bias, -inf where a key comes after its query. `alibi` adds the bias (True) or
+        leaves it out (False) whatever the scheme, to show what it does; None: as the model does."""
+        T, S, hs = q.shape[2], k.shape[2], q.shape[3]
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(hs)  # (B, nh, T, S)
+        add_bias = self.biased if alibi is None else alibi
+        if add_bias:  # distances only: an offset cancels
+            scores = scores + alibi_bias(self.n_head, S, first_query=first_query).to(scores)  # (nh, T, S) over B
+        causal = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(diagonal=first_query)
+        return scores.masked_fill(~causal, float("-inf"))
+
+    def forward(self, x: torch.Tensor, *, offset: int = 0, rope_scaling: RopeScaling | None = None,
+                cache: LayerCache | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Returns the attention output (B, T, C) and the weights (B, nh, T, S): S keys, the T new
+        ones after any in `cache`. The new tokens sit at positions offset + cached + (0..T-1)."""
+        B, T, C = x.shape
+        past = cache.length if cache is not None else 0
+        positions = torch.arange(offset + past, offset + past + T, device=x.device)  # (T,)
+        q, k, v = self.project(x, positions=positions, rope_scaling=rope_scaling)  # (B, nh, T, hs) each
+        if cache is not None:
+            k, v = cache.extend(k, v)  # (B, nh, S, hs), S = past + T
+        weights = F.softmax(self.scores(q, k, first_query=past), dim=-1)  # (B, nh, T, S)
+        y = self.attn_dropout(weights) @ v  # (B, nh, T, hs)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # re-assemble heads
+        return self.resid_dropout(self.c_proj(y)), weights

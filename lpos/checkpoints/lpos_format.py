@@ -1,0 +1,55 @@
+"""The lpos format: one file, a plain dict readable with `torch.load(weights_only=True)`.
+
+{"format": "lpos", "version": 1, "config": {...GPTConfig fields}, "state_dict": {...},
+"meta": {...}}. When a model was trained over a corpus vocabulary (`model.output_vocab`), only
+those token rows are stored (`transformer.wte.ids` and `transformer.wte.rows`, float16); every
+other row is its initial value, rebuilt from `config.init_seed`. That keeps a shipped file under
+8 MB and makes "a token never seen keeps its random row" literally true.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import torch
+
+from lpos.checkpoints.build import build_model, model_config
+from lpos.checkpoints.errors import CheckpointError, as_dict
+from lpos.model import GPT
+
+FORMAT_VERSION = 1
+
+
+def is_lpos(payload: dict) -> bool:
+    return payload.get("format") == "lpos"
+
+
+def save(model: GPT, meta: dict, path: str | Path) -> None:
+    """Write `model` and `meta` to `path` in the lpos format (atomically: never half a file)."""
+    state = {k: v for k, v in model.state_dict().items() if k != "lm_head.weight" or not model.config.tied}
+    if model.output_vocab is not None:
+        ids = model.output_vocab.sort().values
+        state.pop("transformer.wte.weight")
+        state["transformer.wte.ids"] = ids.clone()
+        state["transformer.wte.rows"] = model.transformer.wte.weight.detach()[ids].half()
+    payload = {
+        "format": "lpos",
+        "version": FORMAT_VERSION,
+        "config": dataclasses.asdict(model.config),
+        "state_dict": state,
+        "meta": meta,
+    }
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    torch.save(payload, tmp)
+    tmp.replace(path)  # never leave a half-written checkpoint behind
+
+
+def read_lpos(payload: dict, label: str, max_bytes: int) -> tuple[GPT, dict]:
+    """The model and meta of an lpos payload."""
+    if payload.get("version") != FORMAT_VERSION:
+        raise CheckpointError(f"{label} is lpos format version {payload.get('version')}; this lpos reads {FORMAT_VERSION}")
+    config = model_config(as_dict(payload.get("config"), label, "config"), label, max_bytes)
+    state = as_dict(payload.get("state_dict"), label, "state_dict")
+    return build_model(config, state, label), as_dict(payload.get("meta", {}), label, "meta")

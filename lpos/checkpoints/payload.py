@@ -1,0 +1,83 @@
+"""Reading a torch file safely: size caps first, then `torch.load(weights_only=True)`.
+
+`weights_only=True` refuses to unpickle anything but tensors and plain containers: a file that
+tries to run code is refused, never executed. The one exception is a trainer's own config object
+(a pickled `@dataclass GPTConfig`): the class the file names is never imported; a stand-in of ours
+(PickledConfig) is built in its place and keeps plain values only. Before loading, the archive's
+declared sizes are checked against a cap, so a zip bomb is refused unread. Files are
+memory-mapped, so an optimizer state saved beside the weights is never read into memory.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import re
+import threading
+import zipfile
+from pathlib import Path
+
+import torch
+
+from lpos.checkpoints.errors import CheckpointError
+
+MAX_BYTES = int(os.environ.get("LPOS_MAX_UPLOAD_MB", "1024")) * 1024 * 1024
+CONFIG_CLASS = re.compile(r"(?:[A-Za-z_]\w*\.)+[A-Za-z_]\w*(?:Config|Args)")  # src.model.gpt.GPTConfig
+_SAFE_GLOBALS = threading.Lock()  # torch's allowlist is one global set: one stand-in load at a time
+
+
+class PickledConfig:
+    """Built in place of a trainer's own config class: numbers, text, True/False/None kept as
+    `fields`, anything else dropped. Unpickling calls only this `__setstate__`; nothing of the
+    file's class runs (it is never imported), and `__slots__` leaves no `__dict__` to overwrite."""
+
+    __slots__ = ("fields",)
+    source = ""  # the class the file names; set on the subclass made for each name
+
+    def __setstate__(self, state) -> None:
+        parts = state if isinstance(state, tuple) else (state,)  # (__dict__, __slots__ values) or __dict__
+        values = {k: v for part in parts if isinstance(part, dict) for k, v in part.items()}
+        plain = (bool, int, float, str, type(None))
+        self.fields = {k: v for k, v in values.items() if type(k) is str and not k.startswith("_") and type(v) in plain}
+
+
+def read_payload(path: Path, *, max_bytes: int = MAX_BYTES) -> dict:
+    """The dict inside a torch file, loaded with weights_only=True after the size checks."""
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise CheckpointError(f"{path.name} is {size / 2**20:.0f} MB; the limit is {max_bytes / 2**20:.0f} MB")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            declared = sum(info.file_size for info in archive.infolist())
+    except zipfile.BadZipFile:
+        raise CheckpointError(f"{path.name} is not a PyTorch checkpoint (not a zip archive, or truncated)") from None
+    if declared > max_bytes:
+        raise CheckpointError(
+            f"{path.name} unpacks to {declared / 2**20:.0f} MB, over the {max_bytes / 2**20:.0f} MB limit"
+        )
+    stand_ins = _config_stand_ins(path)
+    try:
+        with _SAFE_GLOBALS if stand_ins else contextlib.nullcontext(), torch.serialization.safe_globals(stand_ins):
+            payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except pickle.UnpicklingError as e:
+        if "Weights only load failed" not in str(e) or "Unsupported operand" in str(e):  # damaged, not refused
+            raise CheckpointError(f"{path.name} could not be read (UnpicklingError): the file is damaged") from None
+        raise CheckpointError(
+            f"{path.name} contains Python objects other than tensors; lpos refuses to unpickle them"
+        ) from None
+    except Exception as e:  # truncated or corrupt archives raise many kinds of errors
+        raise CheckpointError(f"{path.name} could not be read ({type(e).__name__}): the file is damaged") from None
+    if not isinstance(payload, dict):
+        raise CheckpointError(f"{path.name} does not hold a checkpoint dictionary")
+    return payload
+
+
+def _config_stand_ins(path: Path) -> list[tuple[type, str]]:
+    """A PickledConfig subclass for each config class the file names (read from its pickle's
+    GLOBAL instructions without running them); every other global stays refused."""
+    try:
+        names = torch.serialization.get_unsafe_globals_in_checkpoint(str(path))
+    except Exception:  # damaged: torch.load says how
+        return []
+    return [(type(name.rpartition(".")[2], (PickledConfig,), {"__slots__": (), "source": name}), name)
+            for name in sorted(names) if CONFIG_CLASS.fullmatch(name)]

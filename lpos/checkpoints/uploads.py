@@ -1,0 +1,133 @@
+"""Reading models a user uploads, without Streamlit: size checks, which files make a model, the
+digest that names it, and the meta that is safe to show.
+
+Accepted: one torch file of any layout lpos.checkpoints reads (lpos, nanoGPT `ckpt.pt`, a
+trainer's dict, a bare state_dict, GPT-2's `pytorch_model.bin`), or a Hugging Face GPT-2
+`config.json` together with `model.safetensors` or `pytorch_model.bin`. The bytes are written to
+a temporary folder of their own, read with `lpos.checkpoints.load` (never a full unpickle: a file
+that would run code is refused) and the folder is deleted at once.
+
+The key is "upload:<name>@<digest>": the digest of the bytes keeps two sessions' different files
+of the same name apart in caches shared by the process (`st.cache_data` keyed by model key).
+The Streamlit side (the box, the session's models) is lpos.ui.upload.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from lpos.checkpoints.errors import CheckpointError
+from lpos.checkpoints.layouts.huggingface import HF_CONFIG, HF_WEIGHTS
+from lpos.checkpoints.reading import describe, load
+from lpos.model import GPT
+
+TORCH_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin")
+HF_FILES = (HF_CONFIG, *HF_WEIGHTS)
+HF_FOLDER = "The Hugging Face upload"
+NUMBER_META = ("val_loss", "unigram_val_loss", "val_oov_share", "tokens_trained", "steps", "wall_seconds",
+               "iter_num", "best_val_loss", "loss")
+
+
+class IncompleteUpload(CheckpointError):
+    """Half of a Hugging Face pair: not wrong, just not finished."""
+
+
+class UploadedFile(Protocol):
+    """What st.file_uploader hands over (and what tests pass in)."""
+
+    name: str
+    size: int
+
+    def getvalue(self) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class Upload:
+    key: str  # "upload:<name>@<digest>", what the model box holds
+    name: str  # what the user reads
+    model: GPT
+    meta: dict
+
+    @property
+    def summary(self) -> list[str]:
+        """What the file was read as, its configuration and what was left unread (lpos.checkpoints.describe)."""
+        return describe(self.model, self.meta)
+
+
+def safe_name(name: str) -> str:
+    """A file name the user sent, reduced to letters, digits, '.', '-' and '_' (never a path)."""
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", Path(str(name).replace("\\", "/")).name).lstrip(".")
+    return name[-80:] or "upload"
+
+
+def shown_mb(mb: int) -> str:
+    """A limit as the upload box prints it: whole GB from 1,024 MB on."""
+    return f"{mb // 1024} GB" if mb % 1024 == 0 else f"{mb:,} MB"
+
+
+def read_upload(files: list[UploadedFile], *, limit_mb: int, n_head: int | None = None) -> Upload:
+    """The model in `files` (at most `limit_mb` MB in all), checked; CheckpointError with one
+    sentence for anything else (NeedsHeadCount when the file does not say n_head and none is given)."""
+    total = sum(int(f.size) for f in files)
+    if total > limit_mb * 2**20:
+        raise CheckpointError(f"The upload is {math.ceil(total / 2**20):,} MB; the limit is {shown_mb(limit_mb)} per model.")
+    names = {safe_name(f.name): f for f in files}
+    if len(files) == 1 and next(iter(names)).lower().endswith(TORCH_SUFFIXES):
+        layout, shown = "file", next(iter(names))
+    elif HF_CONFIG in names and len(names) == 2 and set(names) < set(HF_FILES):
+        layout, shown = "folder", next(n for n in names if n != HF_CONFIG)
+    elif set(names) in ({HF_CONFIG}, {"model.safetensors"}):
+        missing = "model.safetensors or pytorch_model.bin" if HF_CONFIG in names else HF_CONFIG
+        raise IncompleteUpload(f"A Hugging Face model needs {missing} too: select config.json and its weights together.")
+    else:
+        raise CheckpointError("Upload one .pt file (lpos, nanoGPT, a trainer's dict or a state_dict), or config.json "
+                              "with model.safetensors or pytorch_model.bin (Hugging Face GPT-2); got "
+                              f"{', '.join(sorted(names))[:200]}.")
+    digest = hashlib.sha256()
+    with tempfile.TemporaryDirectory(prefix="lpos-upload-") as folder:
+        target = Path(folder) / HF_FOLDER  # its name is what messages call the model
+        target.mkdir()
+        for name, file in sorted(names.items()):
+            data = file.getvalue()
+            digest.update(name.encode() + b"\0" + data)
+            (target / name).write_bytes(data)
+            del data
+        if n_head is not None:  # the same bytes read with another head count are another model
+            digest.update(f"n_head={n_head}".encode())
+        model, meta = load(target / shown if layout == "file" else target, n_head=n_head, max_bytes=limit_mb * 2**20)
+    return Upload(key=f"upload:{shown}@{digest.hexdigest()[:12]}", name=shown, model=model, meta=clean_meta(meta))
+
+
+def clean_meta(meta: dict) -> dict:
+    """Keep only meta the pages can read safely: an uploaded file's meta is data from a stranger."""
+    clean = {}
+    for key in NUMBER_META:
+        value = meta.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            clean[key] = value
+    for key in ("source", "machine"):
+        if isinstance(meta.get(key), str):
+            clean[key] = meta[key][:200]
+    if isinstance(meta.get("ignored"), list):
+        clean["ignored"] = [str(item)[:80] for item in meta["ignored"][:12]]
+    counts = meta.get("token_counts")
+    if isinstance(counts, dict):
+        try:
+            clean["token_counts"] = {int(k): int(v) for k, v in counts.items()}
+        except (TypeError, ValueError, OverflowError):
+            pass
+    by_length = meta.get("loss_by_length")
+    if isinstance(by_length, dict) and all(isinstance(v, dict) for v in by_length.values()):
+        try:
+            clean["loss_by_length"] = {
+                int(k): {"loss": None if v.get("loss") is None else float(v["loss"]), "note": str(v.get("note", ""))[:200]}
+                for k, v in by_length.items()
+            }
+        except (TypeError, ValueError, OverflowError):
+            pass
+    return clean

@@ -1,0 +1,32 @@
+"""`python -m lpos bench`: speed of training and evaluation, and the app in headless Chromium."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def add_commands(commands) -> None:
+    bench = commands.add_parser("bench", help="speed of training and evaluation; the app measured in headless Chromium")
+    bench.add_argument("--runs", type=int, default=5, help="repetitions of each browser measurement")
+    bench.add_argument("--quick", action="store_true", help="a short smoke version: one run, fewer steps")
+    bench.add_argument("--model-only", action="store_true", help="skip the browser (no Playwright or Chromium needed)")
+    bench.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
+    bench.add_argument("--out", help="also write the results as JSON to this file")
+    bench.set_defaults(run=run_bench)
+
+
+def run_bench(args) -> int:
+    from lpos import bench
+
+    if not args.model_only:
+        try:
+            bench.check_browser()
+        except RuntimeError as e:
+            raise ValueError(f"{e} (or pass --model-only)") from None
+    results = bench.run(runs=args.runs, quick=args.quick, browser=not args.model_only,
+                        progress=lambda message: print(message, file=sys.stderr))
+    if args.out:
+        Path(args.out).write_text(json.dumps(results, indent=2))
+    print(json.dumps(results, indent=2) if args.json else bench.table(results))
+    return 0

@@ -1,0 +1,101 @@
+"""Commands that make or measure the shipped models: train, eval, card. Every train default is
+TrainArgs's own (lpos.train), never written again here."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from lpos.positions import SCHEMES
+from lpos.train import TrainArgs
+
+TRAIN_DEFAULTS = TrainArgs()
+CARD_PATH = Path(__file__).resolve().parent.parent.parent / "checkpoints" / "README.md"
+
+
+def add_commands(commands) -> None:
+    d = TRAIN_DEFAULTS
+    train = commands.add_parser("train", help="train a GPT of one position scheme on story text")
+    train.add_argument("--scheme", choices=SCHEMES, default=d.scheme)
+    train.add_argument("--data", nargs="+", required=True, help="UTF-8 files, stories separated by <|endoftext|> lines")
+    train.add_argument("--out", required=True, help="checkpoint path to write")
+    budget = train.add_mutually_exclusive_group()
+    budget.add_argument("--steps", type=int, help=f"optimizer steps (default {d.steps})")
+    budget.add_argument("--tokens", type=int, help="tokens to train on (rounded up to whole steps)")
+    train.add_argument("--batch-size", type=int, default=d.batch_size, help="global batch, in sequences")
+    train.add_argument("--block-size", type=int, default=d.block_size)
+    train.add_argument("--max-length", type=int, default=d.max_length, help="longest training window (default: the "
+                       "block size); the same tokens a step in more, shorter windows, so learned rows from here on "
+                       "never train")
+    train.add_argument("--lr", type=float, default=d.lr)
+    train.add_argument("--seed", type=int, default=d.seed)
+    train.add_argument("--layers", type=int, default=d.n_layer)
+    train.add_argument("--heads", type=int, default=d.n_head)
+    train.add_argument("--width", type=int, default=d.n_embd)
+    train.add_argument("--save-every", type=int, default=d.save_every, help="steps between resumable snapshots")
+    train.add_argument("--resume", action="store_true", help="continue from <out>.resume.pt")
+    train.add_argument("--threads", type=int, default=d.threads,
+                       help="torch threads (default: torch's choice); a run is bit-identical only for the same count")
+    train.add_argument("--no-progress", action="store_true")
+    train.set_defaults(run=run_train)
+
+    evaluate = commands.add_parser("eval", help="validation loss per evaluation length")
+    evaluate.add_argument("--checkpoint", required=True, help="a shipped name or a path")
+    evaluate.add_argument("--lengths", type=int, nargs="+", default=list(d.eval_lengths))
+    evaluate.add_argument("--data", nargs="+", help="corpus files (default: those the checkpoint was trained on)")
+    evaluate.add_argument("--json", action="store_true")
+    evaluate.set_defaults(run=run_eval)
+
+    card = commands.add_parser("card", help="rewrite checkpoints/README.md from the shipped checkpoints' meta")
+    card.add_argument("--out", default=str(CARD_PATH))
+    card.add_argument("--rebuild-seconds", type=float, help="measured wall time of checkpoints/rebuild.sh")
+    card.set_defaults(run=run_card)
+
+
+def run_train(args) -> int:
+    from lpos.train import train
+
+    tokens_per_step = args.batch_size * args.block_size
+    steps = args.steps or (-(-args.tokens // tokens_per_step) if args.tokens else TRAIN_DEFAULTS.steps)
+    options = TrainArgs(scheme=args.scheme, data=tuple(args.data), out=args.out, steps=steps, batch_size=args.batch_size,
+                        lr=args.lr, seed=args.seed, n_layer=args.layers, n_head=args.heads, n_embd=args.width,
+                        block_size=args.block_size, max_length=args.max_length, save_every=args.save_every,
+                        resume=args.resume, threads=args.threads)
+    _, meta = train(options, progress=not args.no_progress)
+    if meta:
+        print(f"wrote {args.out}: val loss {meta['val_loss']} after {meta['tokens_trained']:,} tokens in {meta['wall_seconds']} s")
+    return 0
+
+
+def run_eval(args) -> int:
+    from lpos import checkpoints
+    from lpos.analysis import length_losses
+    from lpos.corpus import corpus_files, load_corpus, training_seed
+
+    model, meta = checkpoints.load(args.checkpoint)
+    files = args.data or [str(f) for f in corpus_files(meta)]
+    if not files:
+        raise ValueError("this checkpoint does not record its corpus; pass --data FILE...")
+    missing = [f for f in files if not Path(f).is_file()]
+    if missing:
+        raise ValueError(f"corpus file not found: {missing[0]}; pass --data FILE...")
+    corpus = load_corpus(files, seed=training_seed(meta))
+    streams = {"all held-out stories": corpus.val, "held-out TinyStories stories": corpus.val_tinystories}
+    results = {name: length_losses(model, stream, lengths=args.lengths) for name, stream in streams.items()}
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return 0
+    print(f"{args.checkpoint}: {model.config.position}")
+    for name, by_length in results.items():
+        print(f"{name} ({len(streams[name]):,} tokens):")
+        for length, result in by_length.items():
+            shown = f"{result['loss']:.4f}" if result["loss"] is not None else result["note"]
+            print(f"  length {length:>5}: {shown}")
+    return 0
+
+
+def run_card(args) -> int:
+    from lpos.card import model_card
+
+    Path(args.out).write_text(model_card(rebuild_seconds=args.rebuild_seconds))
+    print(f"wrote {args.out}")
+    return 0

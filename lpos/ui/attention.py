@@ -1,0 +1,60 @@
+"""The RoPE & ALiBi views: attention weights, ALiBi's bias, one token's query and key, and the
+figures that depend on a model's size only (RoPE's angles, ALiBi's slopes).
+
+Per-sentence results are cached per (model, token ids, options); a model is named by its key
+(lpos.ui.caching). The size-only figures are built once per size and kept for the process.
+"""
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+import torch
+
+from lpos.analysis import attention
+from lpos.figures.attention import alibi_slopes_figure, offset_scores_figure, rope_angle_figure
+from lpos.model import GPT
+from lpos.positions import alibi_slopes
+from lpos.ui.caching import cache_data
+from lpos.ui.sinusoids import FIGURES, LIFETIME
+
+
+@cache_data(max_entries=32, show_spinner=False)
+def attention_maps(model: GPT, ids: list[int], *, layer: int) -> np.ndarray:
+    """One layer's attention weights (nh, T, T)."""
+    return attention.attention_maps(model, list(ids), layer=layer)
+
+
+@cache_data(max_entries=32, show_spinner=False)
+def alibi_effect(model: GPT, ids: list[int], *, layer: int) -> attention.AlibiEffect:
+    return attention.alibi_effect(model, list(ids), layer=layer)
+
+
+@cache_data(max_entries=64, show_spinner=False)
+def _query_and_key(model: GPT, ids: list[int], *, layer: int, head: int, position: int) -> tuple[np.ndarray, np.ndarray]:
+    q, k = attention.queries_and_keys(model, list(ids), layer=layer, rotate=False)  # (nh, T, hs)
+    return q[head, position].numpy(), k[head, position].numpy()
+
+
+def query_and_key(model: GPT, ids: list[int], *, layer: int, head: int, position: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The unrotated query and key (hs,) of one token in one head (cached as arrays)."""
+    q, k = _query_and_key(model, ids, layer=layer, head=head, position=position)
+    return torch.from_numpy(q), torch.from_numpy(k)
+
+
+def offset_scores_view(query: torch.Tensor, key: torch.Tensor, *, offsets: list[int], length: int) -> tuple[go.Figure, float]:
+    """The query at m against the key at m − offset after rotation, for every m: the figure and the
+    largest change of a score along one of its lines (float rounding: only m − n counts)."""
+    frame = attention.offset_scores(query, key, offsets=offsets, length=length)
+    spread = frame.groupby("offset")["score"].agg(lambda s: s.max() - s.min()).max()
+    return offset_scores_figure(frame), float(spread)
+
+
+@st.cache_resource(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)
+def rope_angles(head_dim: int) -> go.Figure:
+    return rope_angle_figure(attention.rope_angle_frame(head_dim))
+
+
+@st.cache_resource(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)
+def alibi_slopes_chart(n_head: int) -> go.Figure:
+    return alibi_slopes_figure(alibi_slopes(n_head).numpy())

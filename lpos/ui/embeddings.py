@@ -1,0 +1,28 @@
+"""The Embeddings views: the sentence's token, position and summed rows, and their figures.
+
+The view is cached per (model, token ids) as data; the chips and heatmaps are kept as built
+objects (`st.cache_resource`, no copy per session), a few dozen: a class opens the same link.
+"""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from lpos.analysis import embeddings
+from lpos.figures.embeddings import embedding_heatmaps, token_chips_html
+from lpos.ui.caching import cache_data, cache_resource
+from lpos.ui.models import LoadedModel
+
+SENTENCE_FIGURES = 32  # per-sentence figures: worth keeping because a class opens the same link, few because larger
+
+
+@cache_data(max_entries=256, show_spinner=False)
+def embedding_view(model: LoadedModel, ids: list[int]) -> embeddings.EmbeddingView:
+    """The rows of `ids` in `model`, with its training counts."""
+    return embeddings.embedding_view(model.model, list(ids), counts=embeddings.token_counts(model.meta))
+
+
+@cache_resource(max_entries=SENTENCE_FIGURES, ttl=600, show_spinner=False)
+def embedding_figures(model: LoadedModel, ids: list[int]) -> tuple[str, go.Figure]:
+    """The Embeddings page's token chips (escaped HTML for st.html) and its three tables."""
+    view = embedding_view(model, ids)
+    return token_chips_html(view), embedding_heatmaps(view, scheme=model.model.config.position)

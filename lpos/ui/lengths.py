@@ -1,0 +1,47 @@
+"""The Length-extrapolation views: the model cards' loss by evaluation length, and the live loss
+of every token of a long text, cached per (model, token ids); a model is named by its key
+(lpos.ui.caching). Figures are kept as built objects (`st.cache_resource`)."""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from lpos import checkpoints
+from lpos.analysis import lengths
+from lpos.figures.lengths import length_curves_figure, token_loss_figure
+from lpos.tokenizer import token_strings, visible
+from lpos.ui.caching import cache_data, cache_resource
+from lpos.ui.collect import release_memory
+from lpos.ui.models import LoadedModel, load_offered
+from lpos.ui.sinusoids import FIGURES, LIFETIME
+
+
+def shipped_loss_tables() -> dict[str, dict[int, dict]]:
+    """Loss by evaluation length from each shipped model card, keyed by scheme name."""
+    return {name: lengths.loss_table(load_offered(name)[1]) for name in checkpoints.available()}
+
+
+def card_training(name: str) -> tuple[int, float | None]:
+    """A shipped model's training length and the unigram loss its card states (None if absent)."""
+    model, card = load_offered(name)
+    return lengths.training_length(card, model), card.get("unigram_val_loss")
+
+
+@cache_resource(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)
+def length_curves(tables: dict[str, dict[int, dict]], *, train_length: int, unigram: float | None = None) -> go.Figure:
+    """The model cards' loss against evaluation length; keyed by the cards' contents."""
+    return length_curves_figure(tables, train_length=train_length, unigram=unigram)
+
+
+@cache_data(max_entries=64, show_spinner="Scoring every token…")
+def loss_curve(model: LoadedModel, ids: list[int]) -> lengths.LossCurve:
+    curve = lengths.loss_along_text(model.model, list(ids))
+    release_memory()  # the scoring's large temporaries are freed: give them back to the system
+    return curve
+
+
+@cache_resource(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)
+def token_losses(model: LoadedModel, ids: list[int], *, train_length: int) -> go.Figure:
+    """The loss of every token of a long text (the Length extrapolation page's live view)."""
+    curve = loss_curve(model, ids)
+    predicted = [visible(t) for t in token_strings(list(ids[1 : len(curve.losses) + 1]))]
+    return token_loss_figure(curve, tokens=predicted, train_length=train_length, label=model.label)

@@ -1,0 +1,67 @@
+"""What a page reads: the sidebar's selection (sentence, scheme, model) and one model per scheme.
+
+app.py's sidebar (lpos.ui.state) computes the Selection once per run; pages call `selection()`.
+Pages that compare the five schemes call `scheme_models(selection)`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import streamlit as st
+
+from lpos import checkpoints
+from lpos.positions import SCHEMES
+from lpos.ui.models import UNTRAINED, LoadedModel, label, load_offered, untrained
+
+DEFAULT_TEXT = "The dog bit the man"
+MAX_CHARS = 20_000  # longer text is cut, with a notice (about 5,000 tokens of English)
+MAX_TOKENS = 1024  # the longest sequence the app draws: the longest evaluation length
+
+
+@dataclass(frozen=True)
+class Selection:
+    text: str
+    scheme: str
+    model: LoadedModel
+    ids: list[int]  # every token of the text, before any length limit
+
+
+def selection() -> Selection:
+    """The selection app.py computed for this run (pages call this)."""
+    if "selection" not in st.session_state:
+        # Streamlit's first run in a fresh server, opened straight on a page's URL, still treats
+        # pages/ as an old-style pages folder and runs the page without app.py. Switch that
+        # mode off (app.py's st.navigation would have done it) and rerun: the same URL then
+        # runs through app.py and lands on the same page with the same query string.
+        # No public API replaces this: PagesManager decides from the folder's existence before any
+        # script runs, and no config option (client.showSidebarNavigation only hides the menu) or
+        # st.navigation call reaches that first run; renaming pages/ would, but the name is the layout's.
+        from streamlit.runtime.pages_manager import PagesManager
+
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+    return st.session_state["selection"]
+
+
+def scheme_models(selection: Selection) -> list[LoadedModel]:
+    """One model per scheme: the selected model for its own scheme; for the others the shipped
+    checkpoint when the selection is a trained model (untrained when none is shipped yet), else
+    an untrained model of the same size."""
+    shipped = checkpoints.available()
+    chosen = selection.model
+    models = []
+    for scheme in SCHEMES:
+        if scheme == chosen.model.config.position:
+            models.append(chosen)
+        elif chosen.trained and scheme in shipped:
+            model, meta = load_offered(scheme)
+            models.append(LoadedModel(scheme, label(scheme), model, meta))
+        else:
+            name = "untrained (no shipped checkpoint yet)" if chosen.trained else label(UNTRAINED)
+            models.append(LoadedModel(UNTRAINED, name, untrained(scheme), {}))
+    return models
+
+
+def model_for(selection: Selection, scheme: str) -> LoadedModel:
+    """scheme_models' model of one scheme."""
+    return next(m for m in scheme_models(selection) if m.scheme == scheme)

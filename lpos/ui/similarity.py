@@ -1,0 +1,81 @@
+"""The Similarity views: position x position maps, the band, the PCA path, RoPE's kernel, and
+nearest tokens; each cached per model (named by its key, lpos.ui.caching) and size.
+
+The maps and the PCA do not depend on the sidebar sentence: they are kept as built figures
+(`st.cache_resource`), so a new sentence rebuilds none of them.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from lpos.analysis import similarity, timeline
+from lpos.analysis.embeddings import token_counts
+from lpos.figures import timeline as timeline_figures
+from lpos.figures.similarity import kernel_line_figure, pca_figure, similarity_heatmaps
+from lpos.positions import scheme_info
+from lpos.ui.caching import cache_data, cache_resource
+from lpos.ui.models import LoadedModel
+from lpos.ui.sinusoids import FIGURES, LIFETIME
+
+
+@cache_resource(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)
+def position_maps(model: LoadedModel, length: int, *, with_untrained: bool) -> go.Figure:
+    """Cosine similarity of a model's first `length` position rows, and of the table it started from:
+    its own step-0 snapshot when it kept one, else a random N(0, 0.02) draw (seed 0), titled as such."""
+    gpt = model.model
+    rows = similarity.position_rows(gpt, length)
+    maps = [similarity.similarity_map(rows, title=f"{model.label}: {gpt.config.position} rows")]
+    if with_untrained:
+        start = timeline.starting_rows(model.meta, len(rows))
+        if start is not None:
+            maps.append(similarity.similarity_map(start, title="the same table at step 0"))
+        else:
+            random_rows = similarity.initial_position_rows(len(rows), gpt.config.n_embd)
+            maps.append(similarity.similarity_map(random_rows, title="a random N(0, 0.02) table"))
+    return similarity_heatmaps(maps, axis_title="position")
+
+
+@cache_resource(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)
+def position_band(model: LoadedModel, length: int) -> tuple[go.Figure, dict]:
+    """The band, measured: mean cosine by distance of the model's rows (and its step-0 rows), and
+    the table's structure figures (lpos.analysis.timeline.table_structure)."""
+    gpt = model.model
+    rows = similarity.position_rows(gpt, length)
+    bands = {f"{gpt.config.position} rows": similarity.cosine_by_distance(rows)}
+    start = timeline.starting_rows(model.meta, len(rows)) if scheme_info(gpt.config.position).has_table else None
+    if start is not None:
+        bands["the same table at step 0"] = similarity.cosine_by_distance(start)
+    return (timeline_figures.band_figure(bands, title=f"The band, measured: mean cosine by distance ({len(rows)} rows)"),
+            timeline.table_structure(rows))
+
+
+@cache_resource(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)
+def position_pca(model: LoadedModel, length: int) -> tuple[go.Figure, go.Figure, float]:
+    """The 2-D and 3-D PCA path of a model's first `length` position rows, and the variance explained."""
+    table = similarity.position_rows(model.model, length)
+    projection = similarity.pca(table, components=3)
+    name = f"{len(table)} {model.model.config.position} position rows"
+    return (pca_figure(projection, dimensions=2, title=f"{name}, 2-D"),
+            pca_figure(projection, dimensions=3, title=f"{name}, 3-D"), float(projection.explained.sum()))
+
+
+@st.cache_resource(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)
+def rope_kernel(length: int, head_dim: int) -> tuple[go.Figure, go.Figure]:
+    """RoPE's position x position kernel and the same kernel by offset."""
+    kernel = similarity.similarity_map(similarity.rope_kernel(length, head_dim), title="rope kernel")
+    return (similarity_heatmaps([kernel], axis_title="position"),
+            kernel_line_figure(similarity.rope_kernel_by_offset(length - 1, head_dim), head_dim=head_dim))
+
+
+@cache_data(max_entries=64, show_spinner=False)
+def nearest_tokens(model: LoadedModel, token_id: int, *, k: int) -> pd.DataFrame:
+    return similarity.nearest_tokens(model.model, token_id, k=k, counts=token_counts(model.meta))
+
+
+@st.cache_resource(max_entries=32, ttl=600, show_spinner=False)
+def token_map(rows: np.ndarray, *, title: str, tokens: list[str]) -> go.Figure:
+    """The sentence's token x token cosine map of `rows`."""
+    return similarity_heatmaps([similarity.similarity_map(rows, title=title)], axis_title="token", tokens=tokens)
