@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Rebuild the five shipped checkpoints and print each run's wall time.
+# Rebuild the six shipped checkpoints and print each run's wall time: one per position scheme, and
+# learned-32 (the learned scheme trained on windows of at most 32 tokens: NAME-L means --max-length L).
 # Usage: bash checkpoints/rebuild.sh CORPUS_FILE...   (e.g. ../shared/data/*.txt)
 # Each run uses one torch thread (a run is bit-identical only for the same thread count), so two
-# lanes run side by side on a 2-core machine: learned, rope, none | sinusoidal, alibi.
+# lanes run side by side on a 2-core machine: learned, rope, none | sinusoidal, alibi, learned-32.
 # A killed rebuild continues where it stopped when run again: each run resumes from its
 # <out>.resume.pt (saved every 100 steps), with exactly the same batches.
 set -euo pipefail
@@ -10,15 +11,19 @@ cd "$(dirname "$0")/.."
 [ $# -gt 0 ] || { echo "usage: $0 CORPUS_FILE..." >&2; exit 2; }
 start=$(date +%s)
 lane() {
-  for scheme in "$@"; do
+  for name in "$@"; do
     begun=$(date +%s)
-    python -m lpos train --scheme "$scheme" --data "${files[@]}" --out "checkpoints/$scheme.pt" \
+    window=()
+    [[ $name == *-* ]] && window=(--max-length "${name##*-}")
+    python -m lpos train --scheme "${name%%-*}" "${window[@]}" --data "${files[@]}" --out "checkpoints/$name.pt" \
       --steps 1100 --threads 1 --resume --no-progress
-    echo "$scheme trained in $(( $(date +%s) - begun )) s"
+    echo "$name trained in $(( $(date +%s) - begun )) s"
   done
 }
 files=("$@")
 lane ${LPOS_LANE_A:-learned rope none} & a=$!
-lane ${LPOS_LANE_B:-sinusoidal alibi} & b=$!
+lane ${LPOS_LANE_B:-sinusoidal alibi learned-32} & b=$!
 wait $a && wait $b
 echo "rebuilt in $(( $(date +%s) - start )) s"
+# what the pages draw from each model and fixed texts: checkpoints/<name>.views.pt (lpos.precomputed)
+python -m lpos precompute

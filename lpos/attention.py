@@ -22,13 +22,18 @@ class CausalSelfAttention(nn.Module):
     (scaled dot products, ALiBi's bias, the causal mask), then softmax and the output projection.
     Analysis calls the same steps, so it shows exactly the numbers the model computes."""
 
-    def __init__(self, config):  # a GPTConfig: n_embd, n_head, bias, dropout, position
+    def __init__(self, config):  # a GPTConfig: n_embd, n_head, n_kv_head, bias, dropout, position, rope_base
         super().__init__()
-        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
+        self.n_head = config.n_head
+        self.n_kv_head = config.n_kv_head or config.n_head  # grouped-query attention: fewer key/value heads
+        kv_width = self.n_kv_head * (config.n_embd // config.n_head)
+        # one fused projection: the query rows, then the key rows, then the value rows
+        qkv_bias = config.bias if config.qkv_bias is None else config.qkv_bias  # Karpathy's lecture: none here only
+        self.c_attn = nn.Linear(config.n_embd, config.n_embd + 2 * kv_width, bias=qkv_bias)
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
         self.attn_dropout = nn.Dropout(config.dropout)
         self.resid_dropout = nn.Dropout(config.dropout)
-        self.n_head = config.n_head
+        self.rope_base = config.rope_base
         self.rotates = config.position == "rope"  # RoPE turns q and k by their position
         self.biased = config.position == "alibi"  # ALiBi tilts the scores by distance
 
@@ -36,19 +41,28 @@ class CausalSelfAttention(nn.Module):
                 rope_scaling: RopeScaling | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Queries, keys and values (B, nh, T, hs) of the normalised input x (B, T, C) whose tokens
         sit at `positions` (T,). A rope model's q and k come back rotated; positions=None leaves
-        them as the heads project them, before any rotation."""
+        them as the heads project them, before any rotation. With grouped-query attention each
+        key/value head serves n_head / n_kv_head query heads in a row (`key_head`), and k and v
+        come back repeated to one per query head, so every score and weight has a head of its own."""
         B, T, C = x.shape
-        nh, hs = self.n_head, C // self.n_head
-        q, k, v = self.c_attn(x).split(C, dim=2)
+        nh, nkv, hs = self.n_head, self.n_kv_head, C // self.n_head
+        q, k, v = self.c_attn(x).split([C, nkv * hs, nkv * hs], dim=2)
         q = q.view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
-        k = k.view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
-        v = v.view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+        k = k.view(B, T, nkv, hs).transpose(1, 2)  # (B, nkv, T, hs)
+        v = v.view(B, T, nkv, hs).transpose(1, 2)  # (B, nkv, T, hs)
         if self.rotates and positions is not None:
-            frequencies = rotation_frequencies(hs, rope_scaling)  # (hs/2,), built once per scaling
+            frequencies = rotation_frequencies(hs, rope_scaling, self.rope_base)  # (hs/2,), built once per scaling
             magnitude = rope_scaling.attention_factor if rope_scaling is not None else 1.0
             q = rope_rotate(q, positions, frequencies=frequencies, magnitude=magnitude)
             k = rope_rotate(k, positions, frequencies=frequencies, magnitude=magnitude)
+        if nkv != nh:
+            k = k.repeat_interleave(nh // nkv, dim=1)  # (B, nh, T, hs): key head h // group for query head h
+            v = v.repeat_interleave(nh // nkv, dim=1)  # (B, nh, T, hs)
         return q, k, v
+
+    def key_head(self, head: int) -> int:
+        """The key/value head query head `head` reads (itself unless attention is grouped)."""
+        return head // (self.n_head // self.n_kv_head)
 
     def scores(self, q: torch.Tensor, k: torch.Tensor, *, first_query: int = 0,
                alibi: bool | None = None) -> torch.Tensor:

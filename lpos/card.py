@@ -8,6 +8,7 @@ from __future__ import annotations
 from lpos import checkpoints
 from lpos.analysis.lengths import length_reading, loss_table
 from lpos.analysis.similarity import initial_position_rows
+from lpos.analysis.table_coverage import drift_reading, row_drift, trained_rows
 from lpos.analysis.timeline import BAND_DISTANCES, table_structure
 from lpos.positions import SCHEMES
 
@@ -82,6 +83,42 @@ def _goals(metas: dict, shipped: list[str]) -> list[str]:
     return lines
 
 
+# What else ran on the machine while a shipped file trained, when it was not rebuild.sh's other lane;
+# keyed by the file's own recorded wall time, so a retrained file never inherits the note.
+TRAINED_BESIDE: dict[tuple[str, float], str] = {
+    ("learned-32", 3022.7): "no second training lane ran beside it; other engineers ran tests and helper scripts on "
+    "the other core. It stopped after its last step, while writing the file, when the code changed under it (a "
+    "restructuring of the package), and was resumed from its step-1000 snapshot with the same batches",
+}
+
+
+def short_window_section(metas: dict, rows: list[str]) -> list[str]:
+    """What each model trained on windows shorter than its table is, and its untrained rows, measured."""
+    lines = []
+    for name in rows:
+        model, meta = metas[name]
+        limit = trained_rows(meta, model)
+        drift = row_drift(model, meta) if limit is not None else None
+        if drift is None:
+            continue
+        args, full = meta["train_args"], metas.get("learned", (None, None))[1]
+        windows, _ = divmod(args["batch_size"] * args["block_size"], limit)
+        same = [key for key in ("data_files", "steps", "tokens_trained") if full and full.get(key) == meta.get(key)]
+        lines += ["", f"## {name}: the learned table's second limit", "",
+                  f"`{name}` is the learned scheme trained on windows of at most {limit} tokens "
+                  f"(`--max-length {limit}`): {windows} windows of {limit} tokens a step instead of "
+                  f"{args['batch_size']} of {args['block_size']}, so the same {args['batch_size'] * args['block_size']:,} "
+                  f"tokens a step" + (f"; the same {', '.join(same).replace('_', ' ')} as `learned`" if same else "")
+                  + f". Its table keeps all {model.config.block_size} rows, but rows {limit}–{model.config.block_size - 1} "
+                  "are never read in training and get no gradient. Measured against its own step-0 table "
+                  f"({drift.source}; `lpos.analysis.table_coverage`):", ""]
+        lines += [f"- {line}" for line in drift_reading(drift)]
+        beside = TRAINED_BESIDE.get((name, meta["wall_seconds"]))
+        if beside:
+            lines += ["", f"While it trained ({meta['wall_seconds'] / 60:.1f} min, one thread), {beside}."]
+    return lines
+
+
 def _schedule(metas: dict, shipped: list[str]) -> list[str]:
     timeline = metas[shipped[0]][1].get("timeline")
     if not timeline:
@@ -117,21 +154,25 @@ def _snapshot_table(metas: dict, shipped: list[str], steps: list[int]) -> list[s
     return lines
 
 
-def model_card(*, rebuild_seconds: float | None = None) -> str:
+def model_card(*, rebuild_seconds: float | None = None, rebuilt_models: int | None = None) -> str:
+    """The card; `rebuild_seconds` is a measured rebuild.sh wall time, over its first `rebuilt_models`
+    models (the five schemes, then the rest; all when None)."""
     metas = {}
     for name in checkpoints.available():
         model, meta = checkpoints.load(name)
         metas[name] = (model, meta)
-    shipped = [s for s in SCHEMES if s in metas]
+    shipped = [s for s in SCHEMES if s in metas]  # one model per scheme: the goals compare these
     if not shipped:
         raise ValueError("no shipped checkpoints to describe")
+    rows = shipped + [n for n in metas if n not in SCHEMES]  # and the others (learned-32) in the tables
     _, first = metas[shipped[0]]
     lengths = list(first["loss_by_length"])
     lines = [
         "# Shipped checkpoints: model card",
         "",
-        "Five small GPTs, identical except for the position scheme, trained by `python -m lpos train` on",
-        "children's stories. Written by `python -m lpos card` from each file's own `meta`.",
+        f"{len(shipped)} small GPTs, identical except for the position scheme, trained by `python -m lpos train` on",
+        "children's stories" + (f", and {', '.join(rows[len(shipped):])} (described below)" if len(rows) > len(shipped)
+                                else "") + ". Written by `python -m lpos card` from each file's own `meta`.",
         "",
         "## Data",
         "",
@@ -159,7 +200,7 @@ def model_card(*, rebuild_seconds: float | None = None) -> str:
         "| wall time (train) | file |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for name in shipped:
+    for name in rows:
         _, meta = metas[name]
         size = (checkpoints.CHECKPOINT_DIR / f"{name}.pt").stat().st_size / 2**20
         lines.append(f"| {name} | {_value(meta.get('val_loss_tinystories'))} | {meta['val_loss']:.3f} "
@@ -170,13 +211,13 @@ def model_card(*, rebuild_seconds: float | None = None) -> str:
               "stream; trained at 128):", "",
               "| scheme | " + " | ".join(str(n) for n in lengths) + " |",
               "|---|" + "---:|" * len(lengths)]
-    for name in shipped:
+    for name in rows:
         _, meta = metas[name]
         lines.append(f"| {name} | " + " | ".join(_loss(meta["loss_by_length"][n]) for n in lengths) + " |")
-    if all("loss_by_length_tinystories" in metas[name][1] for name in shipped):
+    if all("loss_by_length_tinystories" in metas[name][1] for name in rows):
         lines += ["", "The same, over the held-out TinyStories stories only:", "",
                   "| scheme | " + " | ".join(str(n) for n in lengths) + " |", "|---|" + "---:|" * len(lengths)]
-        for name in shipped:
+        for name in rows:
             by_length = metas[name][1]["loss_by_length_tinystories"]
             lines.append(f"| {name} | " + " | ".join(_loss(by_length[n]) for n in lengths) + " |")
     tables = {name: loss_table(metas[name][1]) for name in shipped}
@@ -190,8 +231,12 @@ def model_card(*, rebuild_seconds: float | None = None) -> str:
         "per run.",
     ]
     if rebuild_seconds is not None:
-        lines.append(f"`checkpoints/rebuild.sh` ran the five as two one-thread lanes side by side and took "
-                     f"{rebuild_seconds / 60:.1f} minutes of wall time; each run's own training time is in the table.")
+        timed = rows[:rebuilt_models or len(rows)]  # the models that rebuild measured, in rebuild.sh's set
+        lines.append(f"`checkpoints/rebuild.sh` ran {', '.join(timed)} as two one-thread lanes side by side and took "
+                     f"{rebuild_seconds / 60:.1f} minutes of wall time; each run's own training time is in the table."
+                     + (f" {', '.join(rows[len(timed):])} trained after that measurement, on its own."
+                        if len(timed) < len(rows) else ""))
+    lines += short_window_section(metas, rows)
     lines += _schedule(metas, shipped)
     lines += [
         "",
@@ -207,6 +252,10 @@ def model_card(*, rebuild_seconds: float | None = None) -> str:
         "```bash",
         f"python -m lpos train --scheme S --data {' '.join('../shared/data/' + f for f in first['data_files'])} "
         f"--out checkpoints/S.pt --steps {first['steps']} --threads 1 --resume",
+        *[f"python -m lpos train --scheme {metas[n][0].config.position} --max-length "
+          f"{metas[n][1]['train_args']['max_length']} --data "
+          f"{' '.join('../shared/data/' + f for f in metas[n][1]['data_files'])} --out checkpoints/{n}.pt "
+          f"--steps {metas[n][1]['steps']} --threads 1 --resume   # {n}" for n in rows[len(shipped):]],
         "```",
         "",
         "A run is bit-identical to the shipped file for the same torch thread count (one here): a 30-step run of",

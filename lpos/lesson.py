@@ -32,21 +32,27 @@ STEPS: tuple[Step, ...] = (
         "what it finds. With no position information, that average does not care about order: shuffle the "
         "earlier tokens and the first layer's output for the last token is the same, up to float rounding.",
         "Under “none” the bars keep their heights and move with their tokens, and the change is zero up "
-        "to rounding: “The dog bit the man” and “The man bit the dog” look alike to the first layer.",
+        "to rounding: a sentence and a shuffle of it that keeps the last token (“The dog bit the man.” and "
+        "“The man bit the dog.”, both ending in “.”) look alike to the first layer.",
         "none",
     ),
     Step(
         "Add a second table, indexed by position",
         "GPT-2's fix is a learned table with one row per position. The input to the model is the token "
-        "row plus the position row, so the same word at two positions gets two different inputs.",
-        "Look at a word that occurs twice: its token rows are identical, its summed rows are not.",
+        "row plus the position row, so the same token at two positions gets two different inputs.",
+        "Look at a token that occurs more than once: its token rows are identical, its summed rows are not.",
         "learned",
     ),
     Step(
-        "A learned table stops at its last row",
-        "A table has as many rows as it was built with: 128 here. At token 129 there is simply no row "
-        "to add, and the model cannot run at all.",
-        "The error message names both numbers; the other schemes run at any length.",
+        "A learned table has two limits",
+        "First, it stops at its last row. A table has as many rows as it was built with (128 for the shipped "
+        "models; the line under the figure gives this one's). One token past the last row there is simply no row "
+        "to add, and the model cannot run at all. Second, a row only learns from positions "
+        "training actually reaches: a model trained on shorter windows keeps its later rows, but they never get a "
+        "gradient and stay near their random starting values.",
+        "The error message names the first limit; the other schemes run at any length. The figure shows the second: "
+        "compare the two lines left and right of the shaded edge, where the short-window model starts reading rows "
+        "it never trained.",
         "learned",
     ),
     Step(

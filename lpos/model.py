@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from lpos.corpus import SHIPPED_SEED
 from lpos.attention import CausalSelfAttention
 from lpos.kv_cache import KVCache, LayerCache
+from lpos.layers import SwiGLU, check_block_fields, norm_layer
 from lpos.positions import SCHEMES, RopeScaling, check_scheme, scheme_info, sinusoidal_table
 from lpos.token_table import INIT_STD, SharedTokenTable, initial_token_table
 
@@ -45,15 +46,26 @@ class GPTConfig:
     activation: str = "gelu"  # gelu (exact) | gelu_tanh (GPT-2 checkpoints)
     init_seed: int = 0  # seeds the token table, so rows training never touches can be rebuilt
     tied: bool = True  # the output head is the token table (GPT-2); False: lm_head has rows of its own
+    norm: str = "layernorm"  # layernorm (GPT-2) | rmsnorm (Llama)
+    norm_eps: float = 1e-5  # the norms' epsilon (Llama: the file's norm_eps / rms_norm_eps)
+    mlp: str = "standard"  # standard: c_fc, activation, c_proj (GPT-2) | swiglu: w1, w2, w3 (Llama)
+    mlp_hidden: int | None = None  # the feed-forward's hidden size; None: 4 * n_embd
+    n_kv_head: int | None = None  # key/value heads, each shared by n_head / n_kv_head query heads; None: n_head
+    rope_base: float = 10000.0  # RoPE's base: pair i turns by base^(-2i/hs) per position (Llama: rope_theta)
+    qkv_bias: bool | None = None  # biases in the q/k/v projection; None: follow `bias` (Karpathy's lecture: False)
+    head_bias: bool = False  # the output head adds a bias per token (Karpathy's lecture's lm_head); needs tied=False
 
     def __post_init__(self) -> None:
         check_scheme(self.position)
-        if self.activation not in ("gelu", "gelu_tanh"):
-            raise ValueError(f"unknown activation {self.activation!r}; choose 'gelu' or 'gelu_tanh'")
+        if self.activation not in ("gelu", "gelu_tanh", "relu"):
+            raise ValueError(f"unknown activation {self.activation!r}; choose 'gelu', 'gelu_tanh' or 'relu'")
+        if self.head_bias and self.tied:
+            raise ValueError("head_bias needs an untied head (tied=False)")
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
         if self.position == "rope" and (self.n_embd // self.n_head) % 2:
             raise ValueError("rope needs an even head size")
+        check_block_fields(self)
 
     @classmethod
     def from_dict(cls, values: dict) -> GPTConfig:
@@ -73,24 +85,14 @@ class EmbedParts(NamedTuple):
     total: torch.Tensor  # (B, T, C) what enters the first block
 
 
-class LayerNorm(nn.Module):
-    """LayerNorm with an optional bias (nanoGPT)."""
-
-    def __init__(self, ndim: int, bias: bool):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(ndim))
-        self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, 1e-5)
-
-
 class MLP(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
-        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
-        self.gelu = nn.GELU(approximate="tanh" if config.activation == "gelu_tanh" else "none")
-        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
+        hidden = config.mlp_hidden or 4 * config.n_embd
+        self.c_fc = nn.Linear(config.n_embd, hidden, bias=config.bias)
+        self.gelu = (nn.ReLU() if config.activation == "relu"  # Karpathy's lecture; the name keeps nanoGPT's keys
+                     else nn.GELU(approximate="tanh" if config.activation == "gelu_tanh" else "none"))
+        self.c_proj = nn.Linear(hidden, config.n_embd, bias=config.bias)
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -100,10 +102,10 @@ class MLP(nn.Module):
 class Block(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
-        self.ln_1 = LayerNorm(config.n_embd, bias=config.bias)
+        self.ln_1 = norm_layer(config)
         self.attn = CausalSelfAttention(config)
-        self.ln_2 = LayerNorm(config.n_embd, bias=config.bias)
-        self.mlp = MLP(config)
+        self.ln_2 = norm_layer(config)
+        self.mlp = SwiGLU(config) if config.mlp == "swiglu" else MLP(config)
 
     def forward(self, x: torch.Tensor, *, offset: int = 0, rope_scaling: RopeScaling | None = None,
                 cache: LayerCache | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -124,7 +126,7 @@ class GPT(nn.Module):
                              _weight=None if init_weights else torch.empty(config.vocab_size, config.n_embd)),
             drop=nn.Dropout(config.dropout),
             h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
-            ln_f=LayerNorm(config.n_embd, bias=config.bias),
+            ln_f=norm_layer(config),
         )
         if scheme_info(config.position).has_table:
             modules["wpe"] = nn.Embedding(config.block_size, config.n_embd)
@@ -132,7 +134,7 @@ class GPT(nn.Module):
         # Empty and tied: the head's weight is replaced by the token table at once, so it is never
         # allocated. (Initialised, it is drawn as before, so the random stream, and with it training,
         # stays what built the shipped checkpoints.)
-        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False,
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=config.head_bias,
                                  device="meta" if config.tied and not init_weights else None)
         if config.tied:
             self.lm_head.weight = self.transformer.wte.weight  # weight tying, as GPT-2
@@ -205,8 +207,15 @@ class GPT(nn.Module):
         if self.output_vocab is None:
             return self.lm_head(h)
         logits = h.new_full((*h.shape[:-1], self.config.vocab_size), float("-inf"))
-        logits[..., self.output_vocab] = h @ self.vocab_rows().T
+        logits[..., self.output_vocab] = h @ self.vocab_rows().T + self.vocab_bias()
         return logits
+
+    def vocab_bias(self) -> torch.Tensor | float:
+        """The output head's bias of output_vocab's tokens (V',), or 0.0 when the head has none."""
+        bias = self.lm_head.bias if self.lm_head is not None else None
+        if bias is None:
+            return 0.0
+        return bias if self.output_vocab is None else bias[self.output_vocab]
 
     @property
     def max_input_length(self) -> int | None:
@@ -310,7 +319,8 @@ class GPT(nn.Module):
         # Without gradients, score a few hundred positions at a time: 1,024 positions over all
         # 50,257 tokens would hold ~400 MB of logits at once. Training keeps one matmul.
         chunk = flat.size(0) if torch.is_grad_enabled() else INFERENCE_LOSS_ROWS
-        losses = torch.cat([F.cross_entropy(flat[i : i + chunk] @ rows.T, index[i : i + chunk].clamp(min=0), reduction="none")
+        bias = self.vocab_bias()
+        losses = torch.cat([F.cross_entropy(flat[i : i + chunk] @ rows.T + bias, index[i : i + chunk].clamp(min=0), reduction="none")
                             for i in range(0, flat.size(0), chunk)])  # (B*T,)
         losses = losses.masked_fill(index < 0, float("nan"))
         return losses.nanmean() if reduction == "mean" else losses.view(targets.shape)
@@ -323,3 +333,16 @@ def untrained_model(scheme: str) -> GPT:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         return GPT(GPTConfig(position=scheme, init_seed=SHIPPED_SEED)).eval()
+
+
+def seeded_model(config: GPTConfig, *, seed: int, wpe_init_std: float) -> GPT:
+    """The model as `python -m lpos train` starts it: every weight drawn after torch.manual_seed(seed)
+    (the global random state is left there, as training continues from it), then a learned table
+    redrawn at N(0, wpe_init_std). lpos.analysis.table_coverage rebuilds a shipped model's step-0
+    table with it."""
+    torch.manual_seed(seed)
+    model = GPT(config)
+    if scheme_info(config.position).has_table:
+        with torch.no_grad():
+            model.transformer.wpe.weight.normal_(0.0, wpe_init_std)
+    return model

@@ -40,7 +40,7 @@ SCHEME_INFO: dict[str, SchemeInfo] = {
     "sinusoidal": SchemeInfo("sinusoidal", True, False, False, "a fixed table of sines and cosines, added to token rows"),
     "rope": SchemeInfo("rope", False, False, True, "rotates queries and keys by their position inside attention"),
     "alibi": SchemeInfo("alibi", False, False, True, "subtracts a per-head distance penalty from attention scores"),
-    "none": SchemeInfo("none", False, False, False, "no position information at all"),
+    "none": SchemeInfo("none", False, False, False, "no position information in the input (the causal mask lets later layers infer some)"),
 }
 HINTS: dict[str, str] = {name: info.hint for name, info in SCHEME_INFO.items()}
 

@@ -5,6 +5,11 @@ The merge ranks ship with the package (`lpos/assets/r50k_base.tiktoken`, see
 tiktoken's expected sha256, so ids equal `tiktoken.get_encoding("gpt2")` with no network.
 Text that spells a special token (``<|endoftext|>``) is encoded as ordinary text: a learner's
 sentence is data, never a control sequence.
+
+A model may speak another tokenizer: `load_tokenizer(path)` reads nanoGPT's meta.pkl, a Hugging
+Face tokenizer.json (or a folder holding one), a SentencePiece or minbpe `.model`, or a text file
+whose characters are the vocabulary (lpos.vocab, one module per format); `GPT2` is the default
+`Tokenizer`, and `from_data` rebuilds any of them from what an lpos file stores.
 """
 from __future__ import annotations
 
@@ -14,6 +19,12 @@ from pathlib import Path
 
 import tiktoken
 from tiktoken.load import load_tiktoken_bpe
+
+from lpos.vocab.base import MAX_TOKENIZER_BYTES, Tokenizer, TokenizerError, UnknownCharacters
+from lpos.vocab.characters import CharacterTokenizer, read_meta_pickle, read_text_vocabulary
+from lpos.vocab.huggingface import TOKENIZER_JSON, HuggingFaceTokenizer, read_tokenizer_json
+from lpos.vocab.minbpe import MinbpeTokenizer, is_minbpe, read_minbpe
+from lpos.vocab.sentencepiece import SentencePieceTokenizer, read_sentencepiece
 
 RANKS_PATH = Path(__file__).parent / "assets" / "r50k_base.tiktoken"
 RANKS_SHA256 = "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"
@@ -46,9 +57,57 @@ def encode(text: str) -> list[int]:
 
 
 def token_strings(ids: list[int]) -> list[str]:
-    """The text of each token; bytes that are part of a multi-byte character show as U+FFFD."""
-    enc = encoding()
-    return [enc.decode_single_token_bytes(i).decode("utf-8", errors="replace") for i in ids]
+    """The text of each token. A token holding part of a multi-byte character (GPT-2 splits most
+    emoji and CJK characters into byte pieces) shows those bytes, and the character they belong to
+    when the neighbouring tokens complete it: "‹F0 9F of 😀›", never U+FFFD, so two different
+    characters never read alike."""
+    pieces = [encoding().decode_single_token_bytes(i) for i in ids]
+    joined, labels, start = b"".join(pieces), [], 0
+    for piece in pieces:
+        labels.append(_piece_text(joined, start, start + len(piece)))
+        start += len(piece)
+    return labels
+
+
+def _character_at(data: bytes, i: int) -> tuple[int, int]:
+    """The span [a, b) of the UTF-8 character covering byte i of `data` (one byte when it is not valid)."""
+    a = i
+    while a > 0 and i - a < 3 and 0x80 <= data[a] < 0xC0:
+        a -= 1
+    for length in (4, 3, 2, 1):
+        if a + length > i:
+            try:
+                data[a : a + length].decode("utf-8")
+                return a, a + length
+            except UnicodeDecodeError:
+                pass
+    return i, i + 1
+
+
+def _piece_text(data: bytes, start: int, end: int) -> str:
+    try:
+        return data[start:end].decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    out, i = [], start
+    while i < end:
+        a, b = _character_at(data, i)
+        if a >= start and b <= end:
+            try:
+                out.append(data[a:b].decode("utf-8"))
+            except UnicodeDecodeError:  # a byte of a character this text does not complete
+                hexed = f"{data[a]:02X}"
+                out[-1:] = [out[-1][:-1] + " " + hexed + "›"] if out and out[-1].endswith("›") and " of " not in out[-1] \
+                    else out[-1:] + [f"‹{hexed}›"]
+        else:  # this token holds only some bytes of the character
+            inside = " ".join(f"{x:02X}" for x in data[max(a, start) : min(b, end)])
+            whole = data[a:b]
+            try:
+                out.append(f"‹{inside} of {whole.decode('utf-8')}›")
+            except UnicodeDecodeError:
+                out.append(f"‹{inside}›")
+        i = min(b, end)
+    return "".join(out)
 
 
 def visible(token: str) -> str:
@@ -58,3 +117,76 @@ def visible(token: str) -> str:
 
 def decode(ids: list[int]) -> str:
     return encoding().decode(ids)
+
+
+class GPT2Tokenizer(Tokenizer):
+    """GPT-2's BPE (the module's functions) as a Tokenizer: every byte is a token, so no text is unknown."""
+
+    kind = "gpt2"
+    name = "GPT-2"
+    vocab_size = VOCAB_SIZE
+
+    def _encode(self, text: str) -> list[int]:
+        return encode(text)
+
+    def decode(self, ids: list[int]) -> str:
+        return decode(list(ids))
+
+    def token_strings(self, ids: list[int]) -> list[str]:
+        return token_strings(list(ids))
+
+    def to_data(self) -> dict:
+        return {"kind": self.kind}
+
+
+GPT2 = GPT2Tokenizer()
+FORMATS = {"gpt2": lambda data: GPT2, "characters": CharacterTokenizer.from_data,
+           "minbpe": MinbpeTokenizer.from_data, "huggingface": HuggingFaceTokenizer.from_data,
+           "sentencepiece": SentencePieceTokenizer.from_data}
+TOKENIZER_FILES = ("nanoGPT's meta.pkl, a Hugging Face tokenizer.json, a SentencePiece or minbpe .model, "
+                   "or the training text (.txt) of a character-level model")
+
+
+def load_tokenizer(path: str | Path) -> Tokenizer:
+    """The tokenizer in a file (or a folder holding tokenizer.json), recognised by its name and
+    first bytes; TokenizerError with one sentence for anything else."""
+    path = Path(path)
+    if path.is_dir():
+        if not (path / TOKENIZER_JSON).is_file():
+            raise TokenizerError(f"{path.name} holds no {TOKENIZER_JSON}")
+        path = path / TOKENIZER_JSON
+    if not path.is_file():
+        raise TokenizerError(f"no tokenizer file {path.name!r}: give {TOKENIZER_FILES}")
+    if path.stat().st_size > MAX_TOKENIZER_BYTES:
+        raise TokenizerError(f"{path.name} is over the {MAX_TOKENIZER_BYTES // 2**20} MB limit for a tokenizer file")
+    with path.open("rb") as file:
+        head = file.read(16)
+    suffix = path.suffix.lower()
+    if suffix == ".pkl" or head.startswith(b"\x80"):  # pickle protocol 2 and up
+        return read_meta_pickle(path)
+    if suffix == ".json":
+        return read_tokenizer_json(path)
+    if is_minbpe(head):
+        return read_minbpe(path)
+    if suffix == ".model":
+        return read_sentencepiece(path)
+    if suffix in (".txt", ".text", ""):
+        return read_text_vocabulary(path)
+    raise TokenizerError(f"{path.name} is not a tokenizer lpos reads: give {TOKENIZER_FILES}")
+
+
+def from_data(data) -> Tokenizer:
+    """The tokenizer an lpos file stores (`Tokenizer.to_data`); TokenizerError if it is damaged."""
+    if not isinstance(data, dict) or data.get("kind") not in FORMATS:
+        kind = data.get("kind") if isinstance(data, dict) else type(data).__name__
+        raise TokenizerError(f"the stored tokenizer is of an unknown kind {str(kind)[:40]!r}")
+    try:
+        return FORMATS[data["kind"]](data)
+    except TokenizerError:
+        raise
+    except (KeyError, TypeError, ValueError) as e:
+        raise TokenizerError(f"the stored tokenizer is damaged ({type(e).__name__})") from None
+
+
+__all__ = ["END_OF_TEXT", "END_OF_TEXT_ID", "GPT2", "TOKENIZER_FILES", "VOCAB_SIZE", "Tokenizer", "TokenizerError",
+           "UnknownCharacters", "decode", "encode", "from_data", "load_tokenizer", "token_strings", "visible"]

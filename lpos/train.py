@@ -28,7 +28,7 @@ from tqdm import tqdm
 from lpos import checkpoints, snapshots
 from lpos.analysis import length_losses, unigram_loss
 from lpos.corpus import SHIPPED_SEED, Corpus, load_corpus
-from lpos.model import GPT, GPTConfig
+from lpos.model import GPT, GPTConfig, seeded_model
 
 EVAL_LENGTHS = (64, 128, 256, 512, 1024)
 
@@ -64,7 +64,7 @@ class TrainArgs:
 def window_shape(args: TrainArgs) -> tuple[int, int]:
     """(windows per global batch, tokens per window): batch_size × block_size tokens a step, in
     windows of max_length tokens when it is set."""
-    length = args.max_length or args.block_size
+    length = args.block_size if args.max_length is None else args.max_length  # 0 is refused, not the default
     if not 2 <= length <= args.block_size:
         raise ValueError(f"--max-length must be between 2 and the block size ({args.block_size}), got {length}")
     if (args.batch_size * args.block_size) % length:
@@ -106,12 +106,7 @@ def initial_model(args: TrainArgs) -> GPT:
     """The model as training starts it: seeded, with the learned table drawn at wpe_init_std."""
     config = GPTConfig(block_size=args.block_size, n_layer=args.n_layer, n_head=args.n_head,
                        n_embd=args.n_embd, position=args.scheme, init_seed=args.seed)
-    torch.manual_seed(args.seed)
-    model = GPT(config)
-    if args.scheme == "learned":
-        with torch.no_grad():
-            model.transformer.wpe.weight.normal_(0.0, args.wpe_init_std)
-    return model
+    return seeded_model(config, seed=args.seed, wpe_init_std=args.wpe_init_std)
 
 
 def train(args: TrainArgs, corpus: Corpus | None = None, *, progress: bool = True) -> tuple[GPT, dict]:

@@ -13,8 +13,8 @@ WHERE_IT_ACTS = {  # schemes that add nothing to the embeddings, and the page wh
              ":material/rotate_right:"),
     "alibi": ("pages/rope_alibi.py", "ALiBi subtracts a distance penalty from attention scores: see it on the "
               "RoPE & ALiBi page", ":material/rotate_right:"),
-    "none": ("pages/order_blindness.py", "With no positions, attention cannot tell the order of earlier tokens: "
-             "see the order-blindness experiment", ":material/shuffle:"),
+    "none": ("pages/order_blindness.py", "With no positions, the first layer's attention cannot tell the order of earlier "
+             "tokens (from layer 2 on the causal mask leaks some order): see the order-blindness experiment", ":material/shuffle:"),
 }
 
 selection = current_selection()

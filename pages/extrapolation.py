@@ -5,8 +5,7 @@ from lpos import ui
 from lpos.analysis.lengths import curve_reading, length_reading, training_length
 from lpos.corpus import story
 from lpos.positions import SCHEMES
-from lpos.tokenizer import encode
-from lpos.ui import lengths
+from lpos.ui import coverage, lengths
 from lpos.ui.selection import MAX_TOKENS
 
 PRESS_2021 = ("Press, Smith & Lewis (2021), “Train Short, Test Long: Attention with Linear Biases Enables Input "
@@ -15,7 +14,7 @@ PRESS_2021 = ("Press, Smith & Lewis (2021), “Train Short, Test Long: Attention
 selection = ui.selection()
 st.title("Train short, test long")
 st.caption(
-    "Every shipped model was trained on windows of 128 tokens. Here they read longer windows than they ever saw: "
+    f"{lengths.shipped_training_windows()}Here they read longer windows than they ever saw: "
     "a scheme that extrapolates keeps its loss; one that does not gets worse, or cannot run at all."
 )
 
@@ -25,7 +24,7 @@ if not tables:
     st.info("No shipped checkpoint is installed yet, so there are no model cards to plot. The live view below "
             "works with any model.", icon=":material/hourglass_empty:")
 else:
-    train_length, unigram = lengths.card_training(next(iter(tables)))
+    train_length, unigram = lengths.card_training(next((n for n in tables if n in SCHEMES), next(iter(tables))))
     plot_column, reading_column = st.columns([3, 2])
     plot_column.plotly_chart(lengths.length_curves(tables, train_length=train_length, unigram=unigram),
                              key="length_curves")
@@ -38,25 +37,41 @@ else:
     if missing:
         st.caption(f"Not shipped yet: {', '.join(missing)}.")
 
+short, full = coverage.short_window_model(selection.model), coverage.full_window_model()
+if short is not None and full is not None:
+    st.subheader("The table's other limit: rows that never trained")
+    found = coverage.position_losses(short, full)
+    st.plotly_chart(found.figure, key="coverage_position_loss")
+    st.markdown(found.reading)
+    limit = coverage.trained_rows(short)
+    st.caption(f"Mean loss at each position of {full.model.config.block_size}-token windows of {found.text}. "
+               f"{short.label} has all {short.model.config.block_size} rows, but it trained on windows of at most "
+               f"{limit} tokens: from position {limit} on it adds rows that never received a gradient, still its "
+               "random starting rows, only shrunk by weight decay.")
+
 
 @st.fragment
 def live() -> None:
     """The long text's own controls and the scoring they drive (the sidebar sentence is not used here)."""
     st.subheader("Live: loss along one long text")
-    sources = {"story": f"The built-in story ({len(encode(story())):,} tokens)", "paste": "Your own text"}
+    encode = selection.model.tokenizer.encode_known  # the model's own tokens; characters it lacks are left out
+    sources = {"story": f"The built-in story ({len(encode(story())[0]):,} tokens)", "paste": "Your own text"}
     source = st.radio("Text", list(sources), format_func=sources.get, key="extrapolation_source", horizontal=True)
     if source == "story":
         text = story()
     else:
         text = st.text_area("Paste a long text (English prose works best)", key="extrapolation_text", height=150,
                             max_chars=20_000)
-    ids = encode(text)
+    ids, dropped = encode(text)
+    if dropped:
+        st.caption(f"{dropped:,} character{'s' if dropped != 1 else ''} of this text {'are' if dropped != 1 else 'is'} "
+                   f"not in {selection.model.tokenizer.name} and {'were' if dropped != 1 else 'was'} left out.")
     if len(ids) < 2:
         st.info("The live view needs at least two tokens: one to read and one to predict. "
                 + ("Paste some text above." if not ids else "Paste a longer text above."), icon=":material/edit:")
         st.stop()
     if len(ids) > MAX_TOKENS:
-        st.caption(f"Scoring the first {MAX_TOKENS:,} of {len(ids):,} tokens (8× the training length).")
+        st.caption(f"Scoring the first {MAX_TOKENS:,} of {len(ids):,} tokens.")
         ids = ids[:MAX_TOKENS]
 
     model = selection.model
@@ -65,9 +80,17 @@ def live() -> None:
     plot_column, reading_column = st.columns([3, 2])
     plot_column.plotly_chart(lengths.token_losses(model, ids, train_length=trained_at), key="token_losses")
     plot_column.caption(f"Faint: the loss of each token; dark: the mean of the last {curve.window}. Gaps are tokens "
-                        "outside the model's vocabulary.\n\nWatch the dark line past the dashed training length.")
+                        "outside the model's vocabulary.\n\n" + (
+                            "Past the dashed training length, compare the dark line with the dotted one: the same tokens "
+                            "read in fresh windows of the training length, which never go past it."
+                            if len(curve.losses) > trained_at else
+                            f"The red line is where this model's table ends ({curve.wall:,} rows): the tokens past it "
+                            "cannot be scored." if curve.wall is not None else
+                            f"The text is no longer than this model's training length ({trained_at:,} tokens): every "
+                            "token is read within what it was trained on, so no line marks the edge."))
     reading_column.markdown(f"**{selection.scheme} · {model.label}**")
-    reading_column.markdown(curve_reading(curve, train_length=trained_at))
+    reading_column.markdown(curve_reading(curve, train_length=trained_at,
+                                          baseline=lengths.window_baseline(model, ids, window=trained_at)))
     if not model.trained:
         reading_column.caption("An untrained model guesses uniformly, so its loss sits near ln(50,257) ≈ 10.8 "
                                "everywhere: pick a trained model to see a scheme fail.")

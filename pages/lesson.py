@@ -3,7 +3,7 @@ import streamlit as st
 
 from lpos import ui
 from lpos.lesson import STEPS
-from lpos.ui import lesson
+from lpos.ui import lesson, live_class
 
 selection = ui.selection()
 if "lesson_step" not in st.session_state:  # first visit in this session: the URL decides
@@ -35,12 +35,16 @@ if not presenter:
     st.caption("Ten short steps, each one idea with one live figure on the sidebar sentence. "
                "Share the link: it keeps the step, the sentence and the scheme.")
 
+live_class.student_banner()
+live_class.teacher_panel(presenter=presenter)
+
 
 @st.fragment
 def step_view() -> None:
     """The step controls and the step they drive: moving through the lesson reruns only this."""
     step = st.session_state["lesson_step"]
     st.query_params["step"] = str(step)
+    live_class.teach()  # a class this session teaches follows its step
     back, choose, forward = st.columns([1, 4, 1], vertical_alignment="bottom")
     back.button("Previous", key="lesson_previous", on_click=move, args=(-1,), disabled=step == 1,
                 icon=":material/arrow_back:", width="stretch")

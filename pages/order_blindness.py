@@ -4,7 +4,6 @@ import streamlit as st
 from lpos import ui
 from lpos.analysis.shuffle import can_shuffle, predictions_table, shuffle_earlier, shuffle_table
 from lpos.figures.shuffle import attention_bars, change_figure
-from lpos.tokenizer import decode, encode
 from lpos.ui.selection import scheme_models
 from lpos.ui.shuffle import shuffle_results
 
@@ -45,6 +44,7 @@ def experiment() -> None:
     button_column.button("Shuffle earlier tokens", key="shuffle_button", on_click=next_shuffle,
                          icon=":material/shuffle:")
 
+    tokenizer = selection.model.tokenizer
     if source == "sidebar":
         original = selection.ids
         if len(original) < 3:
@@ -53,7 +53,7 @@ def experiment() -> None:
                        "longer sentence in the sidebar") + ", or pick a preset above.", icon=":material/edit:")
             st.stop()
     else:
-        original = encode(PRESETS["dog" if source == "swap" else source])
+        original = tokenizer.encode_known(PRESETS["dog" if source == "swap" else source])[0]  # a character model drops what it lacks
 
     models = scheme_models(selection)
     limit = min([MAX_SHUFFLE_TOKENS] + [m.model.max_input_length for m in models if m.model.max_input_length is not None])
@@ -65,9 +65,9 @@ def experiment() -> None:
         st.info("Every token before the last is the same token, so no permutation changes the order. "
                 "Type a sentence with different words in the sidebar, or pick a preset above.", icon=":material/edit:")
         st.stop()
-    shuffled = encode(PRESETS["man"]) if source == "swap" else shuffle_earlier(original, seed=seed)
+    shuffled = tokenizer.encode_known(PRESETS["man"])[0][:limit] if source == "swap" else shuffle_earlier(original, seed=seed)
 
-    st.code(f"original: {decode(original)}\nshuffled: {decode(shuffled)}", language=None, wrap_lines=True)
+    st.code(f"original: {tokenizer.decode(original)}\nshuffled: {tokenizer.decode(shuffled)}", language=None, wrap_lines=True)
     if source == "swap":
         st.caption("The two presets hold the same tokens and end on the same “.”, so the second is one permutation of "
                    "the first: an honest shuffle. (Without the full stop their last tokens would differ.)")
@@ -118,12 +118,16 @@ def looks(models: list, results: list) -> None:
     """The attention bars, with their own head control."""
     st.subheader("Where the last token looks, before and after")
     shown_models = [m for m in models if m.scheme in ("none", selection.scheme)]
-    heads = min(m.model.config.n_head for m in shown_models)
+    heads = max(m.model.config.n_head for m in shown_models)  # every head of the widest model is offered
     head = st.segmented_control("Attention head", list(range(heads)), default=0, required=True, key="shuffle_head",
                                 format_func=lambda h: f"head {h}")
     head = min(head or 0, heads - 1)
     for column, model in zip(st.columns(len(shown_models)), shown_models):
         result = results[[m.scheme for m in models].index(model.scheme)]
+        if head >= model.model.config.n_head:
+            column.info(f"{model.scheme} · {model.label} has {model.model.config.n_head} heads (0 to "
+                        f"{model.model.config.n_head - 1}): it has no head {head}.", icon=":material/info:")
+            continue
         column.plotly_chart(attention_bars(result, head=head), key=f"shuffle_bars_{model.scheme}")
         column.caption(f"{model.scheme} · {model.label}. Each token keeps its colour.\n\n"
                        + ("Without positions each weight travels with its token: same heights, new places."

@@ -37,15 +37,19 @@ def rope_section(own: bool, layer: int, head: int) -> None:
     pair = b.slider("Column pair of the head", 0, head_dim // 2 - 1, 0, key=f"ra_pair_{head_dim}")
     steps = c.slider("Positions to draw", 2, 32, 8, key="ra_steps")
     query, key = attention.query_and_key(model, ids, layer=layer, head=head, position=position)
-    st.plotly_chart(rope_arrow_figure(rotating_pair(query, pair=pair, positions=steps), pair=pair, token=tokens[position]),
-                    key="ra_arrow")
+    st.plotly_chart(rope_arrow_figure(rotating_pair(query, pair=pair, positions=steps, base=config.rope_base), pair=pair,
+                                      token=tokens[position]), key="ra_arrow")
     st.caption(("This token's query in " if own else "This model's query (it does not rotate it) in ")
-               + f"layer {layer}, head {head}, before rotation, placed at positions 0, 1, 2, …\n"
+               + f"layer {layer + 1}, head {head}, before rotation, placed at positions 0, 1, 2, …\n"
                "The arrow keeps its length and turns by the same angle per step: position is an angle, not an added row.")
-    st.plotly_chart(attention.rope_angles(head_dim), key="ra_angles")
+    if config.n_kv_head and config.n_kv_head < config.n_head:  # grouped-query attention (Llama)
+        st.caption(f"This model has {config.n_kv_head} key heads for its {config.n_head} query heads: each key head "
+                   f"serves {config.n_head // config.n_kv_head} query heads in a row, so query head {head} is "
+                   f"compared with key head {model.transformer.h[layer].attn.key_head(head)}.")
+    st.plotly_chart(attention.rope_angles(head_dim, base=config.rope_base), key="ra_angles")
     st.caption(f"Each of the head's {head_dim // 2} pairs turns at its own speed: pair 0 one radian per position, "
                f"the last almost not at all.\nA geometric ladder like the sinusoidal table's, but over the head's "
-               f"{head_dim} columns ({head_dim // 2} pairs, each {10000 ** (-2 / head_dim):.2f}× the speed of the one "
+               f"{head_dim} columns ({head_dim // 2} pairs, each {config.rope_base ** (-2 / head_dim):.2f}× the speed of the one "
                f"before), not the model's {config.n_embd}: RoPE rotates each head's q and k separately.")
     length = max(len(ids), 64)
     offsets = [offset for offset in (0, 1, 4, 16) if offset < length]
@@ -70,7 +74,7 @@ def alibi_section(own: bool, layer: int, head: int) -> None:
         st.plotly_chart(matrix_panels([("same scores, bias removed", effect.without_bias[head]),
                                        ("with bias (what the model does)", effect.with_bias[head])],
                                       tokens=tokens, value_name="weight", zmin=0.0, zmax=1.0,
-                                      title=f"How the bias tilts attention: layer {layer}, head {head}"),
+                                      title=f"How the bias tilts attention: layer {layer + 1}, head {head}"),
                         key="ra_tilt")
         st.caption("Left: softmax of the same query·key scores without the bias. Right: with it.\n"
                    "The bias shifts weight towards recent tokens, more strongly in heads with larger slopes.")
@@ -80,7 +84,8 @@ def alibi_section(own: bool, layer: int, head: int) -> None:
 def attention_views() -> None:
     """The layer and head boxes and every figure they drive: changing one reruns only this."""
     left, right = st.columns(2)
-    layer = left.selectbox("Layer", range(config.n_layer), key=f"ra_layer_{config.n_layer}")
+    layer = left.selectbox("Layer", range(config.n_layer), key=f"ra_layer_{config.n_layer}",
+                           format_func=lambda i: str(i + 1))  # 0-based index, shown 1-based as on every page
     head = right.selectbox("Head", range(config.n_head), key=f"ra_head_{config.n_head}")
     if selection.scheme in INSTEAD:
         st.info(INSTEAD[selection.scheme] + " Below: this model's attention, then what RoPE and ALiBi would do instead.",
@@ -95,12 +100,12 @@ def attention_views() -> None:
 
     st.header("This model's attention weights")
     weights = attention.attention_maps(model, ids, layer=layer)
-    st.plotly_chart(matrix_panels([(f"layer {layer}, head {head}", weights[head])], tokens=tokens, value_name="weight",
+    st.plotly_chart(matrix_panels([(f"layer {layer + 1}, head {head}", weights[head])], tokens=tokens, value_name="weight",
                                   zmin=0.0, zmax=1.0, title=f"Attention weights ({selection.model.label})"), key="ra_attention")
     st.caption("Each row is one query token's attention over the keys up to itself; each row sums to 1.\n"
                + ("Untrained: random, small scores spread the weights evenly over the visible keys"
                   + (", tilted towards recent keys by the bias." if selection.scheme == "alibi" else ".")
-                  if not selection.model.trained else head_sentence(weights, layer=layer, head=head)))
+                  if not selection.model.trained else head_sentence(weights, layer=layer + 1, head=head)))
 
     # closed, an expander computes nothing: opening it reruns this fragment, which then draws it
     if selection.scheme != "rope":

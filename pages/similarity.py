@@ -3,10 +3,10 @@ import streamlit as st
 
 from lpos import ui
 from lpos.analysis.embeddings import token_counts
-from lpos.analysis.similarity import nearest_positions, position_rows
+from lpos.analysis.similarity import nearest_positions, neighbour_sentence, position_rows
 from lpos.positions import scheme_info
 from lpos.tokenizer import encode, token_strings, visible
-from lpos.ui import embeddings, similarity
+from lpos.ui import coverage, embeddings, similarity
 
 NEAREST_POSITIONS = 10  # rows listed for "nearest positions of position"
 
@@ -16,6 +16,26 @@ scheme = scheme_info(config.position)
 st.title("Similarity: which rows look alike")
 st.caption("Cosine similarity compares the direction of two rows: 1 = same direction, 0 = unrelated, −1 = opposite. "
            "Random rows are all near 0 to each other; training pulls related rows together.")
+
+
+def rows_never_trained(length: int) -> None:
+    """The table's second limit, for a model trained on windows shorter than its table."""
+    limit = coverage.trained_rows(selection.model)
+    if limit is None:
+        short = coverage.short_window_model()
+        st.caption(f"Every row of this table was read in every training batch (windows of {config.block_size} tokens)."
+                   + (f" Pick {short.label} in the sidebar to see rows that training never reached." if short else ""))
+        return
+    st.subheader("Rows training never reached")
+    fig, reading, source = coverage.drift_view(selection.model, length)
+    st.plotly_chart(fig, key="sim_coverage")
+    for line in reading:
+        st.markdown(f"- {line}")
+    st.caption(f"This model trained on windows of at most {limit} tokens, so rows {limit} to {config.block_size - 1} "
+               "were never read and got no gradient. Weight decay scales every matrix a little at each step; a row "
+               f"with no gradient is only scaled, never turned. Step-0 table: {source}."
+               + (f" The slider shows {length} rows: raise it past {limit} to see the rows that never trained."
+                  if length <= limit else ""))
 
 
 @st.fragment
@@ -31,11 +51,12 @@ def positions() -> None:
         maps = similarity.position_maps(selection.model, length, with_untrained=scheme.has_table and selection.model.trained)
         st.plotly_chart(maps, key="sim_positions")
         band, structure = similarity.position_band(selection.model, length)
+        length_drawn = len(position_rows(model, length))  # a table stops at its last row
         at = ", ".join(f"{structure[key]:.2f} at distance {key.rsplit('_', 1)[1]}"
                        for key in ("cosine_at_1", "cosine_at_16", "cosine_at_64") if key in structure)
         if scheme.has_table and selection.model.trained:
-            st.caption(f"Trained (left): mean cosine {at}; each row's 10 most similar rows sit "
-                       f"{structure['neighbour_distance']:.1f} positions away on average (about 42 for random rows).\n"
+            st.caption(f"Trained (left): mean cosine {at}; "
+                       f"{neighbour_sentence(structure['neighbour_distance'], length_drawn)}.\n"
                        "The right map is the table this model started from (or a random draw, when the file kept no "
                        "snapshots): speckle around 0 with a diagonal of 1s.")
         elif scheme.has_table:
@@ -47,6 +68,8 @@ def positions() -> None:
         st.plotly_chart(band, key="sim_band")
         st.caption("The band along the diagonal, as a line: the mean cosine of all pairs of rows that are that many "
                    "positions apart.")
+        if scheme.has_table and selection.model.trained:
+            rows_never_trained(length)
     elif config.position == "rope":
         head_dim = config.n_embd // config.n_head
         kernel_map, kernel_line = similarity.rope_kernel(length, head_dim)
@@ -68,9 +91,8 @@ def positions() -> None:
                                    value=min(10, len(table) - 1), key=f"sim_position_{len(table)}")
         st.dataframe(nearest_positions(table, int(position), k=min(NEAREST_POSITIONS, len(table) - 1)), hide_index=True,
                      key="sim_position_neighbours")
-        st.caption(f"Among the first {len(table)} position rows. Over the whole table, a row's 10 nearest rows sit "
-                   f"{structure['neighbour_distance']:.1f} positions away on average; for random rows it is about a "
-                   "third of the table's length.")
+        st.caption(f"Among the first {len(table)} position rows (the slider above); "
+                   f"{neighbour_sentence(structure['neighbour_distance'], len(table))}.")
 
         st.subheader("The path of the position rows (PCA)")
         if len(table) < 4:
@@ -125,7 +147,9 @@ def neighbours() -> None:
         if len(typed_ids) > 1:
             st.caption(f"That text is {len(typed_ids)} tokens; showing the first, “{visible(token_strings(typed_ids[:1])[0])}”.")
     else:
-        position = st.selectbox("Token from your sentence", range(len(ids)), key="sim_token_position",
+        # keyed by the sentence: a new sentence gets a new box, so its label cannot keep the old sentence's token
+        position = st.selectbox("Token from your sentence", range(len(ids)),
+                                key=f"sim_token_position_{hash(tuple(ids)) & 0xFFFFFFFF:08x}",
                                 format_func=lambda p: f"{p}: {tokens[p]}")
         token_id = ids[position]
     counts = token_counts(selection.model.meta)

@@ -16,9 +16,10 @@ PAPERS = ("Chen et al. (2023), [Position Interpolation](https://arxiv.org/abs/23
 
 selection = ui.selection()
 st.title("Stretching the context")
-st.caption("The shipped RoPE model was trained on 128-token windows. Three published tricks rescale its rotations at "
-           "inference, with no retraining, so that longer text lands on angles it has seen. Here they are measured on "
-           f"the real model, not drawn from formulas. {PAPERS}")
+st.caption("The shipped RoPE model was trained on 128-token windows. Three published methods rescale its rotations so "
+           "that longer text lands on angles it has seen. Position Interpolation and YaRN are published with a short "
+           "fine-tune at the longer length; NTK-aware scaling was proposed without one. This page applies all three "
+           f"without any fine-tuning and measures them on the real model, not drawn from formulas. {PAPERS}")
 
 
 def loss_panel(text: str, factor: int, train_length: int) -> None:
@@ -51,9 +52,9 @@ def scaling_sections() -> None:
         with held_out:
             loss_panel(views.HELD_OUT, factor, train_length)
     st.caption("Each text is cut into chunks of 1,024 tokens and every chunk into windows of L tokens, so every length "
-               "scores the same predictions and a line moves only because the model reads more context. A method above "
-               "plain RoPE everywhere helps nobody at this size: the model is small and briefly trained, and the papers "
-               "measure far larger ones. The learned model has no row past 128 and is left off (see Length "
+               "scores the same predictions and a line moves only because the model reads more context. These are the "
+               "methods without their fine-tune: what a short fine-tune at the longer length would change is not "
+               "measured here. The learned model has no row past 128 and is left off (see Length "
                "extrapolation).")
 
     st.subheader("2. Which pairs turn fully inside the training window")
@@ -71,7 +72,7 @@ def scaling_sections() -> None:
 
     st.subheader("3. What goes wrong past the wall")
     left, right = st.columns(2)
-    layer = left.selectbox("Layer", range(model.config.n_layer), key="stretch_layer")
+    layer = left.selectbox("Layer", range(model.config.n_layer), key="stretch_layer", format_func=lambda i: str(i + 1))
     measure = right.radio("Measure", ["max_logit", "entropy"], horizontal=True, key="stretch_measure",
                           format_func={"max_logit": "largest attention logit", "entropy": "attention entropy"}.get)
     figure, reading = views.attention_view(factor, layer=layer, measure=measure, train_length=train_length)
@@ -139,7 +140,7 @@ def shift_section() -> None:
     changes = views.offset_changes(models, ids, offset)
     rows = [{"scheme": m.scheme, "model": m.label,
              "max |change| of the last position's logits": f"{c:.2e}" if c is not None else
-             f"n/a: the table has {m.model.max_input_length} rows; the sentence would end at {offset + len(ids)}"}
+             f"n/a: the table has {m.model.max_input_length} rows; the sentence would end at position {offset + len(ids) - 1}"}
             for m, c in zip(models, changes)]
     st.table(pd.DataFrame(rows).set_index("scheme"))
     st.caption(f"Your sentence ({len(ids)} tokens) at offset 0 and at offset {offset}. rope, alibi and none only ever "

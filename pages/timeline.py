@@ -2,8 +2,11 @@
 import streamlit as st
 
 from lpos import ui
-from lpos.analysis.timeline import neighbours_at
-from lpos.figures.timeline import position_map_animation
+from lpos.analysis.similarity import neighbour_sentence
+from lpos.analysis.table_coverage import split_band, timeline_coverage_reading
+from lpos.analysis.timeline import attention_sentence, neighbours_at
+from lpos.figures.timeline import ANIMATION_CELLS, position_map_animation
+from lpos.ui import coverage
 from lpos.ui.timeline import model_timeline, step_figures
 
 selection = ui.selection()
@@ -18,6 +21,7 @@ if found is None:
             "Pick a shipped model in the sidebar (any scheme).", icon=":material/history:")
     st.stop()
 timeline, maps, band = found.timeline, found.maps, found.band
+limit = coverage.trained_rows(selection.model) if timeline.position_kind == "table" else None
 
 
 @st.fragment
@@ -28,6 +32,8 @@ def step_view() -> None:
     figures = step_figures(selection.model, index)
     for line in found.reading:
         st.markdown(f"- {line}")
+    if limit is not None:
+        st.markdown(f"- {timeline_coverage_reading(timeline.steps, timeline.position_rows, limit)}")
 
     st.plotly_chart(figures.loss, key="timeline_loss")
     st.caption(f"Loss on the first {timeline.eval_tokens:,} held-out TinyStories tokens, at windows of "
@@ -38,8 +44,13 @@ def step_view() -> None:
     right.plotly_chart(figures.band, key="timeline_band")
     if timeline.position_kind == "table":
         here = band[(band.step == step) & (band.distance == 1)].iloc[0]
-        right.caption(f"At step {step} neighbouring rows have cosine {here.cosine:.2f}, and each row's 10 most "
-                      f"similar rows sit {here.neighbour_distance:.1f} positions away (about 42 for random rows).")
+        right.caption(f"At step {step} neighbouring rows have cosine {here.cosine:.2f}; "
+                      f"{neighbour_sentence(here.neighbour_distance, maps.shape[-1])}.")
+        if limit is not None:
+            split = split_band(timeline.position_rows[index], limit)
+            right.caption(f"This model trained on windows of at most {limit} tokens. At step {step}, neighbouring rows "
+                          f"among rows 0–{limit - 1} have cosine {split['trained']:.2f}; among rows {limit} and after, "
+                          f"which training never read, {split['untrained']:.2f}.")
     else:
         right.caption("This scheme has no learned table. The map compares what the first block adds to the residual "
                       "stream at each position, averaged over held-out windows: where that differs by position, the "
@@ -61,7 +72,7 @@ def step_view() -> None:
     st.subheader("First-layer attention on the probe sentence")
     st.plotly_chart(figures.attention, key="timeline_attention")
     st.caption("Rows are the attending token, columns the tokens it reads; each row sums to 1. "
-               "At step 0 every head spreads its weight almost evenly over the past.")
+               + attention_sentence(timeline, index))
 
 
 step_view()
@@ -69,3 +80,7 @@ step_view()
 if st.toggle("Play the whole run in the browser", key="timeline_play",
              help="All 16 maps as an animation with its own play button; nothing is recomputed while it plays."):
     st.plotly_chart(position_map_animation(maps, timeline), key="timeline_animation")
+    block = -(-maps.shape[-1] // ANIMATION_CELLS)
+    if block > 1:
+        st.caption(f"Each cell of the animation averages {block}×{block} positions, so the diagonal cells mix a row's "
+                   f"cosine 1 with itself and its neighbours' lower cosines: they read below 1.")

@@ -130,6 +130,20 @@ def test_probe_reading_states_what_the_numbers_show():
     assert "fades by the last block in learned (down from its best by learned 0.40)" in text
     assert "grows with depth" in text and "untrained models reach at most 0.10" in text
     assert "rope never holds absolute position linearly at any layer (best R² 0.03): RoPE and ALiBi" in text
+    # issue 25: the "write position" sentence names only the models that do (it listed rope 0.00 and alibi 0.00)
+    assert "the blocks of none write position into the stream; at their best layer: none 0.60." in text
+
+
+def test_probe_reading_says_no_linear_signal_when_the_strongest_penalty_always_wins():
+    rope = probe_frame([0.0, 0.0, 0.0], [0.1, 0.2, 0.3]).assign(penalty=probes.PENALTIES[-1])
+    trained = {"learned": probe_frame([0.9, 0.9, 0.9], [0.1, 0.3, 0.5]).assign(penalty=1e-3), "rope": rope}
+    untrained = {"learned": probe_frame([0.5, 0.5, 0.5], [0.0, 0.0, 0.1])}
+    text = "\n".join(probes.probe_reading(trained, untrained))
+    assert "rope never holds absolute position" in text
+    assert "from 1e-06 to 1e+02 times the mean eigenvalue, picked the strongest at every layer" in text
+    assert "no linear position signal" in text and "write position" not in text
+    rope.loc[0, "penalty"] = 1.0  # one layer found a weaker penalty better: no such claim
+    assert "no linear position signal" not in "\n".join(probes.probe_reading(trained, untrained))
 
 
 def previous_token_attention(T: int) -> torch.Tensor:
@@ -266,6 +280,8 @@ def test_head_sentence_reads_a_previous_token_head():
     weights = np.zeros((1, T, T), dtype=np.float32)
     weights[0, 0, 0] = 1.0
     weights[0, np.arange(1, T), np.arange(T - 1)] = 1.0  # every query reads the token before it
-    text = head_sentence(weights, layer=0, head=0)
-    assert "100% of its weight on the previous token" in text and "looks back 1.0 tokens" in text
+    text = head_sentence(weights, layer=1, head=0)
+    # query 1's previous token is the first token: counted once, as "first", so the shares add up to 100%
+    assert "0% of its weight on the token itself, 25% on the first token, 75% on the token just before" in text
+    assert "0% further back" in text and "looks back 1.0 tokens" in text
     assert "(1.2 for an even spread)" in text  # mean of q/2 for q = 1..4

@@ -116,3 +116,28 @@ def test_quick_benchmark_reports_every_page():
     assert set(app["controls"]) <= PAGE_NAMES and all(c["errors"] == 0 and c["ms"]["median"] > 0
                                                       for c in app["controls"].values())
     assert app["walk"]["peak_rss_mb"] > 100 and app["idle"]["rss_mb"] > 100
+    check_first_visits(data["first_visit"])
+
+
+def check_first_visits(first: dict) -> None:
+    """The first-visit sections ran on their one --quick page (a smoke test: no timing asserted)."""
+    from lpos.bench.first_visit import QUICK_PAGE
+
+    cold, big = first["cold_visits"], first["big_model"]
+    assert set(cold["pages"]) == {QUICK_PAGE} and set(big["pages"]) == {QUICK_PAGE}
+    assert cold["bare"]["server_cpu_s"] > 0 and cold["pages"][QUICK_PAGE]["errors"] == 0
+    page = big["pages"][QUICK_PAGE]
+    assert page["errors"] == 0 and 0 < page["first_content_ms"] <= page["page_ms"] and page["second_visit_ms"] > 0
+    assert big["peak_rss_mb"] > 100
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_quick_first_visit_sections_run_alone():
+    result = subprocess.run([sys.executable, "-m", "lpos", "bench", "--quick", "--first-visit-only", "--json"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=1200)
+    assert result.returncode == 0, result.stderr[-3000:]
+    data = json.loads(result.stdout)
+    assert "app" not in data and "model" not in data
+    check_first_visits(data["first_visit"])
+    assert "First visit on a fresh server" in bench.table(data) and "Seed-size model" in bench.table(data)

@@ -34,7 +34,10 @@ def add_files(page, files: list[tuple[str, bytes]]) -> None:
 
 
 def model_box_text(page) -> str:
-    return page.locator("[data-testid='stSidebar'] [data-testid='stSelectbox']").nth(1).inner_text()
+    """The model box's label and chosen option (Streamlit 1.67's selectbox is a combobox: the choice
+    is its input's value, not text)."""
+    box = page.locator("[data-testid='stSidebar'] [data-testid='stSelectbox']").nth(1)
+    return f"{box.inner_text()}\n{box.locator('input').input_value()}"
 
 
 def model_options(page) -> list[str]:

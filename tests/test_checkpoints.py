@@ -26,6 +26,7 @@ from lpos.checkpoints import CheckpointError, available, describe, load, save
 from lpos.checkpoints import NeedsHeadCount
 from lpos.model import GPT, initial_token_table
 from lpos.positions import SCHEMES
+from lpos.tokenizer import GPT2
 
 VOCAB = 50257
 IDS = torch.tensor([[464, 3797, 3332, 319, 262, 2603, 13, 50256, 40, 1101]])  # "The cat sat on the mat.<eot>I'm"
@@ -120,6 +121,7 @@ def test_round_trip(tmp_path, tiny_model, scheme):
     assert not (tmp_path / "m.pt.tmp").exists()
     loaded, loaded_meta = load(tmp_path / "m.pt")
     assert loaded.config == model.config
+    assert loaded_meta.pop("tokenizer") is GPT2  # the default: the vocabulary is GPT-2's
     assert loaded_meta == meta
     assert not loaded.training
     assert loaded.output_vocab is None
@@ -312,6 +314,7 @@ def test_nanogpt_checkpoint(tmp_path, bias, compiled, mask_buffer):
     model, meta = load(tmp_path / "ckpt.pt")
     assert model.config.vocab_size == VOCAB and model.config.activation == "gelu"
     assert model.config.position == "learned" and model.config.block_size == 24 and model.config.bias == bias
+    assert meta.pop("tokenizer") is GPT2  # the default: the vocabulary is GPT-2's
     assert meta == {"source": "nanoGPT ckpt.pt" + ("; _orig_mod. prefixes removed" if compiled else ""),
                     "iter_num": 5000, "best_val_loss": pytest.approx(1.4697),
                     "ignored": ["optimizer", "config", *(["2 causal-mask buffers"] if mask_buffer else []),
@@ -328,7 +331,8 @@ def test_nanogpt_character_vocabulary_is_refused(tmp_path):
     payload = nanogpt_checkpoint(w, n_head=2, block_size=8, bias=True, compiled=False, mask_buffer=False)
     payload["model_args"]["vocab_size"] = 65
     torch.save(payload, tmp_path / "ckpt.pt")
-    with pytest.raises(CheckpointError, match="vocabulary of 65; lpos needs GPT-2's 50257 tokens"):
+    with pytest.raises(checkpoints.NeedsTokenizer, match="vocabulary of 65 rows, not GPT-2's 50,257 tokens, so it needs "
+                                                         "its own tokenizer: give nanoGPT's meta.pkl"):
         load(tmp_path / "ckpt.pt")
 
 
@@ -360,6 +364,7 @@ def test_hugging_face_folder(tmp_path, prefix, buffers):
     folder = hf_folder(tmp_path / "gpt2-tiny", w, n_head=2, n_positions=32, prefix=prefix, buffers=buffers)
     model, meta = load(folder)
     keys = "GPT2Model keys, " if prefix == "" else ""
+    assert meta.pop("tokenizer") is GPT2  # the default: the vocabulary is GPT-2's
     assert meta == {"source": f"Hugging Face GPT-2 folder (config.json + model.safetensors); {keys}Conv1D weights transposed",
                     "ignored": ["4 causal-mask buffers"] if buffers else []}
     assert model.config.activation == "gelu_tanh" and model.config.block_size == 32
@@ -377,7 +382,7 @@ def test_hugging_face_exact_gelu(tmp_path):
 
 def test_hugging_face_small_vocabulary_is_refused(tmp_path):
     w = random_gpt2_weights(n_positions=8, vocab=1000)
-    with pytest.raises(CheckpointError, match="vocabulary of 1000"):
+    with pytest.raises(CheckpointError, match="vocabulary of 1,000 rows"):
         load(hf_folder(tmp_path / "m", w, n_head=2, n_positions=8, vocab_size=1000))
 
 
@@ -494,6 +499,7 @@ def test_seed_trainer_dict_with_a_pickled_config_object(tmp_path):
     assert TRAINER_MODULE not in sys.modules  # the trainer's module was never imported
     c = model.config
     assert (c.n_layer, c.n_head, c.n_embd, c.block_size, c.vocab_size, c.tied, c.dropout) == (2, 2, 16, 24, VOCAB, True, 0.1)
+    assert meta.pop("tokenizer") is GPT2  # the default: the vocabulary is GPT-2's
     assert meta == {"source": "trainer dict (weights in 'model', config from a src.model.gpt.GPTConfig object); "
                               "blocks named ln1/ln2",
                     "iter_num": 20000, "loss": pytest.approx(2.31), "ignored": ["optimizer"]}
@@ -565,9 +571,8 @@ def test_padded_vocabulary_of_50304_rows(tmp_path):
 
 
 @pytest.mark.parametrize("rows, message", [
-    (100277, "has a vocabulary of 100,277 rows; lpos reads GPT-2's 50,257 tokens (padded to at most 51,200 rows), "
-             "so it was trained with another tokenizer"),
-    (32000, "has a vocabulary of 32000; lpos needs GPT-2's 50257 tokens"),
+    (100277, "has a vocabulary of 100,277 rows, not GPT-2's 50,257 tokens, so it needs its own tokenizer: give "),
+    (32000, "has a vocabulary of 32,000 rows, not GPT-2's 50,257 tokens, so it needs its own tokenizer: give "),
 ])
 def test_another_tokenizer_is_refused_naming_both_sizes(tmp_path, rows, message):
     w = random_gpt2_weights(n_positions=8, vocab=rows)
@@ -594,6 +599,7 @@ def test_gpt2model_keys_in_pytorch_model_bin(tmp_path):
     (folder / "config.json").write_text(json.dumps({"model_type": "gpt2", "vocab_size": VOCAB, "n_positions": 32,
                                                     "n_embd": 16, "n_layer": 2, "n_head": 2}))
     model, meta = load(folder)
+    assert meta.pop("tokenizer") is GPT2  # the default: the vocabulary is GPT-2's
     assert meta == {"source": "Hugging Face GPT-2 folder (config.json + pytorch_model.bin); GPT2Model keys, "
                               "Conv1D weights transposed", "ignored": ["4 causal-mask buffers"]}
     expected = reference_logits(w, IDS[0].tolist(), n_head=2, gelu=gelu_tanh)

@@ -200,7 +200,7 @@ def test_long_tokens_are_cut_on_the_chip_and_whole_in_the_tooltip():
 
 
 def test_a_split_character_is_named_in_the_tooltip():
-    chip = read_chips(token_chips_html(handmade_view(["\ufffd"], counts=[2]))).chips[0]
+    chip = read_chips(token_chips_html(handmade_view(["‹F0 9F 98 of 😀›"], counts=[2]))).chips[0]
     assert "(part of a character split across tokens)" in chip.tooltip.split("\n")
 
 

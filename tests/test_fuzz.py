@@ -190,3 +190,32 @@ def test_every_length_limit_is_a_value_error_with_advice():
     with pytest.raises(ValueError, match="at least two tokens"):
         loss_along_text(model, ids[:1])
     torch.testing.assert_close(torch.tensor(usable(model, ids)), torch.tensor(ids[:64]))
+
+
+# tokenizer files (issue 22): any bytes under any tokenizer name are a TokenizerError or a tokenizer
+@settings(FUZZ, max_examples=40)
+@given(name=st.sampled_from(["meta.pkl", "tokenizer.json", "tok.model", "input.txt"]),
+       data=st.one_of(st.binary(max_size=300), st.binary(max_size=200).map(lambda b: b"minbpe v1\n" + b),
+                      st.binary(max_size=200).map(lambda b: b"\x80\x04" + b)))
+def test_any_bytes_as_a_tokenizer_file(tmp_path_factory, name, data):
+    from lpos.tokenizer import Tokenizer, TokenizerError, load_tokenizer
+
+    path = tmp_path_factory.mktemp("tok") / name
+    path.write_bytes(data)
+    try:
+        tokenizer = load_tokenizer(path)
+    except TokenizerError as e:
+        assert str(e) and "\n" not in str(e)
+        return
+    assert isinstance(tokenizer, Tokenizer) and tokenizer.vocab_size >= 1
+
+
+@settings(FUZZ, max_examples=40)
+@given(text=texts)
+def test_any_text_through_a_character_vocabulary(text):
+    from lpos.vocab.characters import CharacterTokenizer
+
+    tokenizer = CharacterTokenizer(sorted(set("The dog bit the man.\n ")), source="input.txt")
+    ids, dropped = tokenizer.encode_known(text)
+    assert tokenizer.decode(ids) == "".join(c for c in text if c in tokenizer.stoi)
+    assert dropped == len(text) - len(ids)

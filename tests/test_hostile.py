@@ -212,7 +212,7 @@ def test_lpos_token_rows_out_of_range(tiny_model, ids, message):
     (dict(n_layer=None), "n_layer is 'None', not a positive whole number"),
     (dict(n_head=5), "unsupported configuration: n_embd (32) must be divisible by n_head (5)"),
     (dict(vocab_size=float("inf")), "unsupported configuration"),
-    (dict(vocab_size=1000), "has a vocabulary of 1000; lpos needs GPT-2's 50257 tokens"),
+    (dict(vocab_size=1000), "has a vocabulary of 1,000 rows, not GPT-2's 50,257 tokens, so it needs its own tokenizer"),
     (dict(dropout="lots"), "unsupported configuration"),
 ])
 def test_hostile_nanogpt_configurations(change, message):
@@ -433,3 +433,152 @@ def test_no_unsafe_html_anywhere():
     # what they draw is token_chips_html's escaped HTML, from the Embeddings topic's one view
     assert "embedding_figures(" in (ROOT / "pages/embeddings.py").read_text()
     assert "return token_chips_html(view), embedding_heatmaps(" in (ROOT / "lpos/ui/embeddings.py").read_text()
+
+
+# A live class (lpos.classroom, lpos.ui.live_class): a code in a link is a guess until the store knows it.
+@pytest.mark.parametrize("value, notice", [
+    ("A" * 100_000, "is not a class code"),
+    ("lpos:class:*", "is not a class code"),  # never a Redis key pattern
+    ("K7QM-X4TR\nFLUSHALL", "is not a class code"),
+    ("<script>alert(1)</script>", "is not a class code"),
+    ("ZZZZZZZZ", "No class has the code ZZZZ-ZZZZ"),
+])
+def test_hostile_class_codes_become_notices(value, notice):
+    at = app_test(**{"class": value})
+    assert not at.exception
+    assert [w.value for w in at.warning if notice in w.value], [w.value for w in at.warning]
+    assert all(len(w.value) < 300 and not re.search(r"(?<!\\)<", w.value) for w in at.warning)  # "<" escaped
+    assert "class" not in at.query_params and not at.session_state["live_following"]
+
+
+def test_a_class_code_never_names_another_redis_key():
+    from lpos.classroom import ClassEnded, RedisStore
+
+    store = RedisStore("redis://127.0.0.1:1/0")  # never reached: the code is refused first
+    for code in ("*", "lpos:class:*", "K7QMX4TR*", "k7qmx4tr"):
+        with pytest.raises(ClassEnded):
+            store.follow(code, "student")
+
+
+# llama2.c's model.bin: raw bytes, every size checked against the header and the file before a weight is read.
+def _llama2c_header(dim=32, hidden=48, layers=2, heads=4, kv_heads=4, vocab=64, seq_len=64, *, version=0) -> bytes:
+    sizes = struct.pack("<7i", dim, hidden, layers, heads, kv_heads, vocab, seq_len)
+    if version == 0:
+        return sizes
+    return (struct.pack("<Ii", 0x616B3432, version) + sizes + b"\x01").ljust(256, b"\0")
+
+
+@pytest.mark.parametrize("data, message", [
+    (_llama2c_header() + b"\0" * 400, "but the file holds"),  # the header promises ~80 kB
+    (_llama2c_header(version=1) + b"\0" * 400, "but the file holds"),
+    (_llama2c_header(dim=2**31 - 1) + b"\0" * 64, "declares n_embd = 2147483647"),
+    (_llama2c_header(layers=-3) + b"\0" * 64, "declares n_layer = -3"),
+    (_llama2c_header(vocab=-(2**31)) + b"\0" * 64, "declares vocab_size = 2147483648"),
+    (_llama2c_header(heads=0) + b"\0" * 64, "declares n_head = 0"),
+    (_llama2c_header(heads=5) + b"\0" * 64, "the heads must divide the width"),
+    (_llama2c_header(heads=4, kv_heads=3) + b"\0" * 64, "the key/value heads the heads"),
+    (_llama2c_header(dim=65536, hidden=1 << 20, layers=4096, heads=1024, kv_heads=1024), "over the"),
+    (_llama2c_header()[:20], "shorter than a llama2.c model.bin header"),
+    (_llama2c_header(version=1)[:100], "shorter than a llama2.c version 1 header"),
+])
+def test_hostile_model_bin_is_refused_before_any_weight_is_read(monkeypatch, data, message):
+    from lpos.checkpoints.layouts import llama2c
+
+    def no_reading(*args, **kwargs):
+        raise AssertionError("a weight was read before the header was checked")
+
+    monkeypatch.setattr(llama2c.np, "memmap", no_reading)
+    assert message in refused([("model.bin", data)])
+
+
+# ---------------------------------------------------------------------------------------------
+# Tokenizer files (issue 22): meta.pkl through the plain unpickler, damaged tokenizer.json and
+# .model files, size caps. Each is a TokenizerError with one sentence; nothing in a file runs.
+
+class RunsOnLoad:
+    """A pickle that would create `marker` when unpickled, through a reduce of a real function."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (self.marker,))
+
+
+def tokenizer_refused(path: Path) -> str:
+    from lpos.tokenizer import TokenizerError, load_tokenizer
+
+    with pytest.raises(TokenizerError) as error:
+        load_tokenizer(path)
+    message = str(error.value)
+    assert message and "\n" not in message and "Traceback" not in message
+    return message
+
+
+@pytest.mark.parametrize("make", [
+    lambda marker: {"itos": {0: "a"}, "stoi": {"a": 0}, "x": RunsOnLoad(marker)},  # a reduce
+    lambda marker: {"itos": {0: "a"}, "cls": collections.OrderedDict},  # a class
+    lambda marker: {"itos": {0: "a"}, "fn": os.getcwd},  # a function
+])
+def test_meta_pkl_with_code_is_refused_and_nothing_runs(tmp_path, make):
+    marker = tmp_path / "ran"
+    (tmp_path / "meta.pkl").write_bytes(pickle.dumps(make(marker)))
+    message = tokenizer_refused(tmp_path / "meta.pkl")
+    assert "lpos reads only plain dictionaries, lists, strings and numbers" in message
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("content, message", [
+    (pickle.dumps({"itos": {0: "a", 2: "b"}}), "'itos' ids are not 0 to 1"),
+    (pickle.dumps({"itos": {0: "ab"}}), "tokens are not single characters"),
+    (pickle.dumps({"itos": {0: "a"}, "stoi": {"a": 1}}), "'stoi' and 'itos' disagree"),
+    (pickle.dumps([1, 2, 3]), "has no 'itos' dictionary"),
+    (pickle.dumps({"itos": {0: "a"}})[:-5], "could not be read"),
+    (b"\x80\x04\x95garbage", "could not be read"),
+])
+def test_damaged_meta_pkl(tmp_path, content, message):
+    (tmp_path / "meta.pkl").write_bytes(content)
+    assert message in tokenizer_refused(tmp_path / "meta.pkl")
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("tokenizer.json", b"{not json", "could not be read as a Hugging Face tokenizer (JSONDecodeError"),
+    ("tokenizer.json", b'{"model": {"type": "BPE", "vocab": 7}}', "could not be read as a Hugging Face tokenizer"),
+    ("tokenizer.json", b"\xff\xfe", "is not UTF-8 text"),
+    ("tok.model", b"\x0a\x05hello" + os.urandom(64), "could not be read as a SentencePiece model"),
+    ("tok.model", b"minbpe v1\n\n1\n", "has a line that is not"),
+    ("tok.model", b"minbpe v1\n\n0\n300 301\n", "merge 1 joins token 301, which is not made yet"),
+    ("tok.model", b"minbpe v1\n(unclosed\n0\n", "split pattern is not a regular expression"),
+    ("tok.model", b"minbpe v1\n\n1\n<|x|> 5\n", "special tokens must have ids after"),
+    ("input.txt", b"\xff\xfe\x00", "is not UTF-8 text"),
+    ("input.txt", b"", "is empty"),
+])
+def test_damaged_tokenizer_files(tmp_path, name, content, message):
+    (tmp_path / name).write_bytes(content)
+    assert message in tokenizer_refused(tmp_path / name)
+
+
+def test_tokenizer_files_over_the_cap_are_refused_unread(tmp_path, monkeypatch):
+    import lpos.tokenizer
+    import lpos.vocab.base
+
+    monkeypatch.setattr(lpos.tokenizer, "MAX_TOKENIZER_BYTES", 2**20)
+    monkeypatch.setattr(lpos.vocab.base, "MAX_TOKENIZER_BYTES", 2**20)
+    (tmp_path / "input.txt").write_text("ab" * 2**20)
+    assert "input.txt is over the 1 MB limit for a tokenizer file" in tokenizer_refused(tmp_path / "input.txt")
+    monkeypatch.setattr(lpos.tokenizer, "MAX_TOKENIZER_BYTES", 10**9)  # the reader's own cap, checked again
+    assert "input.txt is 2 MB; a text file is at most 1 MB" in tokenizer_refused(tmp_path / "input.txt")
+
+
+def test_a_damaged_stored_tokenizer_is_a_checkpoint_error(tmp_path, tiny_model):
+    from lpos.checkpoints import load, save
+
+    save(tiny_model("learned"), {}, tmp_path / "m.pt")
+    payload = torch.load(tmp_path / "m.pt", weights_only=True)
+    for stored, message in [({"kind": "characters", "characters": "aa"}, "gives one character two ids"),
+                            ({"kind": "minbpe", "pattern": ""}, "m.pt: the stored tokenizer is damaged (KeyError)"),
+                            ({"kind": "exec"}, "m.pt: the stored tokenizer is of an unknown kind 'exec'"),
+                            ("gpt2", "unknown kind 'str'")]:
+        torch.save({**payload, "meta": {"tokenizer": stored}}, tmp_path / "m.pt")
+        with pytest.raises(CheckpointError, match=re.escape(message)):
+            load(tmp_path / "m.pt")

@@ -17,7 +17,7 @@ import lpos.train
 from lpos.checkpoints import load
 from lpos.cli import main
 from lpos.model import initial_token_table
-from lpos.tokenizer import END_OF_TEXT, encode
+from lpos.tokenizer import END_OF_TEXT, GPT2, encode
 from lpos.corpus import load_corpus
 from lpos.train import TrainArgs, learning_rate, train
 
@@ -196,6 +196,7 @@ def test_meta(tmp_path, corpus_file, corpus):
     assert meta["batch_token_counts"] == dict(Counter(batch_inputs(args, corpus)))
     _, loaded_meta = load(args.out)
     timeline, loaded_timeline = meta.pop("timeline"), loaded_meta.pop("timeline")
+    assert loaded_meta.pop("tokenizer") is GPT2  # the default: the vocabulary is GPT-2's
     assert loaded_meta == meta
     for key, value in timeline.items():
         assert torch.equal(loaded_timeline[key], value) if isinstance(value, torch.Tensor) else loaded_timeline[key] == value

@@ -25,7 +25,7 @@ from test_checkpoints import SeedConfig, importable_from_trainer_module
 
 from lpos.corpus import story
 from lpos.checkpoints import CheckpointError, uploads
-from lpos.tokenizer import encode
+from lpos.tokenizer import GPT2, encode
 from lpos.ui import upload
 from lpos.ui.models import label, offered, shared_dir_files
 
@@ -145,6 +145,7 @@ def test_nanogpt_checkpoint_loads_with_its_weights():
     assert (config.position, config.n_layer, config.n_embd, config.block_size, config.vocab_size) == ("learned", 2, 64, 256, 50257)
     torch.testing.assert_close(result.model.transformer.wte.weight, source.transformer.wte.weight)
     torch.testing.assert_close(logits(result.model), logits(source))
+    assert result.meta.pop("tokenizer") is GPT2  # the default: the vocabulary is GPT-2's
     assert result.meta == {"source": "nanoGPT ckpt.pt; _orig_mod. prefixes removed", "iter_num": 250,
                            "best_val_loss": pytest.approx(3.25),
                            "ignored": ["optimizer", "config", "token rows 50,257-50,303 (padding, never a token)"]}
@@ -165,7 +166,7 @@ def test_lpos_file_keeps_its_scheme_and_meta():
     result = upload.load_upload([FakeUpload("my rope.pt", lpos_bytes(model, meta))])
     assert result.model.config.position == "rope"
     assert result.name == "my_rope.pt"
-    assert result.meta == {"val_loss": 4.5, "token_counts": {464: 12, 3290: 3}, "machine": "laptop"}
+    assert result.meta == {"val_loss": 4.5, "token_counts": {464: 12, 3290: 3}, "machine": "laptop", "tokenizer": GPT2}
     torch.testing.assert_close(logits(result.model), logits(model))
 
 
@@ -335,6 +336,7 @@ def test_seed_trainer_file_through_the_sidebar():
     torch.testing.assert_close(logits(model), logits(source))
     captions = [unescaped(c.value) for c in at.sidebar.caption]
     assert "read as: trainer dict (weights in 'model', config from a src.model.gpt.GPTConfig object); blocks named ln1/ln2" in captions
+    assert meta.pop("tokenizer") is GPT2  # the default: the vocabulary is GPT-2's
     assert meta == {"source": "trainer dict (weights in 'model', config from a src.model.gpt.GPTConfig object); "
                               "blocks named ln1/ln2", "iter_num": 20000, "loss": 2.31, "ignored": []}
 

@@ -28,6 +28,7 @@ class RepeatedToken:
     positions: tuple[int, int]  # first two positions where it occurs
     token_rows_max_difference: float  # 0.0: the same row looked up twice
     summed_cosine: float  # cosine similarity of the two summed rows (1.0 when nothing is added)
+    occurrences: int = 2  # how many times the token occurs in the sentence
 
 
 class TokenCounts(Mapping):
@@ -94,10 +95,26 @@ def repeated_tokens(view: EmbeddingView) -> list[RepeatedToken]:
                     positions=(i, j),
                     token_rows_max_difference=float(np.abs(view.token_rows[i] - view.token_rows[j]).max()),
                     summed_cosine=cosine(view.summed_rows[i], view.summed_rows[j]),
+                    occurrences=view.ids.count(token_id),
                 )
             )
         first.setdefault(token_id, position)
     return found
+
+
+def times(count: int) -> str:
+    """"once", "twice", "three times", "12 times"."""
+    words = {1: "once", 2: "twice", 3: "three times", 4: "four times", 5: "five times"}
+    return words.get(count, f"{count} times")
+
+
+def repeat_sentence(repeat: RepeatedToken, *, literal=lambda text: text) -> str:
+    """The lesson's sentence about a repeated token, with its real count (`literal` escapes the token
+    text for Markdown). With nothing added to the input the summed rows are identical too."""
+    where = (f"at positions {repeat.positions[0]} and {repeat.positions[1]}" if repeat.occurrences == 2 else
+             f"first at positions {repeat.positions[0]} and {repeat.positions[1]}")
+    return (f"“{literal(repeat.token)}” occurs {times(repeat.occurrences)}; {where} it has identical token rows and "
+            f"summed rows with cosine {repeat.summed_cosine:.3f}.")
 
 
 def never_seen(view: EmbeddingView) -> list[int]:
@@ -143,7 +160,7 @@ def lookalike_tokens(view: EmbeddingView) -> list[tuple[int, int]]:
     pairs = []
     for position, (token, token_id) in enumerate(zip(view.tokens, view.ids)):
         word = token.replace("␣", "").strip().lower()
-        if not word:
+        if not word or "‹" in word:  # byte pieces of characters are not words: never "the same word"
             continue
         if word in seen and seen[word][1] != token_id:
             pairs.append((seen[word][0], position))

@@ -49,16 +49,26 @@ def head_statistics(weights: torch.Tensor) -> dict[str, torch.Tensor]:
 
 
 def head_sentence(weights: np.ndarray, *, layer: int, head: int) -> str:
-    """What one head does on one sentence (weights (nh, T, T)), measured, against an even spread."""
+    """What one head does on one sentence (weights (nh, T, T)), measured, against an even spread.
+
+    `layer` is the 1-based number shown to the reader. The shares are disjoint and add up to 100%:
+    for the second query the previous token is the first token, so it counts as "first" only.
+    """
     T = weights.shape[-1]
     if T < 2:
         return "One token attends only to itself."
-    stats = {name: float(value[head]) for name, value in head_statistics(torch.as_tensor(weights)[None]).items()}
-    even = float(np.mean(np.arange(1, T) / 2))  # query q spread evenly over keys 0..q looks back q/2
-    return (f"On this sentence ({T} tokens), layer {layer} head {head} puts {stats['previous token share']:.0%} of its "
-            f"weight on the previous token, {stats['first token share']:.0%} on the first and {stats['self share']:.0%} on "
-            f"itself, and looks back {stats['mean distance']:.1f} tokens on average ({even:.1f} for an even spread). "
-            "Head portraits over long held-out text are on the Inside the model page.")
+    w = np.asarray(weights[head], dtype=np.float64)[1:]  # (T-1, T): queries 1..T-1
+    queries = np.arange(1, T)
+    first = float(w[:, 0].mean())
+    itself = float(w[np.arange(T - 1), queries].mean())
+    previous = float(np.where(queries >= 2, w[np.arange(T - 1), queries - 1], 0.0).mean())  # key q-1 when it is not key 0
+    further = max(0.0, 1.0 - first - itself - previous)
+    distance = float((w * (queries[:, None] - np.arange(T)[None, :]).clip(min=0)).sum(-1).mean())
+    even = float(np.mean(queries / 2))  # query q spread evenly over keys 0..q looks back q/2
+    return (f"On this sentence ({T} tokens), layer {layer} head {head} puts {itself:.0%} of its weight on the token "
+            f"itself, {first:.0%} on the first token, {previous:.0%} on the token just before (when that is not the "
+            f"first) and {further:.0%} further back; it looks back {distance:.1f} tokens on average ({even:.1f} for an "
+            "even spread). Head portraits over long held-out text are on the Inside the model page.")
 
 
 def distance_profile(weights: torch.Tensor, *, max_distance: int = MAX_DISTANCE) -> torch.Tensor:

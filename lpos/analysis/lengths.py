@@ -87,9 +87,24 @@ def loss_along_text(model: GPT, ids: list[int], *, window: int = 32) -> LossCurv
     return LossCurve(losses=losses, rolling=rolling, window=window, text_tokens=len(ids), wall=wall)
 
 
+@torch.no_grad()
+def window_losses(model: GPT, ids: list[int], *, window: int) -> np.ndarray:
+    """The same predictions as loss_along_text, with the text read in fresh, non-overlapping windows of
+    `window` tokens: no token ever sits past position window - 1, so nothing is extrapolated. (N,) for
+    the N = len(ids) - 1 predictions, NaN outside the vocabulary. The baseline the full-context curve
+    must be compared with: the later part of a text can be harder or easier on its own."""
+    out = []
+    for start in range(0, len(ids) - 1, window):
+        chunk = ids[start : start + window + 1]
+        out.append(token_losses(model, torch.tensor(chunk, dtype=torch.long)).numpy())
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.float32)
+
+
 def training_length(meta: dict, model: GPT) -> int:
-    """The sequence length the model was trained at (its block size when meta does not say)."""
-    return int(meta.get("train_args", {}).get("block_size", model.config.block_size))
+    """The longest window the model was trained on: its max_length when training used shorter windows
+    than its block size (`--max-length`), else its block size (the model's, when meta does not say)."""
+    args = meta.get("train_args", {})
+    return int(args.get("max_length") or args.get("block_size", model.config.block_size))
 
 
 def loss_table(meta: dict) -> dict[int, dict]:
@@ -103,19 +118,29 @@ def _mean(values: np.ndarray) -> float | None:
     return float(values.mean()) if values.size else None
 
 
-def curve_reading(curve: LossCurve, *, train_length: int) -> str:
-    """What the live curve shows, in numbers: mean loss within and beyond the training length."""
+def curve_reading(curve: LossCurve, *, train_length: int, baseline: np.ndarray | None = None) -> str:
+    """What the live curve shows, in numbers. Past the training length the same tokens are compared two
+    ways: read with the whole text before them, and read in fresh windows of the training length
+    (`baseline`, window_losses): the difference is what reading past the training length costs or gains.
+    Without a baseline only the two parts of the text are compared, and the sentence says they differ."""
     within, beyond = _mean(curve.losses[:train_length]), _mean(curve.losses[train_length:])
     if within is None:
         return "No token of this text is in the model's vocabulary, so there is no loss to show."
     lines = [f"Mean loss over the first {min(train_length, len(curve.losses))} predictions: **{within:.2f}**."]
     if beyond is not None:
-        change = beyond - within
-        lines.append(f"Beyond the training length ({train_length} tokens), over {len(curve.losses) - train_length} "
-                     f"more predictions: **{beyond:.2f}** ({change:+.2f}).")
+        later = len(curve.losses) - train_length
+        fresh = _mean(baseline[train_length : len(curve.losses)]) if baseline is not None else None
+        if fresh is not None:
+            lines.append(f"The {later} predictions past the training length ({train_length} tokens), read with the "
+                         f"whole text before them: **{beyond:.2f}**; the same tokens read in fresh {train_length}-token "
+                         f"windows, so no position past {train_length - 1}: **{fresh:.2f}**. Reading past the "
+                         f"training length changes their loss by **{beyond - fresh:+.2f}**.")
+        else:
+            lines.append(f"The {later} predictions past the training length ({train_length} tokens): **{beyond:.2f}** "
+                         "(other text than the first part, so not a measure of extrapolation on its own).")
     if curve.wall is not None:
         lines.append(f"The learned table has {curve.wall} rows, so the last {curve.text_tokens - curve.wall - 1} "
-                     "tokens of this text cannot be scored at all.")
+                     f"of the {curve.text_tokens:,} tokens read here cannot be scored at all.")
     elif beyond is None:
         lines.append(f"This text is not longer than the training length ({train_length} tokens); "
                      "paste a longer one or use the story to go past it.")

@@ -170,6 +170,18 @@ def _listing(values: dict[str, float]) -> str:
     return ", ".join(f"{name} {_r2(value)}" for name, value in sorted(values.items(), key=lambda item: -item[1]))
 
 
+def _no_signal(trained: dict[str, pd.DataFrame], names: list[str]) -> str:
+    """", and the penalty search ... " when every layer of these models picked the strongest penalty searched:
+    a probe that shrinks to the mean position, so no linear position signal in the range searched."""
+    if not all("penalty" in trained[n] for n in names):
+        return ""
+    picked = [trained[n][trained[n].target == "absolute position"]["penalty"] for n in names]
+    if not all(len(p) and (p == PENALTIES[-1]).all() for p in picked):
+        return ""
+    return (f"; the penalty search, from {PENALTIES[0]:.0e} to {PENALTIES[-1]:.0e} times the mean eigenvalue, picked "
+            "the strongest at every layer, a probe that predicts the mean position: no linear position signal")
+
+
 def probe_reading(trained: dict[str, pd.DataFrame], untrained: dict[str, pd.DataFrame]) -> list[str]:
     """Sentences from the probe scores of trained and untrained models, grouped by what the numbers show."""
     absolute = {n: _series(f, "absolute position") for n, f in trained.items()}
@@ -184,15 +196,17 @@ def probe_reading(trained: dict[str, pd.DataFrame], untrained: dict[str, pd.Data
                      f"input: {_listing(given)}), and still there after the last block "
                      f"({_listing({n: absolute[n].iloc[-1] for n in given})}).")
     blank = {n: a for n, a in absolute.items() if a.iloc[0] < 0.1}
-    if blank:
-        lines.append(f"Where nothing is added to the input (R² at most {_r2(max(a.iloc[0] for a in blank.values()))} "
-                     "there), the blocks write some position into the stream; at their best layer: "
-                     f"{_listing({n: a.max() for n, a in blank.items()})}.")
+    written = {n: a for n, a in blank.items() if a.max() >= 0.1}
+    if written:
+        lines.append(f"Where nothing is added to the input (R² at most {_r2(max(a.iloc[0] for a in written.values()))} "
+                     f"there), the blocks of {' and '.join(written)} write position into the stream; at their best "
+                     f"layer: {_listing({n: a.max() for n, a in written.items()})}.")
     never = [n for n, a in blank.items() if a.max() < 0.1]
     if never:
         lines.append(f"{' and '.join(never)} never {'hold' if len(never) > 1 else 'holds'} absolute position "
                      "linearly at any layer (best R² "
                      f"{_r2(max(blank[n].max() for n in never))})"
+                     + _no_signal(trained, never)
                      + (": RoPE and ALiBi hand attention the distance between tokens, so nothing needs to write "
                         "down where a token sits." if all(_acts_in_attention(n) for n in never) else "."))
     none = next((n for n in blank if n == "none"), None)

@@ -15,7 +15,7 @@ import pandas as pd
 import torch
 
 from lpos.model import GPT
-from lpos.tokenizer import token_strings, visible
+from lpos.tokenizer import decode, token_strings, visible
 
 ORDER_BLIND_TOLERANCE = 1e-5  # float32 reordering of a sum moves it by ~1e-7; any position signal moves it more
 
@@ -118,6 +118,23 @@ def shuffle_experiment(model: GPT, ids: list[int], *, seed: int = 0, shuffled: l
         distribution_change=float(0.5 * (torch.softmax(logits_after[0, -1], -1) - torch.softmax(logits_before[0, -1], -1))
                                   .abs().sum()),
     )
+
+
+def _quoted(ids: list[int], *, limit: int = 80) -> str:
+    text = " ".join(decode(ids).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def order_blind_sentence(result: ShuffleResult, *, literal=lambda text: text) -> str:
+    """What the first layer did with the two orders actually drawn, named by their text (`literal`
+    escapes it for Markdown): the sentence and its shuffle share their last token by construction."""
+    last = visible(token_strings(result.original[-1:])[0])
+    pair = (f"“{literal(_quoted(result.original))}” and its shuffle “{literal(_quoted(result.shuffled))}” "
+            f"(both end in “{literal(last)}”)")
+    verdict = ("float rounding: the first layer cannot tell the two orders apart" if result.order_blind else
+               "more than float rounding: this model's first layer tells the two orders apart")
+    return (f"{pair}: under {result.scheme}, layer 1's output for the last token moved by at most "
+            f"{result.attention_change:.1e}, {verdict}.")
 
 
 def shuffle_table(results: list[ShuffleResult], *, labels: list[str] | None = None) -> pd.DataFrame:

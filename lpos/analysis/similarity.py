@@ -154,6 +154,20 @@ def mean_neighbour_distance(rows: np.ndarray | torch.Tensor, *, k: int = 10) -> 
     return float(np.abs(top - np.arange(n)[:, None]).mean())
 
 
+def random_neighbour_distance(rows: int) -> float:
+    """The mean distance of a row's nearest rows when the rows are random: any other row is as likely,
+    so the mean |i - j| over all pairs i != j of `rows` rows, which is (rows + 1) / 3."""
+    return (rows + 1) / 3 if rows > 1 else 0.0
+
+
+def neighbour_sentence(distance: float, rows: int, *, k: int = 10) -> str:
+    """"each row's 10 most similar rows sit 3.8 positions away on average (about 7 for random rows)",
+    for the `rows` rows the distance was measured over (positions 0 to rows - 1)."""
+    k = min(k, rows - 1)
+    return (f"among positions 0–{rows - 1}, each row's {k} most similar rows sit {distance:.1f} positions away on "
+            f"average (about {random_neighbour_distance(rows):.0f} for random rows)")
+
+
 def rope_kernel_by_offset(max_offset: int, head_dim: int, *, base: float = 10000.0) -> pd.DataFrame:
     """The rope kernel as a line: mean_i cos(k w_i) for k = 0..max_offset. Columns: offset, similarity."""
     offsets = np.arange(max_offset + 1)

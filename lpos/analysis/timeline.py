@@ -125,3 +125,20 @@ def timeline_reading(timeline: Timeline) -> list[str]:
     lines.append(f"At step {last}: cosine {end.cosine:.2f} at distance 1 and {far.cosine.iloc[-1]:.2f} at distance "
                  f"{far_distance}; the 10 nearest rows sit {end.neighbour_distance:.1f} positions away.")
     return lines
+
+
+def attention_sentence(timeline: Timeline, index: int) -> str:
+    """What the first layer's heads do with the probe sentence's last token at snapshot `index`, against
+    an even spread over its past (ALiBi's bias tilts them from step 0: it is not learned)."""
+    weights = timeline.attention[index][:, -1, :].astype(np.float64)  # (nh, T) the last query's weights
+    T = weights.shape[-1]
+    back = (weights * (T - 1 - np.arange(T))).sum(-1)  # (nh,) mean distance looked back
+    even_back, even_weight = (T - 1) / 2, 1 / T
+    largest = weights.max(-1)  # (nh,)
+    nearly_even = bool((np.abs(back - even_back) <= 0.1 * even_back).all() and (largest <= 2 * even_weight).all())
+    listed = ", ".join(f"{b:.1f}" for b in back)
+    verdict = ("every head spreads its weight nearly evenly over the past" if nearly_even else
+               "the heads do not spread their weight evenly over the past")
+    return (f"At step {timeline.steps[index]} {verdict}: the last token (with {T - 1} earlier tokens) looks back "
+            f"{listed} tokens on average, head by head, against {even_back:.1f} for an even spread, and puts at most "
+            f"{largest.max():.3f} on one key (even: {even_weight:.3f}).")

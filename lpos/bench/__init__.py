@@ -16,6 +16,9 @@ Also (issue 17, interactions.py): the server's CPU per change (psutil), each pag
 (a key press on a slider, a click on a button), one session walking every page with every scheme,
 and an idle server holding every model, each against its goal in common.py.
 
+first_visit.py (issue 24): each page first opened on a fresh server against a bare page importing the
+same libraries, and every page with a seed-size (45M) model from a shared folder, peak RSS included.
+
 throughput.py measures the model; browser.py holds the server and browser tools that measure.py and
 interactions.py use on the app; report.py prints the table; common.py holds what they share.
 """
@@ -27,6 +30,7 @@ import platform
 import torch
 
 from lpos.bench.browser import check_browser
+from lpos.bench.first_visit import first_visit_side
 from lpos.bench.common import CHROMIUM, CHROMIUM_ARGS, GOAL_RATIO, MEMORY_LIMIT_MB, spread
 from lpos.bench.measure import app_side
 from lpos.bench.throughput import evaluation_speed, model_side, synthetic_corpus
@@ -43,12 +47,16 @@ def machine() -> dict:
             "torch": torch.__version__}
 
 
-def run(*, runs: int = 5, quick: bool = False, browser: bool = True, progress=print) -> dict:
-    """The whole benchmark as one JSON-ready dict."""
+def run(*, runs: int = 5, quick: bool = False, browser: bool = True, first_visit_only: bool = False,
+        progress=print) -> dict:
+    """The whole benchmark as one JSON-ready dict (`first_visit_only`: the first-visit sections alone)."""
     runs = 1 if quick else runs
     results = {"machine": machine(), "runs": runs, "quick": quick, "goal_ratio": GOAL_RATIO}
-    progress("measuring training and evaluation speed")
-    results["model"] = model_side(quick=quick)
-    if browser:
+    if not first_visit_only:
+        progress("measuring training and evaluation speed")
+        results["model"] = model_side(quick=quick)
+    if browser and not first_visit_only:
         results["app"] = app_side(runs=runs, quick=quick, progress=progress)
+    if browser:
+        results["first_visit"] = first_visit_side(quick=quick, progress=progress)
     return results

@@ -37,7 +37,8 @@ class Server:
     """`streamlit run SCRIPT` on a free local port, started when constructed; `.started` is the
     perf_counter time the command was issued."""
 
-    def __init__(self, script: Path, log: Path):
+    def __init__(self, script: Path, log: Path, *, env: dict | None = None):
+        import os
         import socket
 
         with socket.socket() as s:
@@ -48,7 +49,7 @@ class Server:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", str(script), "--server.headless=true", f"--server.port={port}",
              "--server.address=127.0.0.1", "--browser.gatherUsageStats=false", "--server.fileWatcherType=none"],
-            cwd=ROOT, stdout=log.open("w"), stderr=subprocess.STDOUT)
+            cwd=ROOT, stdout=log.open("w"), stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
         deadline = time.time() + 120
         while time.time() < deadline:
             try:

@@ -18,10 +18,18 @@ def _cpu(stat: dict | None) -> str:
 
 def table(results: dict) -> str:
     """The results as the text `python -m lpos bench` prints."""
+    from lpos.bench.first_visit import report as first_visits
+
+    return "\n".join([_table(results), *first_visits(results.get("first_visit") or {})])
+
+
+def _table(results: dict) -> str:
     m = results["machine"]
     lines = [f"lpos bench — {m['cpu_cores']} CPU cores, Python {m['python']}, torch {m['torch']}; "
              f"{results['runs']} run(s), medians [min–max]", ""]
-    model = results["model"]
+    model = results.get("model")
+    if model is None:  # --first-visit-only
+        return "\n".join(lines)
     for entry in model["train"]:
         lines.append(f"training  {entry['scheme']:<11} {entry['tokens_per_s']:>9,.0f} tokens/s  "
                      f"({entry['steps']} steps of 16 x 128 tokens, softmax over {entry['vocab']:,} tokens)")

@@ -11,7 +11,7 @@ an lpos file), layouts/ (one module per layout family, a registry of recognisers
 (available, load, describe), uploads (reading uploaded files, without Streamlit).
 """
 from lpos.checkpoints.build import MAX_PADDED_VOCAB, check_vocabulary
-from lpos.checkpoints.errors import CheckpointError, NeedsHeadCount, head_counts
+from lpos.checkpoints.errors import CheckpointError, NeedsHeadCount, NeedsTokenizer, head_counts
 from lpos.checkpoints.layouts.huggingface import HF_CONFIG, HF_WEIGHTS
 from lpos.checkpoints.lpos_format import FORMAT_VERSION, save
 from lpos.checkpoints.payload import MAX_BYTES, PickledConfig, read_payload
@@ -19,5 +19,5 @@ from lpos.checkpoints.reading import CHECKPOINT_DIR, available, describe, load
 from lpos.corpus import SHIPPED_SEED
 
 __all__ = ["CHECKPOINT_DIR", "FORMAT_VERSION", "HF_CONFIG", "HF_WEIGHTS", "MAX_BYTES", "MAX_PADDED_VOCAB",
-           "SHIPPED_SEED", "CheckpointError", "NeedsHeadCount", "PickledConfig", "available", "check_vocabulary",
+           "SHIPPED_SEED", "CheckpointError", "NeedsHeadCount", "NeedsTokenizer", "PickledConfig", "available", "check_vocabulary",
            "describe", "head_counts", "load", "read_payload", "save"]

@@ -1,77 +1,95 @@
 """From configuration values and renamed tensors to a GPT: every check before anything is built.
 
 A configuration is checked before any model is built (sizes are positive whole numbers, the
-vocabulary is GPT-2's, the float32 weights fit under the cap), so a small file cannot ask for
-more memory than the cap. Every weight then comes from the file, except the token rows an lpos
+vocabulary fits its tokenizer, the float32 weights fit under the cap), so a small file cannot ask
+for more memory than the cap. The tokenizer is GPT-2's unless one is given; a model may have more
+token rows than its tokenizer has tokens (padding: nanoGPT's 50,304) and those rows are dropped,
+never offered; fewer rows than tokens is refused. Every weight then comes from the file, except the token rows an lpos
 file leaves out: those are rebuilt from `config.init_seed`, as the model drew them.
 """
 from __future__ import annotations
 
 import torch
 
-from lpos.checkpoints.errors import CheckpointError
+from lpos.checkpoints.errors import CheckpointError, NeedsTokenizer
+from lpos.layers import parameter_count
 from lpos.model import GPT, GPTConfig, initial_token_table
-from lpos.tokenizer import VOCAB_SIZE
+from lpos.tokenizer import GPT2, TOKENIZER_FILES, VOCAB_SIZE, Tokenizer
 
 SIZE_FIELDS = ("n_layer", "n_head", "n_embd", "block_size")
 MAX_PADDED_VOCAB = 51200  # GPT-2's 50,257 rounded up to a multiple of 1,024: more rows is another tokenizer
 
 
-def check_vocabulary(rows: int, label: str) -> None:
-    """GPT-2's tokens, perhaps padded (nanoGPT: 50,304 rows); anything else is another tokenizer."""
-    if rows < VOCAB_SIZE:
-        raise CheckpointError(f"{label} has a vocabulary of {rows}; lpos needs GPT-2's {VOCAB_SIZE} tokens")
-    if rows > MAX_PADDED_VOCAB:
-        raise CheckpointError(f"{label} has a vocabulary of {rows:,} rows; lpos reads GPT-2's {VOCAB_SIZE:,} tokens "
-                              f"(padded to at most {MAX_PADDED_VOCAB:,} rows), so it was trained with another tokenizer")
+def check_vocabulary(rows: int, label: str, tokenizer: Tokenizer | None = None) -> Tokenizer:
+    """The tokenizer a model of `rows` token rows speaks: `tokenizer` when its tokens fit the rows;
+    without one, GPT-2's when the rows are GPT-2's 50,257, perhaps padded (nanoGPT: 50,304), else
+    NeedsTokenizer naming the files that work."""
+    if tokenizer is None:
+        if not VOCAB_SIZE <= rows <= MAX_PADDED_VOCAB:
+            raise NeedsTokenizer(label, rows, TOKENIZER_FILES)
+        return GPT2
+    if rows < tokenizer.vocab_size:
+        raise CheckpointError(f"the tokenizer {tokenizer.name} has {tokenizer.vocab_size:,} tokens but {label} has "
+                              f"only {rows:,} token rows, so they were not trained together")
+    return tokenizer
 
 
-def model_config(values: dict, label: str, max_bytes: int) -> GPTConfig:
-    """A GPTConfig from a file's values, or CheckpointError saying which value is unusable."""
+def model_config(values: dict, label: str, max_bytes: int, *,
+                 tokenizer: Tokenizer | None = None) -> tuple[GPTConfig, Tokenizer]:
+    """A GPTConfig from a file's values and the tokenizer it speaks (check_vocabulary), or
+    CheckpointError saying which value is unusable."""
     try:
         values = dict(values)
-        check_vocabulary(int(values.get("vocab_size") or 0), label)
-        values["vocab_size"] = VOCAB_SIZE  # nanoGPT pads to 50304; the padding rows are never used
+        tokenizer = check_vocabulary(int(values.get("vocab_size") or 0), label, tokenizer)
+        values["vocab_size"] = tokenizer.vocab_size  # padding rows (nanoGPT: 50,304) are never tokens
         for field in SIZE_FIELDS:
             value = values.get(field, getattr(GPTConfig, field))
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise CheckpointError(f"{label} has an unsupported configuration: {field} is "
                                       f"{str(value)[:20]!r}, not a positive whole number")
-        for field in ("bias", "tied"):
+        for field in ("bias", "tied", "head_bias"):
             if not isinstance(values.get(field, True), bool):
                 raise CheckpointError(f"{label} has an unsupported configuration: {field} is "
                                       f"{str(values[field])[:20]!r}, not True or False")
+        if values.get("qkv_bias") is not None and not isinstance(values["qkv_bias"], bool):
+            raise CheckpointError(f"{label} has an unsupported configuration: qkv_bias is "
+                                  f"{str(values['qkv_bias'])[:20]!r}, not True, False or None")
         config = GPTConfig.from_dict(values)
     except CheckpointError:
         raise
     except (TypeError, ValueError, ArithmeticError) as e:
         raise CheckpointError(f"{label} has an unsupported configuration: {str(e)[:200]}") from None
     _check_memory(config, label, max_bytes)
-    return config
+    return config, tokenizer
 
 
 def _check_memory(config: GPTConfig, label: str, max_bytes: int) -> None:
     """Refuse, before building anything, a configuration whose float32 weights exceed the cap:
     a small file may declare a huge model (lpos rebuilds untrained token rows from a seed)."""
-    C = config.n_embd
-    parameters = (1 if config.tied else 2) * config.vocab_size * C + 12 * config.n_layer * C * C
+    parameters = parameter_count(config)  # table(s) and blocks: 12 C^2 a block for GPT-2's shape
     if config.position == "learned":
-        parameters += config.block_size * C
+        parameters += config.block_size * config.n_embd
     if 4 * parameters > max_bytes:
         raise CheckpointError(f"{label} declares a model of {parameters / 1e6:,.0f} million parameters "
                               f"({4 * parameters / 2**20:,.0f} MB in memory), over the {max_bytes / 2**20:.0f} MB limit")
 
 
-def build_model(config: GPTConfig, state: dict, label: str) -> GPT:
-    """The model with every weight from `state` (lpos names), each checked for its shape."""
+def build_model(config: GPTConfig, state: dict, label: str, *, in_place: bool = False) -> GPT:
+    """The model with every weight from `state` (lpos names), each checked for its shape.
+    in_place: the model takes state's float32 tensors as its own weights (built on the meta
+    device, nothing allocated), so a large model's weights are held once, not twice."""
     try:
-        model = GPT.empty(config)  # every weight comes from the file, so none is drawn
+        if in_place:
+            with torch.device("meta"):
+                model = GPT(config, init_weights=False)
+        else:
+            model = GPT.empty(config)  # every weight comes from the file, so none is drawn
     except (TypeError, ValueError, RuntimeError) as e:  # e.g. a dropout that is not a number
         raise CheckpointError(f"{label} has an unsupported configuration: {str(e)[:200]}") from None
     if "transformer.wte.ids" in state:
         model.output_vocab = _rebuild_token_table(config, state, label)
-    for key in ("transformer.wte.weight", "lm_head.weight"):
-        if isinstance(state.get(key), torch.Tensor) and state[key].ndim == 2:
+    for key in ("transformer.wte.weight", "lm_head.weight", "lm_head.bias"):
+        if isinstance(state.get(key), torch.Tensor) and state[key].ndim in (1, 2):
             state[key] = state[key][: config.vocab_size]  # nanoGPT's padding rows are never tokens
     if config.tied:
         head, table = state.get("lm_head.weight"), state.get("transformer.wte.weight")
@@ -88,7 +106,9 @@ def build_model(config: GPTConfig, state: dict, label: str) -> GPT:
         if not isinstance(tensor, torch.Tensor) or tensor.shape != expected[key].shape:
             shape = tuple(tensor.shape) if isinstance(tensor, torch.Tensor) else type(tensor).__name__
             raise CheckpointError(f"{label}: {key} has shape {shape}, expected {tuple(expected[key].shape)}")
-    model.load_state_dict({k: v.float() for k, v in state.items()})
+    model.load_state_dict({k: v.float() for k, v in state.items()}, assign=in_place)
+    if in_place and config.tied:
+        model.lm_head.weight = model.transformer.wte.weight  # one parameter again, as GPT ties it
     return model
 
 

@@ -16,6 +16,15 @@ class NeedsHeadCount(CheckpointError):
                          f"(the numbers that divide its width, {width})")
 
 
+class NeedsTokenizer(CheckpointError):
+    """The model's vocabulary is not GPT-2's and no tokenizer came with it; `rows` is its size."""
+
+    def __init__(self, label: str, rows: int, files: str):
+        self.rows = rows
+        super().__init__(f"{label} has a vocabulary of {rows:,} rows, not GPT-2's 50,257 tokens, so it needs its own "
+                         f"tokenizer: give {files}")
+
+
 def head_counts(width: int) -> list[int]:
     """The head counts a width allows: its divisors (at most 64 of them are offered)."""
     return [n for n in range(1, min(width, 4096) + 1) if width % n == 0][:64]

@@ -4,7 +4,9 @@
 "meta": {...}}. When a model was trained over a corpus vocabulary (`model.output_vocab`), only
 those token rows are stored (`transformer.wte.ids` and `transformer.wte.rows`, float16); every
 other row is its initial value, rebuilt from `config.init_seed`. That keeps a shipped file under
-8 MB and makes "a token never seen keeps its random row" literally true.
+8 MB and makes "a token never seen keeps its random row" literally true. A model on a tokenizer
+other than GPT-2's carries it in meta["tokenizer"] as plain data (`Tokenizer.to_data`: strings,
+numbers, bytes), so the file alone gives the same encodings; reading it gives the `Tokenizer` back.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import torch
 from lpos.checkpoints.build import build_model, model_config
 from lpos.checkpoints.errors import CheckpointError, as_dict
 from lpos.model import GPT
+from lpos.tokenizer import Tokenizer, TokenizerError, from_data
 
 FORMAT_VERSION = 1
 
@@ -37,7 +40,7 @@ def save(model: GPT, meta: dict, path: str | Path) -> None:
         "version": FORMAT_VERSION,
         "config": dataclasses.asdict(model.config),
         "state_dict": state,
-        "meta": meta,
+        "meta": _plain_meta(meta),
     }
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -46,10 +49,27 @@ def save(model: GPT, meta: dict, path: str | Path) -> None:
     tmp.replace(path)  # never leave a half-written checkpoint behind
 
 
-def read_lpos(payload: dict, label: str, max_bytes: int) -> tuple[GPT, dict]:
-    """The model and meta of an lpos payload."""
+def _plain_meta(meta: dict) -> dict:
+    """meta with its Tokenizer as plain data; GPT-2's, the default, is left out."""
+    tokenizer = meta.get("tokenizer")
+    meta = {k: v for k, v in meta.items() if k != "tokenizer"}
+    if isinstance(tokenizer, Tokenizer) and not tokenizer.is_gpt2:
+        meta["tokenizer"] = tokenizer.to_data()
+    return meta
+
+
+def read_lpos(payload: dict, label: str, max_bytes: int, *, tokenizer: Tokenizer | None = None) -> tuple[GPT, dict]:
+    """The model and meta of an lpos payload; meta["tokenizer"] the Tokenizer it speaks (`tokenizer`
+    if given, else the one the file carries, else GPT-2's)."""
     if payload.get("version") != FORMAT_VERSION:
         raise CheckpointError(f"{label} is lpos format version {payload.get('version')}; this lpos reads {FORMAT_VERSION}")
-    config = model_config(as_dict(payload.get("config"), label, "config"), label, max_bytes)
+    meta = as_dict(payload.get("meta", {}), label, "meta")
+    if tokenizer is None and meta.get("tokenizer") is not None:
+        try:
+            tokenizer = from_data(meta["tokenizer"])
+        except TokenizerError as e:
+            raise CheckpointError(f"{label}: {e}") from None
+    config, meta["tokenizer"] = model_config(as_dict(payload.get("config"), label, "config"), label, max_bytes,
+                                             tokenizer=tokenizer)
     state = as_dict(payload.get("state_dict"), label, "state_dict")
-    return build_model(config, state, label), as_dict(payload.get("meta", {}), label, "meta")
+    return build_model(config, state, label, in_place=config.mlp == "swiglu"), meta  # a Llama's weights held once

@@ -1,7 +1,10 @@
 """Loading a model by name or path: a shipped checkpoint, a torch file of any known layout, or a
 folder; and the three lines that say what was loaded.
 
-Whatever is wrong with a file, `load` raises CheckpointError with one sentence.
+Whatever is wrong with a file, `load` raises CheckpointError with one sentence. meta["tokenizer"]
+is the Tokenizer the model speaks: the one given, else the one the file or its folder carries
+(an lpos file's own, a tokenizer.json beside config.json), else GPT-2's when the vocabulary is
+GPT-2's; any other vocabulary without a tokenizer is NeedsTokenizer.
 """
 from __future__ import annotations
 
@@ -11,9 +14,11 @@ from lpos.checkpoints import layouts
 from lpos.checkpoints.build import build_model, model_config
 from lpos.checkpoints.errors import CheckpointError
 from lpos.checkpoints.layouts import Recognised
+from lpos.checkpoints.layouts.llama2c import is_model_bin, read_model_bin
 from lpos.checkpoints.lpos_format import is_lpos, read_lpos
 from lpos.checkpoints.payload import MAX_BYTES, read_payload
 from lpos.model import GPT
+from lpos.tokenizer import Tokenizer, TokenizerError, load_tokenizer
 
 CHECKPOINT_DIR = Path(__file__).resolve().parent.parent.parent / "checkpoints"
 
@@ -23,22 +28,29 @@ def available() -> list[str]:
     return sorted(p.stem for p in CHECKPOINT_DIR.glob("*.pt") if "." not in p.stem)  # not *.resume.pt
 
 
-def load(name_or_path: str | Path, *, n_head: int | None = None, max_bytes: int = MAX_BYTES) -> tuple[GPT, dict]:
+def load(name_or_path: str | Path, *, n_head: int | None = None, tokenizer: Tokenizer | str | Path | None = None,
+         max_bytes: int = MAX_BYTES) -> tuple[GPT, dict]:
     """A model in eval mode and its meta, from a shipped name, a torch file of any layout in
     lpos.checkpoints.layouts, or a Hugging Face folder. `n_head` is used only when the file does
-    not say it."""
+    not say it; `tokenizer` (a Tokenizer or a tokenizer file) replaces any the file carries."""
+    tokenizer = _tokenizer(tokenizer)
     name = str(name_or_path)
     path = CHECKPOINT_DIR / f"{name}.pt" if name in available() else Path(name_or_path)
     if path.is_dir():
-        model, meta = _import(layouts.recognise_folder(path, max_bytes=max_bytes), path.name, n_head, max_bytes)
+        model, meta = _import(layouts.recognise_folder(path, max_bytes=max_bytes), path.name, n_head, max_bytes,
+                              tokenizer)
+    elif path.is_file() and is_model_bin(path):  # llama2.c's raw export: bytes, never unpickled
+        model, meta = _import(read_model_bin(path, max_bytes), path.name, n_head, max_bytes, tokenizer)
     elif path.is_file():
         payload = read_payload(path, max_bytes=max_bytes)
         if is_lpos(payload):
-            model, meta = read_lpos(payload, path.name, max_bytes)
+            model, meta = read_lpos(payload, path.name, max_bytes, tokenizer=tokenizer)
         else:
             found = layouts.recognise(payload, path.name)
             payload.clear()  # the optimizer state and other extras go now, before a model is built
-            model, meta = _import(found, path.name, n_head, max_bytes)
+            model, meta = _import(found, path.name, n_head, max_bytes, tokenizer)
+    elif path.suffix or len(path.parts) > 1:  # it reads as a path: say that the file is not there
+        raise CheckpointError(f"{name}: no such file or folder (the shipped models are {', '.join(available())})")
     else:
         raise CheckpointError(f"no checkpoint named {name!r}: use one of {available()} or a file path")
     model.eval()
@@ -52,12 +64,34 @@ def describe(model: GPT, meta: dict) -> list[str]:
              f"{c.n_layer} layers, {c.n_head} heads, width {c.n_embd}, {c.block_size:,} position rows, "
              f"vocabulary {c.vocab_size:,}, head {'tied to the token table' if c.tied else 'untied (its own rows)'}, "
              f"{model.num_params() / 1e6:,.1f}M parameters"]
+    if c.mlp == "swiglu":  # a Llama: block_size is the length it was trained on, not a table's rows
+        lines[1] = lines[1].replace(f"{c.block_size:,} position rows", f"trained on {c.block_size:,} positions")
+        lines.insert(2, f"Llama block: RMSNorm (eps {c.norm_eps:g}), SwiGLU (hidden {c.mlp_hidden:,}), RoPE base "
+                        f"{c.rope_base:,g}, {c.n_kv_head or c.n_head} key/value heads for {c.n_head} query heads")
+    tokenizer = meta.get("tokenizer")
+    if isinstance(tokenizer, Tokenizer) and not tokenizer.is_gpt2:
+        lines.append(f"tokenizer: {tokenizer.name}, {tokenizer.vocab_size:,} tokens")
     if meta.get("ignored"):
         lines.append(f"ignored: {', '.join(meta['ignored'])}")
     return lines
 
 
-def _import(found: Recognised, label: str, n_head: int | None, max_bytes: int) -> tuple[GPT, dict]:
-    config = model_config(layouts.config_values(found, n_head=n_head, label=label), label, max_bytes)
-    model = build_model(config, found.state, label)
-    return model, {"source": found.layout, **found.meta, "ignored": found.ignored[:12]}
+def _tokenizer(tokenizer: Tokenizer | str | Path | None) -> Tokenizer | None:
+    if tokenizer is None or isinstance(tokenizer, Tokenizer):
+        return tokenizer
+    try:
+        return load_tokenizer(tokenizer)
+    except TokenizerError as e:
+        raise CheckpointError(str(e)) from None
+
+
+def _import(found: Recognised, label: str, n_head: int | None, max_bytes: int,
+            tokenizer: Tokenizer | None = None) -> tuple[GPT, dict]:
+    if tokenizer is None and found.tokenizer is not None:
+        tokenizer = _tokenizer(found.tokenizer)
+    values = layouts.config_values(found, n_head=n_head, label=label)
+    config, tokenizer = model_config(values, label, max_bytes, tokenizer=tokenizer)
+    rows = found.state["transformer.wte.weight"].shape[0] if "transformer.wte.weight" in found.state else 0
+    padding = [f"token rows {config.vocab_size:,}-{rows - 1:,} (padding, never a token)"] if rows > config.vocab_size else []
+    model = build_model(config, found.state, label, in_place=found.values is not None)  # Llama: fresh float32 tensors
+    return model, {"source": found.layout, **found.meta, "ignored": (found.ignored + padding)[:12], "tokenizer": tokenizer}

@@ -5,7 +5,9 @@ Accepted: one torch file of any layout lpos.checkpoints reads (lpos, nanoGPT `ck
 trainer's dict, a bare state_dict, GPT-2's `pytorch_model.bin`), or a Hugging Face GPT-2
 `config.json` together with `model.safetensors` or `pytorch_model.bin`. The bytes are written to
 a temporary folder of their own, read with `lpos.checkpoints.load` (never a full unpickle: a file
-that would run code is refused) and the folder is deleted at once.
+that would run code is refused) and the folder is deleted at once. A model whose vocabulary is
+not GPT-2's comes with its tokenizer file (`is_tokenizer_file`: meta.pkl, tokenizer.json, a
+`.model`, a character model's training text), in the same upload or, after NeedsTokenizer, the next.
 
 The key is "upload:<name>@<digest>": the digest of the bytes keeps two sessions' different files
 of the same name apart in caches shared by the process (`st.cache_data` keyed by model key).
@@ -25,8 +27,11 @@ from lpos.checkpoints.errors import CheckpointError
 from lpos.checkpoints.layouts.huggingface import HF_CONFIG, HF_WEIGHTS
 from lpos.checkpoints.reading import describe, load
 from lpos.model import GPT
+from lpos.tokenizer import Tokenizer
 
 TORCH_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin")
+TOKENIZER_SUFFIXES = (".pkl", ".model", ".txt")  # meta.pkl, SentencePiece or minbpe, a character model's text
+TOKENIZER_JSON = "tokenizer.json"
 HF_FILES = (HF_CONFIG, *HF_WEIGHTS)
 HF_FOLDER = "The Hugging Face upload"
 NUMBER_META = ("val_loss", "unigram_val_loss", "val_oov_share", "tokens_trained", "steps", "wall_seconds",
@@ -70,18 +75,31 @@ def shown_mb(mb: int) -> str:
     return f"{mb // 1024} GB" if mb % 1024 == 0 else f"{mb:,} MB"
 
 
+def is_tokenizer_file(name: str) -> bool:
+    return safe_name(name).lower().endswith(TOKENIZER_SUFFIXES) or safe_name(name) == TOKENIZER_JSON
+
+
 def read_upload(files: list[UploadedFile], *, limit_mb: int, n_head: int | None = None) -> Upload:
     """The model in `files` (at most `limit_mb` MB in all), checked; CheckpointError with one
-    sentence for anything else (NeedsHeadCount when the file does not say n_head and none is given)."""
+    sentence for anything else (NeedsHeadCount when the file does not say n_head and none is given,
+    NeedsTokenizer when its vocabulary is not GPT-2's and no tokenizer file came with it)."""
     total = sum(int(f.size) for f in files)
     if total > limit_mb * 2**20:
         raise CheckpointError(f"The upload is {math.ceil(total / 2**20):,} MB; the limit is {shown_mb(limit_mb)} per model.")
     names = {safe_name(f.name): f for f in files}
-    if len(files) == 1 and next(iter(names)).lower().endswith(TORCH_SUFFIXES):
-        layout, shown = "file", next(iter(names))
-    elif HF_CONFIG in names and len(names) == 2 and set(names) < set(HF_FILES):
-        layout, shown = "folder", next(n for n in names if n != HF_CONFIG)
-    elif set(names) in ({HF_CONFIG}, {"model.safetensors"}):
+    in_folder = HF_CONFIG in names  # a Hugging Face folder finds its tokenizer.json on its own
+    tokenizers = [n for n in names if is_tokenizer_file(n) and not (in_folder and n == TOKENIZER_JSON)]
+    if len(tokenizers) > 1:
+        raise CheckpointError(f"Upload one tokenizer file with a model; got {', '.join(sorted(tokenizers))[:200]}.")
+    if tokenizers and len(names) == 1:
+        raise IncompleteUpload(f"{tokenizers[0]} is a tokenizer: add the model file it belongs to.")
+    tokenizer = tokenizers[0] if tokenizers else None
+    model_names = {n: f for n, f in names.items() if n != tokenizer}
+    if len(model_names) == 1 and next(iter(model_names)).lower().endswith(TORCH_SUFFIXES):
+        layout, shown = "file", next(iter(model_names))
+    elif in_folder and len(weights := set(model_names) - {TOKENIZER_JSON}) == 2 and weights < set(HF_FILES):
+        layout, shown = "folder", next(n for n in model_names if n not in (HF_CONFIG, TOKENIZER_JSON))
+    elif set(model_names) - {TOKENIZER_JSON} in ({HF_CONFIG}, {"model.safetensors"}):
         missing = "model.safetensors or pytorch_model.bin" if HF_CONFIG in names else HF_CONFIG
         raise IncompleteUpload(f"A Hugging Face model needs {missing} too: select config.json and its weights together.")
     else:
@@ -99,7 +117,8 @@ def read_upload(files: list[UploadedFile], *, limit_mb: int, n_head: int | None 
             del data
         if n_head is not None:  # the same bytes read with another head count are another model
             digest.update(f"n_head={n_head}".encode())
-        model, meta = load(target / shown if layout == "file" else target, n_head=n_head, max_bytes=limit_mb * 2**20)
+        model, meta = load(target / shown if layout == "file" else target, n_head=n_head, max_bytes=limit_mb * 2**20,
+                           tokenizer=target / tokenizer if tokenizer else None)
     return Upload(key=f"upload:{shown}@{digest.hexdigest()[:12]}", name=shown, model=model, meta=clean_meta(meta))
 
 
@@ -110,6 +129,8 @@ def clean_meta(meta: dict) -> dict:
         value = meta.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
             clean[key] = value
+    if isinstance(meta.get("tokenizer"), Tokenizer):  # built by lpos from the file's data, never the file's object
+        clean["tokenizer"] = meta["tokenizer"]
     for key in ("source", "machine"):
         if isinstance(meta.get(key), str):
             clean[key] = meta[key][:200]

@@ -11,6 +11,8 @@ def add_commands(commands) -> None:
     bench.add_argument("--runs", type=int, default=5, help="repetitions of each browser measurement")
     bench.add_argument("--quick", action="store_true", help="a short smoke version: one run, fewer steps")
     bench.add_argument("--model-only", action="store_true", help="skip the browser (no Playwright or Chromium needed)")
+    bench.add_argument("--first-visit-only", action="store_true",
+                       help="only the first-visit sections: a fresh server per page, and the seed-size model")
     bench.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
     bench.add_argument("--out", help="also write the results as JSON to this file")
     bench.set_defaults(run=run_bench)
@@ -24,8 +26,10 @@ def run_bench(args) -> int:
             bench.check_browser()
         except RuntimeError as e:
             raise ValueError(f"{e} (or pass --model-only)") from None
+    if args.first_visit_only and args.model_only:
+        raise ValueError("--first-visit-only needs the browser: drop --model-only")
     results = bench.run(runs=args.runs, quick=args.quick, browser=not args.model_only,
-                        progress=lambda message: print(message, file=sys.stderr))
+                        first_visit_only=args.first_visit_only, progress=lambda message: print(message, file=sys.stderr))
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=2))
     print(json.dumps(results, indent=2) if args.json else bench.table(results))

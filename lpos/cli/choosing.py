@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from lpos.positions import SCHEMES
 
 CHECKPOINT_HELP = "a shipped name, a file of any layout lpos reads, or a Hugging Face folder"
+TOKENIZER_HELP = ("the model's tokenizer, when it is not GPT-2's and the file does not carry it: nanoGPT's meta.pkl, "
+                  "a tokenizer.json, a SentencePiece or minbpe .model, or a character model's training text")
 
 
 def model_flags() -> argparse.ArgumentParser:
@@ -21,6 +23,7 @@ def model_flags() -> argparse.ArgumentParser:
     flags.add_argument("--scheme", choices=SCHEMES, help="default learned; a checkpoint's own scheme wins")
     flags.add_argument("--checkpoint", help=CHECKPOINT_HELP)
     flags.add_argument("--n-head", type=int, help="the head count, for a file that does not say it")
+    flags.add_argument("--tokenizer", help=TOKENIZER_HELP)
     flags.add_argument("--json", action="store_true")
     return flags
 
@@ -31,15 +34,24 @@ class Chosen:
     meta: dict  # the checkpoint's meta ({} for an untrained model)
     line: str  # which model this is, for stderr
 
+    @property
+    def tokenizer(self):
+        """The Tokenizer the model speaks (lpos.tokenizer.GPT2 unless its file says otherwise)."""
+        from lpos.tokenizer import GPT2
 
-def load_checkpoint(name: str, *, n_head: int | None = None):
-    """checkpoints.load, with a head-count question put as the flag that answers it."""
+        return self.meta.get("tokenizer") or GPT2
+
+
+def load_checkpoint(name: str, *, n_head: int | None = None, tokenizer: str | None = None):
+    """checkpoints.load, with a head-count or tokenizer question put as the flag that answers it."""
     from lpos import checkpoints
 
     try:
-        return checkpoints.load(name, n_head=n_head)
+        return checkpoints.load(name, n_head=n_head, tokenizer=tokenizer)
     except checkpoints.NeedsHeadCount as e:
         raise ValueError(f"{e}; pass it as --n-head N") from None
+    except checkpoints.NeedsTokenizer as e:
+        raise ValueError(f"{e}; pass it as --tokenizer FILE") from None
 
 
 def chosen_model(args: argparse.Namespace) -> Chosen:
@@ -49,7 +61,7 @@ def chosen_model(args: argparse.Namespace) -> Chosen:
 
     scheme = args.scheme or "learned"
     if args.checkpoint:
-        model, meta = load_checkpoint(args.checkpoint, n_head=args.n_head)
+        model, meta = load_checkpoint(args.checkpoint, n_head=args.n_head, tokenizer=args.tokenizer)
         if args.scheme is not None and model.config.position != args.scheme:
             print(f"note: {args.checkpoint} uses the {model.config.position!r} scheme", file=sys.stderr)
         return Chosen(model, meta, f"model: {args.checkpoint} (read as: {meta.get('source', 'lpos checkpoint')})")

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from lpos.cli.choosing import chosen_model, load_checkpoint, model_flags
+from lpos.cli.choosing import TOKENIZER_HELP, chosen_model, load_checkpoint, model_flags
 
 UNTRAINED_HELP = "the scheme's untrained model, the one the app shows as 'untrained'"
 
@@ -33,22 +33,25 @@ def add_commands(commands) -> None:
     write.add_argument("--temperature", type=float, default=0.8, help="0 = greedy")
     write.add_argument("--top-k", type=int, default=40, help="0 = the whole vocabulary")
     write.add_argument("--seed", type=int, default=0)
+    write.add_argument("--tokenizer", help=TOKENIZER_HELP)
     write.set_defaults(run=run_generate)
 
     convert = commands.add_parser("convert", help="write any model file lpos reads (nanoGPT, a trainer's dict, a "
-                                  "state_dict, a GPT-2 folder) in the lpos format, e.g. for LPOS_CHECKPOINT_DIR")
-    convert.add_argument("path", help="the file or Hugging Face folder to read")
+                                  "state_dict, a GPT-2 or Llama folder, llama2.c's ckpt.pt or model.bin) in the lpos "
+                                  "format, e.g. for LPOS_CHECKPOINT_DIR")
+    convert.add_argument("path", help="the file or Hugging Face folder to read (a tokenizer.json or tokenizer.model "
+                         "beside a Llama is taken with it)")
     convert.add_argument("--out", required=True, help="the .pt file to write")
     convert.add_argument("--n-head", type=int, help="the head count, for a file that does not say it")
+    convert.add_argument("--tokenizer", help=TOKENIZER_HELP + "; the lpos file carries it")
     convert.set_defaults(run=run_convert)
 
 
 def run_inspect(args) -> int:
     from lpos.analysis.embeddings import embedding_view, row_norms
-    from lpos.tokenizer import encode
 
     chosen = chosen_model(args)
-    ids = encode(args.text)
+    ids = chosen.tokenizer.encode(args.text)
     if not ids:
         raise ValueError("the text is empty: give a sentence to inspect")
     frame = row_norms(embedding_view(chosen.model, ids))
@@ -63,10 +66,10 @@ def run_inspect(args) -> int:
 
 def run_shuffle(args) -> int:
     from lpos.analysis.shuffle import shuffle_experiment
-    from lpos.tokenizer import decode, encode
 
     chosen = chosen_model(args)
-    result = shuffle_experiment(chosen.model, encode(args.text), seed=args.seed)
+    decode = chosen.tokenizer.decode
+    result = shuffle_experiment(chosen.model, chosen.tokenizer.encode(args.text), seed=args.seed)
     print(chosen.line, file=sys.stderr)
     summary = {
         "scheme": chosen.model.config.position,
@@ -91,12 +94,13 @@ def run_shuffle(args) -> int:
 
 def run_generate(args) -> int:
     from lpos.analysis.generate import Sampling, continue_text
-    from lpos.tokenizer import encode
+    from lpos.tokenizer import GPT2
 
-    model, _ = load_checkpoint(args.checkpoint)
+    model, meta = load_checkpoint(args.checkpoint, tokenizer=args.tokenizer)
+    tokenizer = meta.get("tokenizer") or GPT2
     sampling = Sampling(args.temperature, args.top_k or None, args.seed)
-    result = continue_text(model, encode(args.prompt), max_new_tokens=args.tokens, sampling=sampling)
-    print(result.text)
+    result = continue_text(model, tokenizer.encode(args.prompt), max_new_tokens=args.tokens, sampling=sampling)
+    print(tokenizer.decode(result.prompt + result.new))
     if result.stopped_at_wall:
         print(f"note: stopped after {len(result.new)} new tokens: the learned table has {model.config.block_size} rows "
               "(no sliding window)", file=sys.stderr)
@@ -109,8 +113,10 @@ def run_convert(args) -> int:
     out = Path(args.out)
     if out.suffix != ".pt":
         raise ValueError(f"--out {args.out}: the name must end in .pt (LPOS_CHECKPOINT_DIR offers .pt files)")
-    model, meta = load_checkpoint(args.path, n_head=args.n_head)
-    checkpoints.save(model, {**meta, "converted_from": Path(args.path).name}, out)
+    model, meta = load_checkpoint(args.path, n_head=args.n_head, tokenizer=args.tokenizer)
+    # read back, the file is an lpos file: its "read as" line says so, and names what it was converted from
+    source = f"lpos checkpoint (converted from {Path(args.path).name}, a {meta.get('source', 'checkpoint')})"
+    checkpoints.save(model, {**meta, "converted_from": Path(args.path).name, "source": source}, out)
     print("\n".join(checkpoints.describe(model, meta)))
     print(f"wrote {out} (lpos format, {out.stat().st_size / 2**20:,.0f} MB)")
     return 0

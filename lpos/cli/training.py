@@ -48,7 +48,14 @@ def add_commands(commands) -> None:
     card = commands.add_parser("card", help="rewrite checkpoints/README.md from the shipped checkpoints' meta")
     card.add_argument("--out", default=str(CARD_PATH))
     card.add_argument("--rebuild-seconds", type=float, help="measured wall time of checkpoints/rebuild.sh")
+    card.add_argument("--rebuild-models", type=int, help="how many models that rebuild trained (the five schemes "
+                      "first, then the others; default: every shipped model)")
     card.set_defaults(run=run_card)
+
+    views = commands.add_parser("precompute", help="write checkpoints/<name>.views.pt: what the pages draw from "
+                                                   "each shipped model and fixed texts (lpos.precomputed)")
+    views.add_argument("names", nargs="*", help="shipped names (default: every shipped checkpoint)")
+    views.set_defaults(run=run_precompute)
 
 
 def run_train(args) -> int:
@@ -66,25 +73,45 @@ def run_train(args) -> int:
     return 0
 
 
+def eval_streams(meta: dict, data: list[str] | None) -> tuple[dict, str]:
+    """The streams `eval` scores, by name, and one line saying which text that is. Without --data, the
+    corpus the checkpoint was trained on when it is on this machine, else the built-in story (shipped
+    with the repository, never trained on); a --data file of one story is scored whole."""
+    import torch
+
+    from lpos.corpus import STORY_PATH, corpus_files, load_corpus, read_stories, story, training_seed
+    from lpos.tokenizer import END_OF_TEXT_ID, encode
+
+    files = data or [str(f) for f in corpus_files(meta)]
+    missing = [f for f in files if not Path(f).is_file()]
+    if data and missing:
+        raise ValueError(f"{missing[0]}: no such file (--data takes corpus files)")
+    if not files or missing:
+        why = "records no corpus" if not files else f"was trained on {missing[0]}, which is not on this machine"
+        ids = torch.tensor(encode(story()), dtype=torch.long)
+        return ({"the built-in story": ids},
+                f"the checkpoint {why}: scoring the built-in story ({STORY_PATH.name}, {len(ids):,} tokens, never "
+                "trained on); pass --data FILE... for another text")
+    stories, _ = read_stories(files)
+    if len(stories) < 2:  # one text: nothing to hold out, so score all of it
+        ids = torch.tensor([t for text, _ in stories for t in encode(text) + [END_OF_TEXT_ID]][:-1], dtype=torch.long)
+        return {f"all of {Path(files[0]).name}": ids}, f"scoring the whole of {', '.join(files)} ({len(ids):,} tokens)"
+    corpus = load_corpus(files, seed=training_seed(meta))
+    return ({"all held-out stories": corpus.val, "held-out TinyStories stories": corpus.val_tinystories},
+            f"scoring the held-out stories of {', '.join(files)}")
+
+
 def run_eval(args) -> int:
     from lpos import checkpoints
     from lpos.analysis import length_losses
-    from lpos.corpus import corpus_files, load_corpus, training_seed
 
     model, meta = checkpoints.load(args.checkpoint)
-    files = args.data or [str(f) for f in corpus_files(meta)]
-    if not files:
-        raise ValueError("this checkpoint does not record its corpus; pass --data FILE...")
-    missing = [f for f in files if not Path(f).is_file()]
-    if missing:
-        raise ValueError(f"corpus file not found: {missing[0]}; pass --data FILE...")
-    corpus = load_corpus(files, seed=training_seed(meta))
-    streams = {"all held-out stories": corpus.val, "held-out TinyStories stories": corpus.val_tinystories}
-    results = {name: length_losses(model, stream, lengths=args.lengths) for name, stream in streams.items()}
+    streams, said = eval_streams(meta, args.data)
+    results = {name: length_losses(model, stream, lengths=args.lengths) for name, stream in streams.items() if len(stream)}
     if args.json:
-        print(json.dumps(results, indent=2))
+        print(json.dumps({"text": said, **results}, indent=2))
         return 0
-    print(f"{args.checkpoint}: {model.config.position}")
+    print(f"{args.checkpoint}: {model.config.position}; {said}")
     for name, by_length in results.items():
         print(f"{name} ({len(streams[name]):,} tokens):")
         for length, result in by_length.items():
@@ -93,9 +120,40 @@ def run_eval(args) -> int:
     return 0
 
 
+REBUILD_LINE = "`checkpoints/rebuild.sh` ran "
+
+
+def keep_rebuild_line(card: str, old: Path) -> tuple[str, bool]:
+    """`card` with the old card's measured rebuild-time line when the new one has none (no
+    --rebuild-seconds): a measurement is not thrown away by rewriting the card. True when kept."""
+    if REBUILD_LINE in card or not old.is_file():
+        return card, False
+    measured = [line for line in old.read_text(encoding="utf-8").splitlines() if line.startswith(REBUILD_LINE)]
+    lines = card.splitlines()
+    anchor = next((i for i, line in enumerate(lines) if line.startswith("Machine: ")), None)
+    if not measured or anchor is None:
+        return card, False
+    lines.insert(anchor + 1, measured[0])
+    return "\n".join(lines) + ("\n" if card.endswith("\n") else ""), True
+
+
 def run_card(args) -> int:
     from lpos.card import model_card
 
-    Path(args.out).write_text(model_card(rebuild_seconds=args.rebuild_seconds))
-    print(f"wrote {args.out}")
+    card = model_card(rebuild_seconds=args.rebuild_seconds, rebuilt_models=args.rebuild_models)
+    card, kept = keep_rebuild_line(card, Path(args.out))
+    Path(args.out).write_text(card)
+    print(f"wrote {args.out}" + ("; kept its measured rebuild time (pass --rebuild-seconds to replace it)" if kept else ""))
+    return 0
+
+
+def run_precompute(args) -> int:
+    from lpos import checkpoints
+    from lpos.precomputed import precompute
+
+    unknown = [name for name in args.names if name not in checkpoints.available()]
+    if unknown:
+        raise ValueError(f"no shipped checkpoint named {', '.join(unknown)}: use {checkpoints.available()}")
+    for path in precompute(args.names or None):
+        print(f"wrote {path} ({path.stat().st_size / 2**20:.1f} MB)")
     return 0

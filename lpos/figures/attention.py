@@ -36,7 +36,8 @@ def matrix_panels(panels: list[tuple[str, np.ndarray]], *, tokens: list[str], ti
                                  showscale=col == len(drawn), colorbar=dict(title=value_name),
                                  hovertemplate=hover + "<extra></extra>"), row=1, col=col)
         fig.update_xaxes(title_text="key (attended to)", row=1, col=col)
-        fig.update_yaxes(title_text="query (attending)", autorange="reversed", row=1, col=col)
+        # one y title, on the first panel: on the others it sat over the previous panel's map
+        fig.update_yaxes(title_text="query (attending)" if col == 1 else None, autorange="reversed", row=1, col=col)
     height = 320 + 14 * min(T, 30)
     return finish(fig, title=title, height=height)
 

@@ -68,7 +68,7 @@ def chip_tooltip(position: int, token: str, token_id: int, count: int | None) ->
     """The whole story of one chip, for its native tooltip: one fact a line, escaped."""
     length = f"{len(token)} character" + ("" if len(token) == 1 else "s")
     lines = [f"position {position}", f"token “{token}” ({length})"]
-    if "\ufffd" in token:
+    if "‹" in token:  # a byte piece (lpos.tokenizer.token_strings)
         lines.append("(part of a character split across tokens)")
     lines += [f"id {token_id}", count_sentence(count)]
     return escape("\n".join(lines))

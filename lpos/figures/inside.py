@@ -46,8 +46,12 @@ def probe_figure(panels: dict[str, dict[str, pd.DataFrame]]) -> go.Figure:
     fig.update_yaxes(range=[lowest, 1.05])
     fig.update_yaxes(title_text="R² on unseen windows", col=1)
     fig.update_xaxes(title_text="residual stream", row=len(TARGETS))
-    fig.update_layout(legend=dict(orientation="h", y=-0.12))
-    return finish(fig, title="How well a linear probe reads position from each layer", height=640)
+    # the legend sits at the figure's foot, below the axis title: deep models' slanted stream names
+    # push the title down, and a legend placed in the plot's own coordinates then covered it
+    fig.update_layout(legend=dict(orientation="h", yref="container", y=0.0, yanchor="bottom"))
+    finish(fig, title="How well a linear probe reads position from each layer", height=680)
+    fig.update_layout(margin=dict(b=170))
+    return fig
 
 
 def head_grid_figure(portraits: dict[str, HeadPortraits]) -> go.Figure:

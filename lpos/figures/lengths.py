@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 
 from lpos.analysis.lengths import LossCurve
@@ -18,6 +19,7 @@ def length_curves_figure(tables: dict[str, dict[int, dict]], *, train_length: in
                          unigram: float | None = None) -> go.Figure:
     """Loss against evaluation length, one line per model; a line that stops says why at its wall."""
     fig = go.Figure()
+    walls = 0  # annotations of lines that stop, stacked so two at one length do not overlap
     for name, table in tables.items():
         measured = [(length, entry["loss"]) for length, entry in table.items() if entry.get("loss") is not None]
         if not measured:
@@ -29,8 +31,9 @@ def length_curves_figure(tables: dict[str, dict[int, dict]], *, train_length: in
         missing = [entry.get("note", "n/a") for length, entry in table.items() if entry.get("loss") is None]
         if missing:
             fig.add_annotation(x=math.log10(lengths[-1]), y=losses[-1], text=f"{safe(name)} stops here:<br>{safe(missing[0])}",
-                               showarrow=True, arrowhead=2, ax=80, ay=-90, font=dict(color=colour),
+                               showarrow=True, arrowhead=2, ax=80, ay=-90 - 50 * walls, font=dict(color=colour),
                                bgcolor="rgba(255,255,255,0.85)")
+            walls += 1
     # on a log axis, annotations are placed in log10 units; traces and shapes take plain lengths
     fig.add_shape(type="line", x0=train_length, x1=train_length, y0=0, y1=1, yref="paper",
                   line=dict(color="black", dash="dash"))
@@ -48,9 +51,11 @@ def length_curves_figure(tables: dict[str, dict[int, dict]], *, train_length: in
                              f"{train_length} tokens)", height=460)
 
 
-def token_loss_figure(curve: LossCurve, *, tokens: list[str], train_length: int, label: str) -> go.Figure:
+def token_loss_figure(curve: LossCurve, *, tokens: list[str], train_length: int, label: str,
+                      baseline: np.ndarray | None = None) -> go.Figure:
     """Per-token loss along the text (faint) and its rolling mean, with the training length and
-    a learned table's wall marked. `tokens` are the predicted tokens, one per loss."""
+    a learned table's wall marked. `tokens` are the predicted tokens, one per loss. `baseline`: the
+    same tokens' losses read in fresh windows of the training length, drawn as a rolling mean too."""
     positions = np.arange(len(curve.losses))
     hover = [f"predicting {safe(t)} at position {p + 1}" for p, t in zip(positions, tokens)]
     fig = go.Figure()
@@ -60,9 +65,17 @@ def token_loss_figure(curve: LossCurve, *, tokens: list[str], train_length: int,
     fig.add_trace(go.Scatter(x=positions, y=curve.rolling, mode="lines", name=f"mean of the last {curve.window}",
                              line=dict(color="#08519c", width=3),
                              hovertemplate="position %{x}<br>rolling mean %{y:.2f}<extra></extra>"))
+    if baseline is not None and len(baseline) > train_length and curve.wall is None:
+        drawn = np.arange(train_length, min(len(baseline), len(curve.losses)))
+        mean = pd.Series(baseline).rolling(curve.window, min_periods=1).mean().to_numpy()
+        fig.add_trace(go.Scatter(x=drawn, y=mean[drawn], mode="lines", line=dict(color="#e6550d", width=2, dash="dot"),
+                                 name=f"same tokens, fresh {train_length}-token windows (mean of {curve.window})",
+                                 hovertemplate="position %{x}<br>rolling mean in fresh windows %{y:.2f}<extra></extra>"))
     if len(curve.losses) > train_length:
-        fig.add_vline(x=train_length, line=dict(color="black", dash="dash"),
-                      annotation_text=f"training length {train_length}", annotation_position="top right")
+        # the label sits above the plot area (yref paper > 1), so no line crosses it
+        fig.add_vline(x=train_length, line=dict(color="black", dash="dash"))
+        fig.add_annotation(x=train_length, y=1.0, yref="paper", yanchor="bottom", xanchor="left", showarrow=False,
+                           text=f"training length {train_length}")
     if curve.wall is not None:
         fig.add_vline(x=curve.wall, line=dict(color="#d62728", width=3),
                       annotation_text=f"the learned table ends: no row for position {curve.wall}",

@@ -106,4 +106,4 @@ def attention_profile_figure(profiles: dict[str, pd.DataFrame], *, layer: int, m
     fig.update_xaxes(title_text="query position")
     fig.update_yaxes(title_text=label)
     fig.update_layout(legend=dict(orientation="h", y=-0.25))
-    return finish(fig, title=f"Layer {layer}: {label} at each position", height=420)
+    return finish(fig, title=f"Layer {layer + 1}: {label} at each position", height=420)  # layers 1-based, as on every page

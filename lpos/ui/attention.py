@@ -51,8 +51,8 @@ def offset_scores_view(query: torch.Tensor, key: torch.Tensor, *, offsets: list[
 
 
 @st.cache_resource(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)
-def rope_angles(head_dim: int) -> go.Figure:
-    return rope_angle_figure(attention.rope_angle_frame(head_dim))
+def rope_angles(head_dim: int, *, base: float = 10000.0) -> go.Figure:
+    return rope_angle_figure(attention.rope_angle_frame(head_dim, base=base))
 
 
 @st.cache_resource(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)

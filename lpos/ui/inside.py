@@ -9,34 +9,27 @@ key (lpos.ui.caching).
 """
 from __future__ import annotations
 
-import hashlib
-from array import array
 from dataclasses import dataclass
 
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from lpos import checkpoints, corpus
+from lpos import checkpoints, precomputed
 from lpos.analysis import heads, probes, streaming
 from lpos.figures.inside import head_grid_figure, probe_figure
 from lpos.model import GPT
 from lpos.positions import SCHEMES
-from lpos.tokenizer import encode
 from lpos.ui.caching import HASH_FUNCS
 from lpos.ui.models import LoadedModel, load_offered, untrained
 from lpos.ui.selection import Selection
+from lpos.ui.stored import computed
 
 Texts = tuple[tuple[str, tuple[int, ...]], ...]  # (name, ids) pairs
 FIGURES = 16  # per function: one per (models, text) a class looks at
-STORY = "the built-in story"
-HELD_OUT = "held-out stories"
-
-
-def text_key(chosen: Texts) -> tuple[tuple[str, int, str], ...]:
-    """What names a text in a cache key: each part's name, length and a digest of its ids."""
-    return tuple((name, len(ids), hashlib.blake2b(array("q", ids).tobytes(), digest_size=16).hexdigest())
-                 for name, ids in chosen)
+STORY = precomputed.INSIDE_STORY
+HELD_OUT = precomputed.INSIDE_HELD_OUT
+text_key = precomputed.text_key  # what names a text in a cache key: each part's name, length and ids' digest
 
 
 @dataclass(frozen=True)
@@ -55,21 +48,16 @@ _cache_figure = st.cache_resource(hash_funcs=_HASH, max_entries=FIGURES, show_sp
 
 
 @st.cache_resource(show_spinner="Reading the held-out stories…")
-def _held_out(name: str) -> tuple[int, ...]:
-    stream = corpus.held_out_stream(load_offered(name)[1], tokens=probes.HELD_OUT_TOKENS)
-    return () if stream is None else tuple(stream.tolist())
+def _texts(name: str | None) -> dict[str, Text]:
+    return {choice: Text(parts) for choice, parts in
+            precomputed.inside_texts(load_offered(name)[1] if name is not None else None).items()}
 
 
 def texts() -> dict[str, Text]:
     """The texts the page offers, by choice: the story, the held-out stories when the training
-    corpus is on this machine, and both."""
-    offered = {STORY: Text(((STORY, tuple(encode(corpus.story()))),))}
+    corpus is on this machine, and both (lpos.precomputed.inside_texts)."""
     shipped = checkpoints.available()
-    held_out = _held_out(shipped[0]) if shipped else ()
-    if held_out:
-        offered = {f"{STORY} + {HELD_OUT}": Text((offered[STORY].parts[0], (HELD_OUT, held_out))), **offered,
-                   HELD_OUT: Text(((HELD_OUT, held_out),))}
-    return offered
+    return _texts(shipped[0] if shipped else None)
 
 
 def _probe_text(model: GPT, chosen: Text) -> probes.ProbeText:
@@ -78,7 +66,9 @@ def _probe_text(model: GPT, chosen: Text) -> probes.ProbeText:
 
 @_cache_data
 def position_probes(model: GPT, chosen: Text) -> pd.DataFrame:
-    return probes.position_probes(model, _probe_text(model, chosen))
+    return computed(model, precomputed.inside_key("probes", chosen.parts),  # shipped and untrained: precomputed
+                    lambda: probes.position_probes(model, _probe_text(model, chosen)),
+                    doing=f"Fitting position probes on every layer, {chosen.parts[0][0]}")
 
 
 def probe_panels(extra: LoadedModel | None, chosen: Text) -> tuple[dict[str, pd.DataFrame], dict[str, pd.DataFrame]]:
@@ -126,7 +116,9 @@ def probe_view(selection: Selection, chosen: Text) -> ProbeView:
 
 @_cache_data
 def head_portraits(model: GPT, chosen: Text) -> heads.HeadPortraits:
-    return heads.head_portraits(model, _probe_text(model, chosen))
+    return computed(model, precomputed.inside_key("portraits", chosen.parts),
+                    lambda: heads.head_portraits(model, _probe_text(model, chosen)),
+                    doing="Measuring every head's attention")
 
 
 def portraits(models: list[LoadedModel], chosen: Text) -> dict[str, heads.HeadPortraits]:
@@ -149,7 +141,9 @@ def stream_ids(model: GPT, chosen: Text, *, window: int) -> list[int]:
 
 @_cache_data
 def _sink_test(model: GPT, chosen: Text, window: int) -> streaming.SinkTest:
-    return streaming.sink_test(model, stream_ids(model, chosen, window=window), window=window)
+    return computed(model, precomputed.inside_key("sink", chosen.parts, window),
+                    lambda: streaming.sink_test(model, stream_ids(model, chosen, window=window), window=window),
+                    doing=f"Streaming the text through windows of {window} tokens")
 
 
 def sink_test(model: LoadedModel, chosen: Text, *, window: int) -> streaming.SinkTest | str:

@@ -4,8 +4,9 @@ of every token of a long text, cached per (model, token ids); a model is named b
 from __future__ import annotations
 
 import plotly.graph_objects as go
+import streamlit as st
 
-from lpos import checkpoints
+from lpos import checkpoints, precomputed
 from lpos.analysis import lengths
 from lpos.figures.lengths import length_curves_figure, token_loss_figure
 from lpos.tokenizer import token_strings, visible
@@ -13,11 +14,28 @@ from lpos.ui.caching import cache_data, cache_resource
 from lpos.ui.collect import release_memory
 from lpos.ui.models import LoadedModel, load_offered
 from lpos.ui.sinusoids import FIGURES, LIFETIME
+from lpos.ui.stored import computed
 
 
 def shipped_loss_tables() -> dict[str, dict[int, dict]]:
     """Loss by evaluation length from each shipped model card, keyed by scheme name."""
     return {name: lengths.loss_table(load_offered(name)[1]) for name in checkpoints.available()}
+
+
+def shipped_training_windows() -> str:
+    """One sentence: the window length each shipped model trained on, grouped ("" when none is shipped)."""
+    windows: dict[int, list[str]] = {}
+    for name in checkpoints.available():
+        model, card = load_offered(name)
+        windows.setdefault(lengths.training_length(card, model), []).append(name)
+    if not windows:
+        return ""
+    most = max(windows, key=lambda length: len(windows[length]))
+    others = "".join(f"; {', '.join(names)} on windows of at most {length}" for length, names in windows.items()
+                     if length != most)
+    every = ("Every shipped model was" if len(windows) == 1 else
+             f"{', '.join(windows[most])} {'was' if len(windows[most]) == 1 else 'were'}")
+    return f"{every} trained on windows of {most} tokens{others}. "
 
 
 def card_training(name: str) -> tuple[int, float | None]:
@@ -32,16 +50,32 @@ def length_curves(tables: dict[str, dict[int, dict]], *, train_length: int, unig
     return length_curves_figure(tables, train_length=train_length, unigram=unigram)
 
 
-@cache_data(max_entries=64, show_spinner="Scoring every token…")
+@cache_data(max_entries=64, show_spinner=False)
 def loss_curve(model: LoadedModel, ids: list[int]) -> lengths.LossCurve:
-    curve = lengths.loss_along_text(model.model, list(ids))
-    release_memory()  # the scoring's large temporaries are freed: give them back to the system
-    return curve
+    def score() -> lengths.LossCurve:
+        curve = lengths.loss_along_text(model.model, list(ids))
+        release_memory()  # the scoring's large temporaries are freed: give them back to the system
+        return curve
+
+    # the shipped models' story is precomputed; a shared-folder model's is kept on disk once scored
+    return computed(model.model, precomputed.curve_key(ids), score, doing=f"Scoring every one of {len(ids):,} tokens")
+
+
+@cache_data(max_entries=64, show_spinner=False)
+def window_baseline(model: LoadedModel, ids: list[int], *, window: int):
+    """The same tokens read in fresh windows of the training length (lpos.analysis.lengths.window_losses):
+    one forward per window, so cheap beside the curve; None when the text does not go past one window."""
+    if len(ids) - 1 <= window:
+        return None
+    with st.spinner(f"Scoring the same tokens in fresh {window}-token windows…"):
+        return lengths.window_losses(model.model, list(ids), window=window)
 
 
 @cache_resource(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)
 def token_losses(model: LoadedModel, ids: list[int], *, train_length: int) -> go.Figure:
-    """The loss of every token of a long text (the Length extrapolation page's live view)."""
+    """The loss of every token of a long text (the Length extrapolation page's live view), with the same
+    tokens read in fresh windows of the training length as a baseline."""
     curve = loss_curve(model, ids)
     predicted = [visible(t) for t in token_strings(list(ids[1 : len(curve.losses) + 1]))]
-    return token_loss_figure(curve, tokens=predicted, train_length=train_length, label=model.label)
+    return token_loss_figure(curve, tokens=predicted, train_length=train_length, label=model.label,
+                             baseline=window_baseline(model, ids, window=train_length))

@@ -14,13 +14,14 @@ import streamlit as st
 
 from lpos.analysis import embeddings as embedding_analysis
 from lpos.analysis import lengths as length_analysis
-from lpos.analysis.shuffle import can_shuffle, shuffle_earlier
+from lpos.analysis import similarity as similarity_analysis
+from lpos.analysis.shuffle import can_shuffle, order_blind_sentence, shuffle_earlier
 from lpos.figures.attention import BIAS_COLOURS, matrix_panels
 from lpos.figures.embeddings import embedding_heatmaps
 from lpos.figures.shuffle import attention_bars, prediction_bars
 from lpos.lesson import STEPS
 from lpos.tokenizer import encode, token_strings, visible
-from lpos.ui import attention, embeddings, lengths, shuffle, similarity, sinusoids
+from lpos.ui import attention, coverage, embeddings, lengths, shuffle, similarity, sinusoids
 from lpos.ui.caching import cache_resource
 from lpos.ui.text import literal
 from lpos.ui.models import LoadedModel
@@ -55,16 +56,14 @@ def token_rows(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figu
 
 def order_blind(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figure:
     result = shuffle.shuffle_results([model], *shuffle_pair(ids))[0]
-    return attention_bars(result, head=0), (
-        f"Layer 1 output of the last token moved by {result.attention_change:.1e} under “none”: float rounding.")
+    return attention_bars(result, head=0), order_blind_sentence(result, literal=literal)
 
 
 def position_rows(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figure:
     view = embeddings.embedding_view(model, ids)
     repeats = embedding_analysis.repeated_tokens(view)
-    said = (f"“{literal(repeats[0].token)}” occurs twice: identical token rows, summed rows with cosine "
-            f"{repeats[0].summed_cosine:.3f}." if repeats else
-            "No token occurs twice in your sentence; try “The dog saw the cat and the man”.")
+    said = (embedding_analysis.repeat_sentence(repeats[0], literal=literal) if repeats else
+            "No token occurs more than once in your sentence; try “The dog saw the cat and the man”.")
     return embedding_heatmaps(view, scheme=model.scheme), said
 
 
@@ -72,10 +71,17 @@ def table_wall(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figu
     rows = model.model.max_input_length
     try:
         model.model.check_length(rows + 1)
-        said = None
+        said = ""
     except ValueError as error:
-        said = f"At {rows + 1} tokens the model answers: “{error}”"
-    return lengths.length_curves(lengths.shipped_loss_tables(), train_length=rows), said
+        said = f"First limit: at {rows + 1} tokens the model answers “{error}”"
+    short, full = coverage.short_window_model(model), coverage.full_window_model()
+    if short is None or full is None:
+        return lengths.length_curves(lengths.shipped_loss_tables(), train_length=rows), (
+            said + "\n\nThe second limit needs a shipped model trained on shorter windows; none is installed.")
+    drift = coverage.drift_view(short)
+    losses = coverage.position_losses(short, full)
+    return losses.figure, (f"{said}\n\nSecond limit, {short.label}: " + " ".join(drift[1] if drift else [])
+                           + f"\n\n{losses.reading} (Text: {losses.text}.)")
 
 
 def sinusoid_distance(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figure:
@@ -106,14 +112,15 @@ def learned_band(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Fi
     _, structure = similarity.position_band(model, rows)
     return similarity.position_maps(model, rows, with_untrained=True), (
         f"Neighbouring positions: mean cosine {structure['cosine_at_1']:.2f}; 64 apart: "
-        f"{structure.get('cosine_at_64', float('nan')):.2f}. The 10 most similar rows of a row sit "
-        f"{structure['neighbour_distance']:.1f} positions away (about 42 for random rows). "
+        f"{structure.get('cosine_at_64', float('nan')):.2f}; "
+        f"{similarity_analysis.neighbour_sentence(structure['neighbour_distance'], rows)}. "
         "The Training timeline page shows the band forming step by step.")
 
 
 def train_short(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figure:
     tables = lengths.shipped_loss_tables()
-    trained_at = model.model.config.block_size  # the shipped models train at their context length
+    # the cards' curves are the shipped models': their training length, never the sidebar model's block size
+    trained_at = lengths.card_training(next(iter(tables)))[0] if tables else model.model.config.block_size
     return lengths.length_curves(tables, train_length=trained_at), (
         length_analysis.length_reading(tables, train_length=trained_at)
         + "\n\nHow a RoPE model is made to read longer text without retraining (PI, NTK-aware, YaRN), measured: "
@@ -162,4 +169,5 @@ def presenter_css() -> str:
 [data-testid="stMain"] p, [data-testid="stMain"] li {font-size: 1.55rem; line-height: 1.45;}
 [data-testid="stMain"] h1 {font-size: 3rem;}
 [data-testid="stMain"] .lpos-chips {font-size: 1.55rem;}
+[data-testid="stMain"] .st-key-live_class_code h1 {font: 700 6rem/1.1 monospace; letter-spacing: .06em;}
 </style>"""

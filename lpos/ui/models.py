@@ -7,6 +7,7 @@ lists; it is never used as a path.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,10 +19,14 @@ import torch.nn as nn
 from lpos import checkpoints
 from lpos.analysis.embeddings import TokenCounts
 from lpos.model import GPT, GPTConfig, initial_token_table, untrained_model
+from lpos.tokenizer import GPT2, Tokenizer
 from lpos.ui.caching import remember
 from lpos.ui.collect import release_memory
 
 UNTRAINED = "untrained"
+# What a shipped model is, when its name is not a scheme's: tests/test_short_windows.py checks each
+# against the file's own train_args.
+SHIPPED_LABELS = {"learned-32": "learned, trained on windows of ≤ 32 tokens"}
 SHARED_DIR_ENV = "LPOS_CHECKPOINT_DIR"
 THREADS_ENV = "LPOS_TORCH_THREADS"
 
@@ -39,11 +44,18 @@ class LoadedModel:
 
     @property
     def trained(self) -> bool:
-        return self.key != UNTRAINED
+        """False for the app's untrained model and for a file that says it was trained 0 steps."""
+        steps = self.meta.get("steps", self.meta.get("iter_num"))
+        return self.key != UNTRAINED and not (isinstance(steps, (int, float)) and steps == 0)
 
     @property
     def scheme(self) -> str:
         return self.model.config.position
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        """The tokenizer the model speaks: its file's own (meta["tokenizer"]), else GPT-2's."""
+        return self.meta.get("tokenizer") or GPT2
 
 
 def shared_dir_files() -> dict[str, Path]:
@@ -65,14 +77,16 @@ def label(key: str) -> str:
         return f"{key[4:]} (shared folder)"
     if key.startswith("upload:"):
         return f"{key[7:].rpartition('@')[0] or key[7:]} (your upload)"  # "upload:<name>@<digest>"
-    return f"{key} (trained, shipped)"
+    return f"{key} ({SHIPPED_LABELS[key]}, shipped)" if key in SHIPPED_LABELS else f"{key} (trained, shipped)"
 
 
 @st.cache_resource(show_spinner="Loading the model…")
 def load_offered(key: str) -> tuple[GPT, dict]:
     path = shared_dir_files().get(key)
     model, meta = checkpoints.load(path if path is not None else key)
-    model.share_token_table(initial_table(model.config.init_seed, model.config.vocab_size, model.config.n_embd))
+    if model.config.tied and model.output_vocab is not None:  # only such a model can share (GPT.share_token_table):
+        # never build a 50,257-row starting table for one that cannot (another width, layout or seed)
+        model.share_token_table(initial_table(model.config.init_seed, model.config.vocab_size, model.config.n_embd))
     for name in ("token_counts", "batch_token_counts"):  # held as arrays: 1 MB less each
         if isinstance(meta.get(name), dict):
             meta[name] = TokenCounts(meta[name])
@@ -85,6 +99,15 @@ def initial_table(init_seed: int, vocab_size: int, n_embd: int) -> torch.Tensor:
     """The token table every model of this seed and size starts from, held once: each shipped
     model keeps only the rows its training changed on top of it (SharedTokenTable)."""
     return initial_token_table(GPTConfig(vocab_size=vocab_size, n_embd=n_embd, n_head=1, init_seed=init_seed))
+
+
+def untrained_like(model: GPT, key: str, scheme: str) -> GPT:
+    """An untrained model of `model`'s (key `key`) shape and vocabulary with another scheme (drawn
+    after torch.manual_seed(0)), for a model whose tokenizer the shipped models do not speak."""
+    config = dataclasses.replace(model.config, position=scheme)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return remember(GPT(config).eval(), f"untrained-like:{key}:{scheme}")
 
 
 @st.cache_resource(show_spinner=False)

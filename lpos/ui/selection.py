@@ -11,7 +11,7 @@ import streamlit as st
 
 from lpos import checkpoints
 from lpos.positions import SCHEMES
-from lpos.ui.models import UNTRAINED, LoadedModel, label, load_offered, untrained
+from lpos.ui.models import UNTRAINED, LoadedModel, label, load_offered, untrained, untrained_like
 
 DEFAULT_TEXT = "The dog bit the man"
 MAX_CHARS = 20_000  # longer text is cut, with a notice (about 5,000 tokens of English)
@@ -24,6 +24,7 @@ class Selection:
     scheme: str
     model: LoadedModel
     ids: list[int]  # every token of the text, before any length limit
+    dropped: int = 0  # characters of the text the model's vocabulary lacks, left out of ids
 
 
 def selection() -> Selection:
@@ -53,6 +54,9 @@ def scheme_models(selection: Selection) -> list[LoadedModel]:
     for scheme in SCHEMES:
         if scheme == chosen.model.config.position:
             models.append(chosen)
+        elif not chosen.tokenizer.is_gpt2:  # the shipped models speak GPT-2: this shape, untrained, on its vocabulary
+            models.append(LoadedModel(UNTRAINED, "untrained, the same shape and vocabulary",
+                                      untrained_like(chosen.model, chosen.key, scheme), {"tokenizer": chosen.tokenizer}))
         elif chosen.trained and scheme in shipped:
             model, meta = load_offered(scheme)
             models.append(LoadedModel(scheme, label(scheme), model, meta))

@@ -2,12 +2,16 @@
 (models, original ids, shuffled ids); a model is named by its key (lpos.ui.caching)."""
 from __future__ import annotations
 
+from lpos import precomputed
 from lpos.analysis import shuffle
 from lpos.ui.caching import cache_data
 from lpos.ui.models import LoadedModel
+from lpos.ui.stored import stored
 
 
 @cache_data(max_entries=128, show_spinner="Shuffling and running five models…")
 def shuffle_results(models: list[LoadedModel], original: list[int], shuffled: list[int]) -> list[shuffle.ShuffleResult]:
-    """shuffle_experiment on each model, in order."""
-    return [shuffle.shuffle_experiment(m.model, list(original), shuffled=list(shuffled)) for m in models]
+    """shuffle_experiment on each model, in order (the presets' are precomputed for the shipped models)."""
+    key = precomputed.shuffle_key(list(original), list(shuffled))
+    return [stored(m.model, key) or shuffle.shuffle_experiment(m.model, list(original), shuffled=list(shuffled))
+            for m in models]

@@ -14,7 +14,8 @@ import streamlit as st
 
 from lpos.checkpoints import CheckpointError
 from lpos.positions import HINTS, SCHEMES
-from lpos.tokenizer import encode
+from lpos.tokenizer import END_OF_TEXT, END_OF_TEXT_ID, encode
+from lpos.ui import live_class
 from lpos.ui.caching import remember
 from lpos.ui.models import UNTRAINED, LoadedModel, label, load_offered, offered, untrained
 from lpos.ui.selection import DEFAULT_TEXT, MAX_CHARS, MAX_TOKENS, Selection
@@ -96,6 +97,7 @@ def init_from_url() -> None:
 def sidebar() -> Selection:
     """Draw the shared controls (in app.py, once for every page) and return the selection."""
     init_from_url()
+    live_class.before_widgets()  # a followed class puts the teacher's view in the controls
     if st.session_state.get("model") not in model_options():  # e.g. an upload that was removed
         st.session_state["model"] = _default_model(st.session_state["scheme"])
     try:
@@ -108,7 +110,7 @@ def sidebar() -> Selection:
     with st.sidebar:
         # the identity of the box is its key (and max_chars), so `value` only fills a new box
         st.text_area("Sentence", st.session_state["url_text"], key="sentence", max_chars=MAX_CHARS, height=90,
-                     help="Any text: it is split into GPT-2 tokens.")
+                     help="Any text: it is split into the model's tokens (GPT-2's, unless the model has its own).")
         st.selectbox("Position scheme", SCHEMES, key="scheme", on_change=_on_scheme_change,
                      format_func=lambda s: f"{s} — {HINTS[s]}",
                      help="How the model knows where each token sits.")
@@ -121,10 +123,20 @@ def sidebar() -> Selection:
     scheme, key = st.session_state["scheme"], st.session_state["model"]
     model, meta = _model_and_meta(key, scheme)
     text = st.session_state["sentence"]
+    loaded = LoadedModel(key, label(key), model, meta)
+    ids, dropped = loaded.tokenizer.encode_known(text)  # the model's own tokens; a character vocabulary may lack some
+    if dropped:
+        st.sidebar.caption(f"{dropped:,} character{'s' if dropped != 1 else ''} of this text "
+                           f"{'are' if dropped != 1 else 'is'} not in {loaded.tokenizer.name} and "
+                           f"{'were' if dropped != 1 else 'was'} left out.")
+    if END_OF_TEXT in text and loaded.tokenizer.is_gpt2:  # issue 25: say what a typed special-token spelling becomes
+        st.sidebar.caption(f"“{END_OF_TEXT}” typed here is read as ordinary text ({len(encode(END_OF_TEXT))} tokens), "
+                           f"not GPT-2's end-of-text token (id {END_OF_TEXT_ID}) that separates stories in training: "
+                           "typed text is never turned into a control token.")
     st.query_params.update({"text": text, "scheme": scheme})
     if key.startswith("upload:"):  # an upload is this tab's alone: a copied link opens the scheme's default
         st.query_params.pop("model", None)
     else:
         st.query_params["model"] = key
-    return Selection(text=text, scheme=scheme, model=LoadedModel(key, label(key), model, meta), ids=encode(text))
+    return Selection(text=text, scheme=scheme, model=loaded, ids=ids, dropped=dropped)
 

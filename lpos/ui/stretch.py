@@ -20,19 +20,19 @@ import torch
 
 from streamlit.errors import StreamlitAPIException
 
-from lpos import checkpoints, corpus
+from lpos import checkpoints, precomputed
 from lpos.analysis import generate, stretch
 from lpos.analysis.lengths import training_length
 from lpos.figures.stretch import attention_profile_figure, scaled_loss_figure, wavelength_methods_figure
 from lpos.model import GPT
 from lpos.positions import RopeScaling
-from lpos.tokenizer import encode
 from lpos.ui.caching import cache_data
 from lpos.ui.text import literal
 from lpos.ui.models import LoadedModel, load_offered
+from lpos.ui.stored import stored
 
-STORY = "The built-in story"
-HELD_OUT = "The held-out stream"
+STORY = precomputed.STRETCH_STORY
+HELD_OUT = precomputed.STRETCH_HELD_OUT
 REFERENCES = ("alibi", "sinusoidal")
 FIGURES = 32  # per function: factors × texts, or factors × layers × measures
 JOB = "stretch_job"  # the session's writing job
@@ -52,18 +52,19 @@ def train_length_of(name: str) -> int:
 def text_chunks(name: str, text: str) -> torch.Tensor | None:
     """A text every curve is scored on, as chunks of CHUNK + 1 tokens: the story's first chunk,
     or EVAL_CHUNKS chunks spread over the held-out stream (None when its corpus is not here)."""
-    if text == STORY:
-        return stretch.chunks(torch.tensor(encode(corpus.story())), count=1)
-    held_out = corpus.held_out_stream(load_offered(name)[1])
-    return None if held_out is None else stretch.chunks(held_out, count=stretch.EVAL_CHUNKS)
+    return precomputed.stretch_chunks(text, {} if text == STORY else load_offered(name)[1])
 
 
-@st.cache_data(max_entries=128, show_spinner="Scoring the text at 128 to 1,024 tokens…")
+@st.cache_data(max_entries=128, show_spinner=False)
 def _losses(name: str, method: str, factor: float, text: str) -> pd.DataFrame:
     model, _ = load_offered(name)
-    scaling = RopeScaling(method, factor, train_length_of(name)) if method != "none" else None
+    chunks = text_chunks("rope", text)
+    table = stored(model, precomputed.loss_key(method, factor, chunks))  # the shipped models' are precomputed
+    if table is None:
+        with st.spinner(f"Scoring {text.lower()} at 128 to 1,024 tokens ({name}, {method} ×{factor:g})…"):
+            scaling = RopeScaling(method, factor, train_length_of(name)) if method != "none" else None
+            table = stretch.chunk_losses(model, chunks, rope_scaling=scaling)
     curve = stretch.curve_name(model.config.position, method, factor)
-    table = stretch.chunk_losses(model, text_chunks("rope", text), rope_scaling=scaling)
     return stretch.loss_frame({curve: table}, text=text)
 
 
@@ -77,14 +78,19 @@ def loss_curves(factor: float, *, text: str) -> pd.DataFrame | None:
     return pd.concat(frames, ignore_index=True)
 
 
-@st.cache_data(max_entries=32, show_spinner="Reading 1,024 tokens under each method…")
+@st.cache_data(max_entries=32, show_spinner=False)
 def attention_profiles(factor: float) -> dict[str, pd.DataFrame]:
     model, _ = load_offered("rope")
-    ids = stretch.chunks(torch.tensor(encode(corpus.story())), count=1)[0, :stretch.CHUNK].tolist()
+    ids = precomputed.profile_ids()
     out = {}
     for method in ("none", "pi", "ntk", "yarn"):
-        scaling = RopeScaling(method, factor, train_length_of("rope")) if method != "none" else None
-        out[stretch.curve_name("rope", method, factor)] = stretch.attention_profile(model, ids, rope_scaling=scaling)
+        used = factor if method != "none" else 1.0
+        profile = stored(model, precomputed.profile_key(method, used, ids))  # precomputed for the shipped model
+        if profile is None:
+            with st.spinner(f"Reading 1,024 tokens under {method} ×{factor:g}…"):
+                scaling = RopeScaling(method, factor, train_length_of("rope")) if method != "none" else None
+                profile = stretch.attention_profile(model, ids, rope_scaling=scaling)
+        out[stretch.curve_name("rope", method, factor)] = profile
     return out
 
 

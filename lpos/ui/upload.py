@@ -5,7 +5,8 @@ cap, which of its files are new, and the session's models. After a file is read,
 copy of its bytes is dropped too, so only the model stays. A file that does not say its head
 count keeps its bytes until the user picks one of the counts its width allows. The model lives
 only in this session's `st.session_state["uploads"]` = {key: (model, meta)}: another session
-never sees it, and it goes when the session ends.
+never sees it, and it goes when the session ends. A model whose vocabulary is not GPT-2's and that
+came without its tokenizer keeps its bytes too, until its tokenizer file is added to the box.
 """
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ import streamlit as st
 from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from lpos.checkpoints import CheckpointError, NeedsHeadCount, head_counts
-from lpos.checkpoints.uploads import HF_FILES, IncompleteUpload, Upload, UploadedFile, read_upload, safe_name, shown_mb
+from lpos.checkpoints import CheckpointError, NeedsHeadCount, NeedsTokenizer, head_counts
+from lpos.checkpoints.uploads import (HF_FILES, IncompleteUpload, Upload, UploadedFile, is_tokenizer_file, read_upload,
+                                      safe_name, shown_mb)
 from lpos.ui.text import literal
 
 CAP_ENV = "LPOS_MAX_UPLOAD_MB"
@@ -24,7 +26,7 @@ CAP_ENV = "LPOS_MAX_UPLOAD_MB"
 # limit rounded to whole GB above 512 MB ("1GB per file"), so 1 GB is the cap that reads true there.
 DEFAULT_CAP_MB = 1024
 MAX_UPLOADS = 3  # per session: each model stays in memory while the session lives
-ACCEPTED_TYPES = ["pt", "pth", "ckpt", "bin", "json", "safetensors"]
+ACCEPTED_TYPES = ["pt", "pth", "ckpt", "bin", "json", "safetensors", "pkl", "model", "txt"]  # the last three: tokenizers
 DROPPED = "lpos_bytes_dropped"  # set on a file in the box once read: its bytes are gone
 
 
@@ -78,6 +80,11 @@ def _on_upload() -> None:
     st.session_state.pop("upload_message", None)
     if not set(st.session_state.get("upload_pending") or []) <= {f.file_id for f in in_box}:
         st.session_state.pop("upload_pending")  # the file waiting for its head count was removed
+    waiting = [f for f in in_box if f.file_id in (st.session_state.get("upload_needs_tokenizer") or [])]
+    if files and waiting and all(is_tokenizer_file(f.name) for f in files):  # the tokenizer it asked for
+        files = [f for f in waiting if f not in files] + files
+    elif files and not all(is_tokenizer_file(f.name) for f in files):  # a tokenizer added before its model
+        files += [f for f in in_box if is_tokenizer_file(f.name) and f not in files and not getattr(f, DROPPED, False)]
     if files:  # else a file was removed from the box: the models stay
         _load(files)
 
@@ -96,6 +103,7 @@ def _on_head_count() -> None:
 def _load(files: list, *, n_head: int | None = None) -> None:
     st.session_state.pop("upload_message", None)
     st.session_state.pop("upload_pending", None)
+    st.session_state.pop("upload_needs_tokenizer", None)
     try:
         upload = load_upload(files, n_head=n_head)
     except IncompleteUpload as e:  # its partner may come next: keep the bytes
@@ -104,6 +112,10 @@ def _load(files: list, *, n_head: int | None = None) -> None:
     except NeedsHeadCount as e:  # keep the bytes until a head count is chosen
         st.session_state.update(upload_pending=[f.file_id for f in files], upload_width=e.width,
                                 upload_message=("info", f"{e}. Choose it below; the model in use has not changed."))
+        return
+    except NeedsTokenizer as e:  # keep the model's bytes until its tokenizer is added
+        st.session_state.update(upload_needs_tokenizer=[f.file_id for f in files if not is_tokenizer_file(f.name)],
+                                upload_message=("info", f"{e}. Add it to the box; the model in use has not changed."))
         return
     except CheckpointError as e:
         _forget_bytes(files)
@@ -129,7 +141,9 @@ def uploader() -> None:
         max_upload_size=limit,
         help="A .pt/.pth/.ckpt/.bin: lpos, nanoGPT ckpt.pt, a trainer's dict ('model', 'optimizer', 'config'), "
              "a bare state_dict or GPT-2's pytorch_model.bin; or a Hugging Face GPT-2 config.json with "
-             f"model.safetensors or pytorch_model.bin (select both). Up to {shown_mb(limit)}. "
+             "model.safetensors or pytorch_model.bin (select both, and tokenizer.json if it has its own). "
+             "A model on its own vocabulary needs its tokenizer with it: nanoGPT's meta.pkl, a SentencePiece or "
+             f"minbpe .model, or a character model's training text (.txt). Up to {shown_mb(limit)}. "
              "It stays in this browser session only.",
     )
     st.caption(f"Up to {shown_mb(limit)} per model; only this browser tab can see it.")

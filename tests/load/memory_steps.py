@@ -49,7 +49,7 @@ if not plain:
             bases[seed] = initial_token_table(model.config)
         model.share_token_table(bases[seed])
 gc.collect()
-print(f"five shipped: {mb():.0f} MB")
+print(f"{len(models)} shipped: {mb():.0f} MB")
 untrained = []
 for scheme in ["learned", "sinusoidal", "rope", "alibi", "none"]:
     torch.manual_seed(0)

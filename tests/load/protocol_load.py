@@ -3,7 +3,7 @@ against `streamlit run app.py` on a local port, so the numbers measure the serve
 
     python tests/load/protocol_load.py --sessions 20 --seconds 60
 
-Each session connects to /_stcore/stream as Streamlit 1.58's frontend does (subprotocols
+Each session connects to /_stcore/stream as Streamlit 1.67's frontend does (subprotocols
 "streamlit" plus an XSRF placeholder, protobuf BackMsg/ForwardMsg frames, its ForwardMsg cache)
 and loops, like tests/load/load_test.py, until the time is up: type a new sentence (the text
 area's widget state), switch the position scheme (the selectbox's state: the option's label),
@@ -52,6 +52,7 @@ class Run:
     pages: dict[str, str] = field(default_factory=dict)  # page name -> page_script_hash
     page_hash: str | None = None  # the page navigation says is current
     main: dict[str, tuple[Element, str]] = field(default_factory=dict)  # label -> main-area selectbox, its fragment
+    uploader: Element | None = None  # the sidebar's file box (tests/load/lecture_hall.py uploads into it)
 
 
 class Session:
@@ -66,6 +67,7 @@ class Session:
         self.query, self.pages, self.page_hash = "", {}, ""
         self.cache: dict[str, list] = {}  # ForwardMsg hash -> [bytes, script run last used], as the frontend keeps
         self.runs, self.max_age = 0, 2
+        self.session_id = ""  # the server's id for this session (new_session): an upload's URL names it
 
     def sentence(self) -> str:
         variant = VARIANTS[self.step % len(VARIANTS)]
@@ -79,11 +81,14 @@ class Session:
         """The user's change, held as the frontend's widget manager holds it."""
         self.values[label] = (self.values[label][0], value)
 
-    async def rerun(self, *, query: str, page_hash: str, widgets: list[WidgetState], fragment: str = "") -> Run:
-        """A rerun as the frontend asks for one; with `fragment`, of that fragment only."""
+    async def rerun(self, *, query: str, page_hash: str, widgets: list[WidgetState], fragment: str = "",
+                    page_name: str = "") -> Run:
+        """A rerun as the frontend asks for one; with `fragment`, of that fragment only; with `page_name`
+        (and no hash), the page of a URL's path, as a browser opening a link asks for it."""
         msg = BackMsg()
         state = msg.rerun_script
         state.query_string, state.page_script_hash, state.fragment_id = query, page_hash, fragment
+        state.page_name = page_name
         state.widget_states.widgets.extend(widgets)
         state.cached_message_hashes.extend(self.cache)
         state.context_info.timezone, state.context_info.locale = "UTC", "en-US"
@@ -115,6 +120,7 @@ class Session:
             chunks.append(data)
             if kind == "new_session":
                 self.max_age = msg.new_session.config.max_cached_message_age or self.max_age
+                self.session_id = msg.new_session.initialize.session_id or self.session_id
             elif kind == "navigation":
                 run.pages = {page.page_name: page.page_script_hash for page in msg.navigation.app_pages}
                 run.page_hash = msg.navigation.page_script_hash
@@ -127,6 +133,8 @@ class Session:
                 run.elements.append(element)
                 if msg.metadata.delta_path[:1] == [1] and element.WhichOneof("type") in ("text_area", "selectbox"):
                     run.sidebar[getattr(element, element.WhichOneof("type")).label] = element
+                elif msg.metadata.delta_path[:1] == [1] and element.WhichOneof("type") == "file_uploader":
+                    run.uploader = element
                 elif element.WhichOneof("type") == "selectbox":
                     run.main[element.selectbox.label] = (element, msg.delta.fragment_id)
             elif kind == "script_finished":

@@ -1,24 +1,32 @@
 """The layouts people save models in: a registry of recognisers, one module per layout family.
 
 Each family module offers `FILE_LAYOUTS` (a torch file's dict) and/or `FOLDER_LAYOUTS` (a folder
-of files), tried in order; the first that matches renames the tensors to lpos's names. Every
-family so far is GPT-2-shaped (gpt2: nanoGPT, trainer dicts, bare state_dicts; huggingface:
-GPT-2 folders), so one `config_values` reads their shapes; a family of another shape adds its
-module here and its entries to the two registries.
+of files), tried in order; the first that matches renames the tensors to lpos's names. The
+GPT-2-shaped families (gpt2: nanoGPT, trainer dicts, bare state_dicts; huggingface: GPT-2
+folders) share one `config_values` that reads their shapes; the Llama families (llama2c:
+llama2.c's ckpt.pt, and its model.bin, a raw file read by `read_model_bin`; llama: Hugging Face
+Llama folders) state every value themselves (`Recognised.values`).
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 from lpos.checkpoints.errors import CheckpointError
-from lpos.checkpoints.layouts import gpt2, huggingface
-from lpos.checkpoints.layouts.gpt2 import config_values
+from lpos.checkpoints.layouts import courses, gpt2, huggingface, llama, llama2c
 from lpos.checkpoints.layouts.recognised import FileLayout, FolderLayout, Recognised
 
-FILE_LAYOUTS: tuple[FileLayout, ...] = (*gpt2.FILE_LAYOUTS,)
-FOLDER_LAYOUTS: tuple[FolderLayout, ...] = (*huggingface.FOLDER_LAYOUTS,)
+FILE_LAYOUTS: tuple[FileLayout, ...] = (*llama2c.FILE_LAYOUTS, *courses.FILE_LAYOUTS, *gpt2.FILE_LAYOUTS)  # llama2.c's ckpt.pt has model_args too
+FOLDER_LAYOUTS: tuple[FolderLayout, ...] = (*llama.FOLDER_LAYOUTS, *huggingface.FOLDER_LAYOUTS)
 
 __all__ = ["FILE_LAYOUTS", "FOLDER_LAYOUTS", "Recognised", "config_values", "recognise", "recognise_folder"]
+
+
+def config_values(found: Recognised, *, n_head: int | None, label: str) -> dict:
+    """GPTConfig values: all of them from a layout that knows them (Llama), else read from the
+    GPT-2 family's shapes (gpt2.config_values)."""
+    if found.values is not None:
+        return dict(found.values)
+    return gpt2.config_values(found, n_head=n_head, label=label)
 
 
 def recognise(payload: dict, label: str) -> Recognised:

@@ -22,11 +22,9 @@ import re
 
 import torch
 
-from lpos.checkpoints.build import check_vocabulary
 from lpos.checkpoints.errors import CheckpointError, NeedsHeadCount, as_dict
 from lpos.checkpoints.layouts.recognised import FileLayout, Recognised, key_name, number
 from lpos.checkpoints.payload import PickledConfig
-from lpos.tokenizer import VOCAB_SIZE
 
 STATE_KEYS = ("model", "model_state_dict", "state_dict")  # where trainers put the weights
 WRAPPERS = ("module.", "_orig_mod.")  # DistributedDataParallel, torch.compile; either order, either alone
@@ -96,10 +94,7 @@ def from_state(state: dict, label: str, *, layout: str, declared: dict, meta: di
     wte = renamed.get("transformer.wte.weight")
     if not isinstance(wte, torch.Tensor) or wte.ndim != 2:
         raise CheckpointError(f"{label} has no token table (a 2-D transformer.wte.weight), so it is not a GPT lpos can read")
-    rows, width = wte.shape
-    check_vocabulary(rows, label)
-    if rows > VOCAB_SIZE:
-        ignored.append(f"token rows {VOCAB_SIZE:,}-{rows - 1:,} (padding, never a token)")
+    width = wte.shape[1]
     attn = renamed.get("transformer.h.0.attn.c_attn.weight")
     if isinstance(attn, torch.Tensor) and tuple(attn.shape) == (width, 3 * width):  # Conv1D: (in, out)
         for key in [k for k in renamed if k.endswith(CONV1D)]:
@@ -118,12 +113,16 @@ def config_values(found: Recognised, *, n_head: int | None, label: str) -> dict:
     state = found.state
     wte = state["transformer.wte.weight"]
     head = state.get("lm_head.weight")
-    tied = head is None or (head.shape == wte.shape and torch.equal(head, wte))
+    tied = head is None or (head.shape == wte.shape and torch.equal(head, wte) and "lm_head.bias" not in state)
     if tied:
         state.pop("lm_head.weight", None)  # the token table, saved twice
     layers = {int(m.group(1)) for key in state if (m := LAYER.match(key))}
     values = dict(vocab_size=wte.shape[0], n_embd=wte.shape[1], n_layer=max(layers) + 1 if layers else 0,
-                  bias="transformer.ln_f.bias" in state, position="learned", activation=found.activation, tied=tied)
+                  bias="transformer.ln_f.bias" in state, position="learned", activation=found.activation, tied=tied,
+                  head_bias="lm_head.bias" in state)
+    qkv_bias = "transformer.h.0.attn.c_attn.bias" in state
+    if layers and qkv_bias != values["bias"]:  # Raschka's qkv_bias=False beside biased layers; Karpathy's lecture
+        values["qkv_bias"] = qkv_bias
     if isinstance(state.get("transformer.wpe.weight"), torch.Tensor):
         values["block_size"] = state["transformer.wpe.weight"].shape[0]
     values.update({k: found.declared[k] for k in DECLARED_FIELDS if k in found.declared})

@@ -1,7 +1,8 @@
 """A Hugging Face GPT-2 folder: `config.json` beside `model.safetensors` or `pytorch_model.bin`.
 
 The weights are GPT2Model's or GPT2LMHeadModel's, renamed by the GPT-2 family's one key mapping
-(lpos.checkpoints.layouts.gpt2); config.json's names are mapped to GPTConfig's here.
+(lpos.checkpoints.layouts.gpt2); config.json's names are mapped to GPTConfig's here. A
+`tokenizer.json` in the folder is the model's tokenizer (any vocabulary size).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from lpos.checkpoints.payload import read_payload
 
 HF_CONFIG = "config.json"
 HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
+HF_TOKENIZER = "tokenizer.json"  # found on its own beside config.json
 MAX_CONFIG_BYTES = 1024 * 1024  # a Hugging Face config.json is a few kB
 CONFIG_NAMES = {"vocab_size": "vocab_size", "n_positions": "block_size", "n_layer": "n_layer", "n_head": "n_head",
                 "n_embd": "n_embd"}  # config.json's -> GPTConfig's
@@ -57,6 +59,8 @@ def read_gpt2_folder(folder: Path, max_bytes: int) -> Recognised:
                        declared=declared)
     del state
     found.activation = "gelu_tanh" if hf.get("activation_function", "gelu_new") in TANH_ACTIVATIONS else "gelu"
+    if (folder / HF_TOKENIZER).is_file():  # a GPT-2 trained with its own BPE saves it beside the weights
+        found.tokenizer = folder / HF_TOKENIZER
     return found
 
 

@@ -20,9 +20,11 @@ class Recognised:
     layout: str  # what the file was read as, for the user
     state: dict  # tensors under lpos names
     declared: dict  # configuration values the file states (model_args, config dict or object, config.json)
-    activation: str  # gelu (nanoGPT's nn.GELU) | gelu_tanh (Hugging Face GPT-2's gelu_new)
+    activation: str  # gelu (nanoGPT's nn.GELU) | gelu_tanh (Hugging Face GPT-2's gelu_new) | relu (Karpathy's lecture)
     meta: dict  # numbers worth keeping (iter_num, best_val_loss, loss)
     ignored: list[str]  # what was left unread, in words
+    tokenizer: Path | None = None  # a tokenizer file that came with the model (a folder's tokenizer.json)
+    values: dict | None = None  # every GPTConfig value, when the layout knows them all (Llama); None: read from the shapes
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,172 @@
+"""First visits (issue 24): every page opened first on a fresh server, and every page with a learner's
+seed-size model (45M parameters) served from a shared folder.
+
+- Cold visits: for each page a new `streamlit run app.py`, the page's URL opened straight away; the
+  server's CPU seconds until the page is drawn, against the same for a bare page that imports the
+  same libraries (torch, Plotly, pandas) on its own fresh server, in the same run. Goal: at most
+  COLD_EXTRA_CPU_S beyond it.
+- Big model: a model of the "Tiny Children Stories 30M" seed's shape (6 layers, 8 heads, width 512,
+  block 1024, GPT-2 vocabulary) with random weights, saved into a temporary LPOS_CHECKPOINT_DIR. One
+  server walks every page with it: time to the first content (the page title) and to the whole
+  page, the server CPU each page cost, then a second student's visit of each page (a new browser
+  context), and the server's peak RSS over the walk. Goals: first content within FIRST_CONTENT_S,
+  whole page within BIG_PAGE_CPU_S of server CPU, a second visit within SECOND_VISIT_S, peak RSS
+  at most MEMORY_LIMIT_MB.
+
+`--quick` runs both on one page only, as a smoke test: nothing about the numbers is asserted.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from lpos.bench.browser import Server, Tab, page_paths, peak_memory
+from lpos.bench.common import MEMORY_LIMIT_MB, ROOT, spread
+
+COLD_EXTRA_CPU_S = 1.0
+FIRST_CONTENT_S = 2.0
+BIG_PAGE_CPU_S = 10.0
+SECOND_VISIT_S = 1.0
+BIG_MODEL = "seed-45m.pt"
+QUICK_PAGE = "extrapolation"  # the one page --quick visits
+
+FLOOR_APP = '''import pandas  # noqa: F401
+import plotly.graph_objects  # noqa: F401
+import streamlit as st
+import torch  # noqa: F401
+
+st.title("A bare page")
+st.write("the same libraries imported, nothing computed")
+'''
+FIRST_CONTENT = '[data-testid="stMain"] h1'
+
+
+def first_visit(browser, server: Server, url: str) -> dict:
+    """Open `url` in a new context: ms to the first content and to the whole page, and the server's
+    CPU seconds used so far (it is fresh, or the caller subtracts)."""
+    tab = Tab(browser)
+    try:
+        before, began = tab.finished, time.perf_counter()
+        tab.page.goto(url)
+        tab.page.wait_for_selector(FIRST_CONTENT, timeout=600_000)
+        first = (time.perf_counter() - began) * 1000
+        drawn = tab.wait_drawn(before, began, timeout=600)
+        return {"first_content_ms": first, "page_ms": drawn["ms"], "errors": drawn["errors"], "server_cpu_s": server.cpu_s()}
+    finally:
+        tab.close()
+
+
+def measure_cold_visits(browser, folder: Path, *, quick: bool, progress=print) -> dict:
+    """Each page on its own fresh server, and the bare page, server CPU until drawn."""
+    (folder / "bare.py").write_text(FLOOR_APP)
+    server = Server(ROOT / "app.py", folder / "paths.log")
+    try:
+        paths = page_paths(browser, server)
+    finally:
+        server.stop()
+    names = [QUICK_PAGE] if quick else sorted(paths)
+    results = {}
+    for name in ["(bare page)", *names]:
+        progress(f"cold visit: {name}")
+        script = folder / "bare.py" if name == "(bare page)" else ROOT / "app.py"
+        server = Server(script, folder / f"cold-{len(results)}.log")
+        try:
+            path = "" if name == "(bare page)" else paths[name]
+            results[name] = first_visit(browser, server, f"{server.url}/{path}")
+        finally:
+            server.stop()
+    floor = results.pop("(bare page)")
+    for result in results.values():
+        result["extra_cpu_s"] = result["server_cpu_s"] - floor["server_cpu_s"]
+    return {"bare": floor, "pages": results, "goal_extra_cpu_s": COLD_EXTRA_CPU_S}
+
+
+def seed_size_model(folder: Path) -> Path:
+    """A model of the seed's shape with random weights (learned positions, as GPT-2), saved in lpos format."""
+    import torch
+
+    from lpos import checkpoints
+    from lpos.model import GPT, GPTConfig
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = GPT(GPTConfig(n_layer=6, n_head=8, n_embd=512, block_size=1024, position="learned"))
+    path = folder / BIG_MODEL
+    checkpoints.save(model.eval(), {"note": "random weights: the bench's seed-size model"}, path)
+    return path
+
+
+def measure_big_model(browser, folder: Path, *, quick: bool, progress=print) -> dict:
+    """One server, every page with the seed-size model from a shared folder, then a second student."""
+    shared = folder / "shared"
+    shared.mkdir()
+    progress("building the seed-size model (45M parameters, random weights)")
+    seed_size_model(shared)
+    env = {"LPOS_CHECKPOINT_DIR": str(shared), "LPOS_VIEW_CACHE": str(folder / "view-cache")}
+    server = Server(ROOT / "app.py", folder / "big.log", env=env)
+    pages = {}
+    try:
+        with peak_memory(server) as sampler:
+            paths = page_paths(browser, server)
+            names = [QUICK_PAGE] if quick else sorted(paths)
+            query = f"?model=dir:{BIG_MODEL}&scheme=learned"
+            for name in names:
+                progress(f"big model, first visit: {name}")
+                cpu = server.cpu_s()
+                visit = first_visit(browser, server, f"{server.url}/{paths[name]}{query}")
+                visit["server_cpu_s"] -= cpu
+                pages[name] = visit
+            for name in names:
+                progress(f"big model, second student: {name}")
+                cpu = server.cpu_s()
+                again = first_visit(browser, server, f"{server.url}/{paths[name]}{query}")
+                pages[name]["second_visit_ms"] = again["page_ms"]
+                pages[name]["second_visit_cpu_s"] = again["server_cpu_s"] - cpu
+            end = server.rss_mb()
+        peak = sampler["peak_mb"]
+    finally:
+        server.stop()
+    return {"pages": pages, "peak_rss_mb": peak, "end_rss_mb": end, "limit_mb": MEMORY_LIMIT_MB,
+            "second_visit_ms": spread([p["second_visit_ms"] for p in pages.values()]),
+            "goals": {"first_content_s": FIRST_CONTENT_S, "page_cpu_s": BIG_PAGE_CPU_S, "second_visit_s": SECOND_VISIT_S}}
+
+
+def report(results: dict) -> list[str]:
+    """Lines for the bench table: each page against its goals, or nothing when not measured."""
+    lines = []
+    cold = results.get("cold_visits")
+    if cold:
+        lines += ["", f"First visit on a fresh server (server CPU beyond a bare page: goal ≤ {COLD_EXTRA_CPU_S:.1f} s; "
+                      f"bare page {cold['bare']['server_cpu_s']:.2f} s CPU, {cold['bare']['page_ms']:,.0f} ms)"]
+        for name, page in cold["pages"].items():
+            verdict = "" if page["extra_cpu_s"] <= COLD_EXTRA_CPU_S else "  over goal"
+            lines.append(f"  {name:<18} +{page['extra_cpu_s']:.2f} s CPU, drawn in {page['page_ms']:,.0f} ms{verdict}")
+    big = results.get("big_model")
+    if big:
+        lines += ["", f"Seed-size model (45M) from a shared folder: peak RSS {big['peak_rss_mb']:,.0f} MB "
+                      f"({'within' if big['peak_rss_mb'] <= big['limit_mb'] else 'OVER'} the {big['limit_mb']} MB limit)"]
+        for name, page in big["pages"].items():
+            over = [what for what, bad in (("first content", page["first_content_ms"] > FIRST_CONTENT_S * 1000),
+                                           ("CPU", page["server_cpu_s"] > BIG_PAGE_CPU_S),
+                                           ("second visit", page["second_visit_ms"] > SECOND_VISIT_S * 1000)) if bad]
+            lines.append(f"  {name:<18} first content {page['first_content_ms']:,.0f} ms, page {page['page_ms']:,.0f} ms "
+                         f"({page['server_cpu_s']:.1f} s CPU), second student {page['second_visit_ms']:,.0f} ms"
+                         + (f"  over goal: {', '.join(over)}" if over else ""))
+    return lines
+
+
+def first_visit_side(*, quick: bool = False, progress=print) -> dict:
+    """Both sections in their own browser and temporary folder; needs Playwright and Chromium."""
+    import tempfile
+
+    from playwright.sync_api import sync_playwright
+
+    from lpos.bench.common import CHROMIUM, CHROMIUM_ARGS
+
+    with tempfile.TemporaryDirectory() as folder, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            return {"cold_visits": measure_cold_visits(browser, Path(folder), quick=quick, progress=progress),
+                    "big_model": measure_big_model(browser, Path(folder), quick=quick, progress=progress)}
+        finally:
+            browser.close()

@@ -1,0 +1,97 @@
+"""The norms and the Llama feed-forward a block is built from: GPT-2's LayerNorm, Llama's RMSNorm
+and SwiGLU (GPT-2's MLP is in lpos.model).
+
+A Llama (llama2.c, Meta's Llama, Hugging Face's LlamaForCausalLM) is lpos's GPT with
+`norm="rmsnorm"`, `mlp="swiglu"`, no biases and `position="rope"`; grouped-query attention
+(`n_kv_head` key/value heads shared by groups of query heads) lives in the one attention path
+(`lpos.attention`), and RoPE's base is `GPTConfig.rope_base`. The module names follow llama2.c
+inside lpos's blocks (`mlp.w1`, `mlp.w2`, `mlp.w3`), so a learner who read llama2.c finds them.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+NORMS = ("layernorm", "rmsnorm")
+MLPS = ("standard", "swiglu")  # standard: GPT-2's c_fc, activation, c_proj; swiglu: Llama's w1, w2, w3
+
+
+class LayerNorm(nn.Module):
+    """LayerNorm with an optional bias (nanoGPT)."""
+
+    def __init__(self, ndim: int, bias: bool, eps: float = 1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(ndim))
+        self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, self.eps)
+
+
+class RMSNorm(nn.Module):
+    """x / sqrt(mean(x^2) + eps) * weight: no centring and no bias (Zhang & Sennrich 2019).
+    Computed in float32 whatever the input, as Llama's reference code does."""
+
+    def __init__(self, ndim: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(ndim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x32 = x.float()
+        normed = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)  # (..., C)
+        return (normed * self.weight.float()).to(x.dtype)
+
+
+class SwiGLU(nn.Module):
+    """Llama's feed-forward: w2(silu(w1 x) * w3 x) (Shazeer 2020), no biases; the hidden size
+    (`mlp_hidden`) is the file's (llama2.c rounds 8/3 of the width up to a multiple of 32 or 256)."""
+
+    def __init__(self, config):  # a GPTConfig: n_embd, mlp_hidden, dropout
+        super().__init__()
+        hidden = config.mlp_hidden or 4 * config.n_embd
+        self.w1 = nn.Linear(config.n_embd, hidden, bias=False)  # the gate
+        self.w2 = nn.Linear(hidden, config.n_embd, bias=False)  # back to the width
+        self.w3 = nn.Linear(config.n_embd, hidden, bias=False)  # the value the gate scales
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout(self.w2(F.silu(self.w1(x)) * self.w3(x)))
+
+
+def norm_layer(config) -> nn.Module:
+    """A block's or the final norm of a GPTConfig: LayerNorm (GPT-2) or RMSNorm (Llama)."""
+    if config.norm == "rmsnorm":
+        return RMSNorm(config.n_embd, config.norm_eps)
+    return LayerNorm(config.n_embd, bias=config.bias, eps=config.norm_eps)
+
+
+def check_block_fields(config) -> None:
+    """ValueError for a GPTConfig whose norm, feed-forward or key/value head count is unusable."""
+    if config.norm not in NORMS:
+        raise ValueError(f"unknown norm {config.norm!r}; choose one of {list(NORMS)}")
+    if config.mlp not in MLPS:
+        raise ValueError(f"unknown mlp {config.mlp!r}; choose one of {list(MLPS)}")
+    if config.mlp_hidden is not None and config.mlp_hidden < 1:
+        raise ValueError(f"mlp_hidden must be a positive number, got {config.mlp_hidden}")
+    if not config.norm_eps > 0:
+        raise ValueError(f"norm_eps must be positive, got {config.norm_eps}")
+    if not config.rope_base > 1:
+        raise ValueError(f"rope_base must be over 1, got {config.rope_base}")
+    kv = config.n_kv_head
+    if kv is not None and (kv < 1 or config.n_head % kv):
+        raise ValueError(f"n_kv_head ({kv}) must divide n_head ({config.n_head})")
+
+
+def parameter_count(config) -> int:
+    """Weights of a GPTConfig's model, counted from its shapes before anything is built (the
+    memory check of a file that declares its sizes)."""
+    C, hs = config.n_embd, config.n_embd // config.n_head
+    kv_width = (config.n_kv_head or config.n_head) * hs
+    attention = C * (C + 2 * kv_width) + C * C
+    hidden = config.mlp_hidden or 4 * C
+    mlp = (3 if config.mlp == "swiglu" else 2) * C * hidden
+    table = (1 if config.tied else 2) * config.vocab_size * C
+    return table + config.n_layer * (attention + mlp)

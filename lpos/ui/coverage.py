@@ -1,0 +1,86 @@
+"""The learned table's second limit, as views: which offered model trained on windows shorter
+than its table, how far its rows moved from step 0, and its loss at each position of longer
+windows beside the full-window `learned` model's. Kept per model (named by its key,
+lpos.ui.caching); nothing here depends on the sidebar sentence."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+import torch
+
+from lpos import checkpoints
+from lpos.analysis import table_coverage
+from lpos.corpus import held_out_stream, story
+from lpos.figures.coverage import position_loss_figure, row_drift_figure
+from lpos.tokenizer import encode
+from lpos.ui.caching import cache_resource
+from lpos.ui.collect import release_memory
+from lpos.ui.models import LoadedModel, label, load_offered
+
+FULL_WINDOW = "learned"  # the learned scheme's representative: trained on full 128-token windows
+WINDOWS = 64  # windows scored per model for the loss by position
+
+
+def trained_rows(model: LoadedModel) -> int | None:
+    """L when this model's learned rows from L on never trained; None otherwise."""
+    return table_coverage.trained_rows(model.meta, model.model)
+
+
+def short_window_model(preferred: LoadedModel | None = None) -> LoadedModel | None:
+    """`preferred` when it trained on short windows, else the first shipped model that did (None if none)."""
+    if preferred is not None and trained_rows(preferred) is not None:
+        return preferred
+    for name in checkpoints.available():
+        model, meta = load_offered(name)
+        if table_coverage.trained_rows(meta, model) is not None:
+            return LoadedModel(name, label(name), model, meta)
+    return None
+
+
+def full_window_model() -> LoadedModel | None:
+    if FULL_WINDOW not in checkpoints.available():
+        return None
+    model, meta = load_offered(FULL_WINDOW)
+    return LoadedModel(FULL_WINDOW, label(FULL_WINDOW), model, meta)
+
+
+@cache_resource(max_entries=8, show_spinner=False)
+def row_drift(model: LoadedModel) -> table_coverage.RowDrift | None:
+    return table_coverage.row_drift(model.model, model.meta)
+
+
+@cache_resource(max_entries=32, show_spinner=False)
+def drift_view(model: LoadedModel, upto: int | None = None) -> tuple[go.Figure, list[str], str] | None:
+    """The row-drift figure over the first `upto` rows, its sentences, and where the step-0 table came from."""
+    drift = row_drift(model)
+    if drift is None:
+        return None
+    return (row_drift_figure(drift, label=model.label, upto=upto), table_coverage.drift_reading(drift, upto=upto),
+            drift.source)
+
+
+@dataclass(frozen=True)
+class PositionLosses:
+    figure: go.Figure
+    reading: str
+    text: str  # which text was scored
+
+
+@cache_resource(max_entries=8, show_spinner="Scoring every position…")
+def position_losses(short: LoadedModel, full: LoadedModel) -> PositionLosses:
+    """Both models' mean loss at each position of windows of `full`'s table length: held-out
+    stories when the corpus is on this machine, the built-in story otherwise."""
+    window = full.model.config.block_size
+    limit = trained_rows(short)
+    stream = held_out_stream(short.meta, tokens=WINDOWS * window)
+    text = "held-out stories the models never trained on"
+    if stream is None or len(stream) < window:
+        stream, text = torch.tensor(encode(story()), dtype=torch.long), "the built-in story (the corpus is not on this machine)"
+    windows = min(WINDOWS, len(stream) // window)
+    curves = {m.key: table_coverage.loss_by_position(m.model, stream, length=window, max_windows=WINDOWS)
+              for m in (short, full)}
+    release_memory()
+    return PositionLosses(position_loss_figure(curves, limit=limit, window=window),
+                          table_coverage.position_loss_reading(curves, short=short.key, full=full.key, trained=limit,
+                                                               windows=windows), text)

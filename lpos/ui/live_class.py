@@ -1,0 +1,292 @@
+"""A live class on the Lesson: a teacher starts one from presenter mode and shows its code, link and
+QR code; students who open the link follow the teacher's step, sentence, scheme and model.
+
+This browser session's state: "live_teacher" ({"code", "secret"}) while it teaches; "live_class",
+the class a student joined; "live_following", whether the page follows it now; "live_seen", the
+teacher's view as last applied here. A follower's Lesson holds a fragment that reruns every POLL_S
+seconds and asks the store (lpos.classroom) for the class's version only; when the teacher moved,
+it reruns the app, and `before_widgets` (app.py's sidebar, before its widgets) copies the view in.
+A student who changes the view themselves is exploring; one click rejoins. Every failure (a
+forged or expired code, a full class, an unreachable store) is a sentence; the page keeps working.
+"""
+from __future__ import annotations
+
+import io
+import math
+import secrets
+import time
+from dataclasses import replace
+
+import streamlit as st
+
+from lpos.classroom import (ENDED, Broadcast, ClassEnded, ClassError, GuessLimiter, open_store, parse_code,
+                            shown_code)
+from lpos.lesson import STEPS
+from lpos.positions import SCHEMES
+from lpos.ui.models import UNTRAINED, label, offered
+from lpos.ui.selection import MAX_CHARS
+from lpos.ui.text import literal
+
+POLL_S = 1.0  # a follower asks for the class's version this often: the step latency's upper part
+COUNT_S = 3.0  # the teacher's count of followers (and the word that keeps the class alive)
+LESSON_PATH = "lesson"  # pages/lesson.py's URL path
+
+
+@st.cache_resource(show_spinner=False)
+def class_store():
+    """One store per process: classes in memory, or in Redis when LPOS_REDIS_URL is set."""
+    return open_store()
+
+
+def _session() -> str:
+    return st.session_state.setdefault("live_session", secrets.token_hex(12))
+
+
+def _notify(message: str) -> None:
+    """A warning shown at the top of the next full run (lpos.ui.state.sidebar shows url_notices)."""
+    st.session_state.setdefault("url_notices", []).append(message)
+
+
+def _default_model(scheme: str) -> str:
+    return scheme if scheme in offered() else UNTRAINED
+
+
+def _local_view() -> Broadcast:
+    """What this session shows now (an upload is this browser's own: the scheme's default goes out)."""
+    state = st.session_state
+    scheme = state.get("scheme", "learned")
+    model = state.get("model", _default_model(scheme))
+    return Broadcast(step=int(state.get("lesson_step", 1)), text=state.get("sentence", state.get("url_text") or ""),
+                     scheme=scheme, model=_default_model(scheme) if model.startswith("upload:") else model)
+
+
+def before_widgets() -> None:
+    """In app.py's run, before the sidebar draws: join the class a link names (once per session) and,
+    while following, copy the teacher's latest view into this session's controls."""
+    if "live_link_read" not in st.session_state:
+        st.session_state.update(live_link_read=True, live_following=False)
+        if "class" in st.query_params:
+            join(st.query_params["class"])
+    if st.session_state.get("live_following"):
+        _catch_up()
+
+
+def join(raw: str) -> None:
+    """Join the class `raw` names; a refused code costs a guess (GuessLimiter) and says why."""
+    limiter = st.session_state.setdefault("live_guesses", GuessLimiter())
+    now = time.monotonic()
+    wait = limiter.wait_s(now)
+    if wait > 0:
+        st.query_params.pop("class", None)
+        _notify(f"Too many class codes were tried from this page: wait {math.ceil(wait)} s, then open the link again.")
+        return
+    code = parse_code(raw)
+    try:
+        if code is None:
+            raise ClassEnded(f"“{literal(raw[:40])}” is not a class code: a code is eight letters and digits, "
+                             "like K7QM-X4TR. The page is yours to explore.")
+        view = class_store().follow(code, _session())
+    except ClassError as error:
+        if isinstance(error, ClassEnded):
+            limiter.failed(now)
+        st.query_params.pop("class", None)
+        _notify(f"No class has the code {shown_code(code)}: it has ended, expired, or was mistyped. "
+                "The page is yours to explore." if code and isinstance(error, ClassEnded) else str(error))
+        return
+    _leave_teaching()
+    st.query_params["class"] = code
+    st.session_state.update(live_class=code, live_following=True)
+    _apply(view)
+
+
+def _join_typed() -> None:
+    join(st.session_state["live_code"])
+    st.session_state["live_code"] = ""
+
+
+def _apply(view: Broadcast) -> None:
+    """Put the teacher's view into this session's controls (before they are drawn)."""
+    state = st.session_state
+    scheme = view.scheme if view.scheme in SCHEMES else state.get("scheme", "learned")
+    model = view.model if view.model in offered() else _default_model(scheme)
+    applied = replace(view, step=min(max(view.step, 1), len(STEPS)), text=view.text[:MAX_CHARS], scheme=scheme,
+                      model=model)
+    if "sentence" in state:  # the box exists: its key holds its value, and its initial value no longer
+        state.update(sentence=applied.text, url_text="")  # counts ("" keeps Streamlit from warning of both)
+    else:  # a new box starts from url_text (lpos.ui.state.init_from_url says why)
+        state["url_text"] = applied.text
+    state.update(scheme=scheme, model=model, lesson_step=applied.step, live_seen=applied)
+
+
+def _moved_here(seen: Broadcast) -> bool:
+    """The student changed the step, sentence, scheme or model since the teacher's view was applied."""
+    return st.session_state.get("model", "").startswith("upload:") or not _local_view().same_view(seen)
+
+
+def _catch_up() -> None:
+    seen = st.session_state.get("live_seen")
+    if seen is not None and _moved_here(seen):
+        explore()
+        _notify("You changed the view yourself, so you are exploring on your own; “Rejoin the class” follows "
+                "the teacher again.")
+        return
+    try:
+        answer = class_store().follow(st.session_state["live_class"], _session(),
+                                      known_version=seen.version if seen else -1)
+    except ClassEnded:
+        _class_over()
+        return
+    except ClassError as error:  # a full class or an unreachable store: say so, try again on the next poll
+        _notify(str(error))
+        return
+    if isinstance(answer, Broadcast):
+        _apply(answer)
+
+
+def _class_over() -> None:
+    st.session_state.update(live_following=False, live_class=None, live_seen=None)
+    st.query_params.pop("class", None)
+    _notify(ENDED)
+
+
+def explore() -> None:
+    """Stop following (the class keeps this student's place: "Rejoin the class")."""
+    st.session_state["live_following"] = False
+    if st.session_state.get("live_class"):
+        class_store().leave(st.session_state["live_class"], _session())
+
+
+def rejoin() -> None:
+    st.session_state.update(live_following=True, live_seen=None)  # before_widgets applies the teacher's view
+
+
+@st.fragment(run_every=POLL_S)
+def _poll() -> None:
+    """A follower's timer: rerun the app when the teacher moved, the class ended, or the student moved."""
+    seen, code = st.session_state.get("live_seen"), st.session_state.get("live_class")
+    if not st.session_state.get("live_following") or code is None or seen is None:
+        return
+    if st.session_state.get("lesson_step") != seen.step:  # Previous/Next rerun only the step's fragment
+        st.rerun(scope="app")
+    try:
+        answer = class_store().follow(code, _session(), known_version=seen.version)
+    except ClassEnded:
+        st.rerun(scope="app")  # before_widgets finds it ended and says so
+    except ClassError as error:
+        st.caption(f"{error} Retrying every {POLL_S:g} s.")
+        return
+    if isinstance(answer, Broadcast):
+        st.rerun(scope="app")
+
+
+def student_banner() -> None:
+    """Whether this page follows a class, with the one click that changes it."""
+    code = st.session_state.get("live_class")
+    if not code:
+        if not st.session_state.get("live_teacher"):
+            with st.popover("Join a class", icon=":material/group_add:"):
+                st.text_input("Class code", key="live_code", max_chars=20, placeholder="K7QM-X4TR",
+                              on_change=_join_typed, help="The code your teacher shows: eight letters and digits.")
+        return
+    following = st.session_state.get("live_following")
+    with st.container(border=True, key="live_student"):
+        said, act = st.columns([4, 1], vertical_alignment="center")
+        if following:
+            said.markdown(f"**Following the teacher** in class {shown_code(code)}: your page shows their step, "
+                          "sentence and scheme.")
+            act.button("Explore on my own", key="live_explore", on_click=explore, icon=":material/explore:")
+            _poll()
+        else:
+            said.markdown(f"**Exploring on your own.** Class {shown_code(code)} goes on without you.")
+            act.button("Rejoin the class", key="live_rejoin", on_click=rejoin, icon=":material/group:")
+
+
+def _leave_teaching() -> None:
+    teaching = st.session_state.pop("live_teacher", None)
+    if teaching:
+        try:
+            class_store().end(teaching["code"], teaching["secret"])
+        except ClassError:
+            pass  # already over
+
+
+def start() -> None:
+    """Start a class showing this session's view; this session holds its secret (never in a URL)."""
+    if st.session_state.get("live_class"):
+        explore()
+        st.session_state.update(live_class=None, live_seen=None)
+    _leave_teaching()
+    try:
+        code, secret = class_store().start(_local_view())
+    except ClassError as error:
+        _notify(str(error))
+        return
+    st.session_state["live_teacher"] = {"code": code, "secret": secret}
+
+
+def stop() -> None:
+    _leave_teaching()
+
+
+def teach() -> None:
+    """Send this session's view to its class, if it teaches one (the Lesson's step fragment calls this)."""
+    teaching = st.session_state.get("live_teacher")
+    if not teaching:
+        return
+    try:
+        class_store().publish(teaching["code"], teaching["secret"], _local_view())
+    except ClassEnded:
+        st.session_state.pop("live_teacher", None)
+        st.warning("Your class has ended (it expired); start a new one to teach again.", icon=":material/warning:")
+    except ClassError as error:
+        st.warning(str(error), icon=":material/warning:")
+
+
+def class_link(code: str) -> str:
+    base = (st.context.url or "").rstrip("/")
+    return f"{base}/{LESSON_PATH}?class={code}"
+
+
+def _qr_png(link: str) -> bytes | None:
+    try:
+        import segno
+    except ImportError:  # the QR code is a convenience: the code and link still work
+        return None
+    buffer = io.BytesIO()
+    segno.make(link, error="m").save(buffer, kind="png", scale=8, border=2)
+    return buffer.getvalue()
+
+
+@st.fragment(run_every=COUNT_S)
+def _follower_count(code: str) -> None:
+    try:
+        count = class_store().followers(code)
+    except ClassError as error:
+        st.caption(str(error))
+        return
+    teach()  # the same view: keeps the class alive while this page is open
+    st.metric("Following now", count)
+
+
+def teacher_panel(*, presenter: bool) -> None:
+    """Presenter mode offers a class; a running class shows its code, link and QR code, large."""
+    teaching = st.session_state.get("live_teacher")
+    if not teaching:
+        if presenter:
+            st.button("Start a live class", key="live_start", on_click=start, icon=":material/groups:",
+                      help="Students open the link or type the code, and their Lesson follows yours.")
+        return
+    code, link = teaching["code"], class_link(teaching["code"])
+    with st.expander(f"Live class {shown_code(code)}", expanded=True, icon=":material/groups:"):
+        words, qr = st.columns([3, 1], vertical_alignment="center")
+        with words:
+            with st.container(key="live_class_code"):  # drawn large by lpos.ui.lesson.presenter_css
+                st.title(shown_code(code), anchor=False)
+            st.code(link, language=None)
+            _follower_count(code)
+            if st.session_state.get("model", "").startswith("upload:"):
+                st.caption(f"Students see {label(_local_view().model)}: your uploaded model stays in this browser.")
+            st.button("End the class", key="live_stop", on_click=stop, icon=":material/stop_circle:")
+        png = _qr_png(link)
+        if png:
+            qr.image(png, caption="Scan to follow", width="stretch")

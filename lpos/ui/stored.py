@@ -1,0 +1,133 @@
+"""Results the pages need not compute: the shipped and untrained models' precomputed views, and
+what was computed for a shared-folder model, kept on disk for the next student and server.
+
+`stored(model, key)` is what a view function asks first: the entry of lpos.precomputed's
+sidecar (`checkpoints/<name>.views.pt`, read once per process and only when a page asks) for a
+shipped or untrained model, the disk cache's for a shared-folder model, else None (compute it,
+then `keep` it). A model is known by the key it was loaded under (lpos.ui.caching); an upload
+is never written anywhere.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import streamlit as st
+
+from lpos import checkpoints, precomputed
+from lpos.model import GPT
+from lpos.ui.caching import model_key
+
+UNTRAINED = precomputed.UNTRAINED
+CACHE_ENV = "LPOS_VIEW_CACHE"  # where shared-folder models' views are kept; "off" keeps none
+_lock = threading.Lock()
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def sidecar_entries(name: str) -> dict:
+    """A shipped model's (or the untrained models') precomputed entries, still as plain data."""
+    if name == UNTRAINED:
+        return precomputed.load(precomputed.sidecar(UNTRAINED), source_digest=precomputed.untrained_digest())
+    source = checkpoints.CHECKPOINT_DIR / f"{name}.pt"
+    return precomputed.load(precomputed.sidecar(name), source_digest=precomputed.file_digest(source))
+
+
+def _owner(model: GPT) -> tuple[str, str] | None:
+    try:
+        key, _, scheme = model_key(model).rpartition("/")
+    except ValueError:
+        return None
+    return key, scheme
+
+
+def computed(model: GPT, key: str, compute, *, doing: str):
+    """`stored(model, key)`, else `compute()` under a spinner saying what it does and for which model,
+    kept on disk for a shared-folder model."""
+    found = stored(model, key)
+    if found is None:
+        owner = _owner(model)
+        name = owner[0].removeprefix("dir:").removeprefix("upload:").rpartition("@")[0] or owner[0] if owner else "the model"
+        with st.spinner(f"{doing} ({name}, computed once and kept)…"):
+            found = compute()
+        keep(model, key, found)
+    return found
+
+
+def stored(model: GPT, key: str):
+    """The precomputed result `key` of `model`, or None when it has to be computed."""
+    owner = _owner(model)
+    if owner is None:
+        return None
+    name, scheme = owner
+    if name == UNTRAINED:
+        entry = sidecar_entries(UNTRAINED).get(f"{scheme}|{key}")
+    elif name in checkpoints.available():
+        entry = sidecar_entries(name).get(key)
+    elif name.startswith("dir:"):
+        entry = _disk(name).get(key)
+    else:
+        return None
+    return None if entry is None else precomputed.from_plain(entry)
+
+
+def keep(model: GPT, key: str, value) -> None:
+    """Remember a result computed for a shared-folder model on disk (shipped models have theirs,
+    uploads are never written)."""
+    owner = _owner(model)
+    folder = cache_folder()
+    if owner is None or not owner[0].startswith("dir:") or folder is None:
+        return
+    path = _disk_path(owner[0])
+    if path is None:
+        return
+    with _lock:
+        entries = dict(_disk(owner[0]))
+        entries[key] = precomputed.to_plain(value)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            precomputed.save_plain(entries, path, source_digest=path.name[: -len(precomputed.SUFFIX)])
+        except OSError:  # a read-only disk: the in-process caches still hold it
+            return
+        _disk_entries.clear()
+
+
+def cache_folder() -> Path | None:
+    setting = os.environ.get(CACHE_ENV)
+    if setting == "off":
+        return None
+    return Path(setting) if setting else Path.home() / ".cache" / "lpos" / "views"
+
+
+@st.cache_resource(show_spinner=False, max_entries=64)
+def _digest(name: str, stamp: tuple) -> str:
+    from lpos.ui.models import shared_dir_files
+
+    path = shared_dir_files().get(name)
+    files = sorted(path.iterdir()) if path.is_dir() else [path]
+    return "-".join(precomputed.file_digest(f) for f in files if f.is_file())[:64]
+
+
+def _disk_path(name: str) -> Path | None:
+    from lpos.ui.models import shared_dir_files
+
+    path, folder = shared_dir_files().get(name), cache_folder()
+    if path is None or folder is None:
+        return None
+    stat = path.stat()
+    digest = _digest(name, (stat.st_size, stat.st_mtime_ns))
+    return folder / f"{digest}{precomputed.SUFFIX}"
+
+
+def _disk(name: str) -> dict:
+    path = _disk_path(name)
+    return {} if path is None else _disk_entries(str(path))
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def _disk_entries(file: str) -> dict:
+    path = Path(file)
+    try:
+        return precomputed.load(path, source_digest=path.name[: -len(precomputed.SUFFIX)])
+    except Exception:  # a damaged cache file is recomputed, never trusted
+        return {}

@@ -1,0 +1,106 @@
+"""A live class in Chromium: a teacher in one browser context, students in others, on one server and
+on two replicas sharing a class in Redis. A follower's page must show the teacher's step within
+FOLLOW_WITHIN_S of the teacher's run finishing, waited for on Streamlit's own run signals."""
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from conftest import new_page, open_url, run_and_wait, start_app, wait_for_app
+from test_classroom import redis_url  # noqa: F401 - the real redis-server fixture
+from lpos.lesson import STEPS
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+# issue 27: within 2 s of the teacher moving. A machine whose CPU others share may set a looser bound
+# with LPOS_FOLLOW_WITHIN_S; docs/PERFORMANCE.md's figures come from tests/load/live_class_load.py.
+FOLLOW_WITHIN_S = float(os.environ.get("LPOS_FOLLOW_WITHIN_S", "2.0"))
+
+HEADER_IS = """([step, runs]) => window.__lposRuns > runs
+  && document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state') === 'notRunning'
+  && [...document.querySelectorAll('h2')].some(h => h.textContent.startsWith(step + '. '))"""
+
+
+def start_class(teacher, url: str) -> str:
+    open_url(teacher, f"{url}/lesson?presenter=1")
+    run_and_wait(teacher, teacher.get_by_role("button", name="Start a live class").click)
+    code = teacher.locator(".st-key-live_class_code h1").inner_text().strip()
+    assert len(code) == 9 and code[4] == "-", code
+    return code.replace("-", "")
+
+
+def runs(page) -> int:
+    return page.evaluate("() => window.__lposRuns || 0")
+
+
+def follows(students, step: int, since: list[int]) -> float:
+    """Seconds until every student's page has finished a run that shows `step` (Streamlit's run signal)."""
+    start = time.perf_counter()
+    for student, before in zip(students, since):
+        try:
+            student.wait_for_function(HEADER_IS, arg=[step, before], timeout=30_000)
+        except Exception as error:  # what the student's page showed instead, for the log
+            shown = student.evaluate("() => [window.__lposRuns, document.querySelector('h2')?.textContent, "
+                                     "document.body.innerText.slice(0, 400)]")
+            raise AssertionError(f"no run showed step {step} (runs before {before}; page: {shown})") from error
+    return time.perf_counter() - start
+
+
+def move_and_time(teacher, students, step: int) -> float:
+    since = [runs(s) for s in students]
+    run_and_wait(teacher, teacher.get_by_role("button", name="Next").click)
+    assert teacher.locator("h2").filter(has_text=f"{step}. {STEPS[step - 1].title}").count() == 1
+    return follows(students, step, since)
+
+
+def test_students_follow_explore_and_rejoin(running_app, browser, tmp_path):
+    teacher = new_page(browser)
+    code = start_class(teacher, running_app.url)
+    students = [new_page(browser) for _ in range(2)]
+    for student in students:
+        open_url(student, f"{running_app.url}/lesson?class={code}")
+        assert student.get_by_text("Following the teacher").count() == 1
+    waited = [move_and_time(teacher, students, step) for step in (2, 3)]
+    assert max(waited) < FOLLOW_WITHIN_S, waited
+    teacher.screenshot(path=str(tmp_path / "teacher.png"), full_page=True)
+    explorer, follower = students
+    run_and_wait(explorer, explorer.get_by_role("button", name="Explore on my own").click)
+    run_and_wait(explorer, explorer.get_by_role("button", name="Previous").click)
+    assert move_and_time(teacher, [follower], 4) < FOLLOW_WITHIN_S
+    assert explorer.locator("h2").filter(has_text="2. ").count() == 1  # exploring: still where they went
+    run_and_wait(explorer, explorer.get_by_role("button", name="Rejoin the class").click)
+    wait_for_app(explorer)
+    assert explorer.locator("h2").filter(has_text="4. ").count() == 1
+    explorer.screenshot(path=str(tmp_path / "student.png"), full_page=True)
+    run_and_wait(teacher, teacher.get_by_role("button", name="End the class").click)
+    follower.wait_for_function("() => document.body.innerText.includes('This class has ended')", timeout=30_000)
+    run_and_wait(follower, follower.get_by_role("button", name="Next").click)  # the page keeps working
+    for page in (teacher, *students):
+        page.context.close()
+
+
+def test_students_on_another_replica_follow_through_redis(browser, tmp_path, redis_url):  # noqa: F811
+    folders = [tmp_path / "r0", tmp_path / "r1"]
+    for folder in folders:
+        folder.mkdir()
+    replicas = [start_app(folder, env={"LPOS_REDIS_URL": redis_url}) for folder in folders]
+    try:
+        teacher = new_page(browser)
+        code = start_class(teacher, replicas[0].url)
+        student = new_page(browser)
+        open_url(student, f"{replicas[1].url}/lesson?class={code}")
+        assert student.get_by_text("Following the teacher").count() == 1
+        assert move_and_time(teacher, [student], 2) < FOLLOW_WITHIN_S
+        replicas[1].process.terminate()  # the student's replica restarts; the class lives on in Redis
+        replicas[1].process.wait(timeout=20)
+        replicas[1] = start_app(tmp_path / "r1", env={"LPOS_REDIS_URL": redis_url})
+        fresh = new_page(browser)
+        open_url(fresh, f"{replicas[1].url}/lesson?class={code}")
+        assert fresh.locator("h2").filter(has_text="2. ").count() == 1
+        assert move_and_time(teacher, [fresh], 3) < FOLLOW_WITHIN_S
+    finally:
+        for replica in replicas:
+            replica.process.terminate()
+            replica.process.wait(timeout=20)

@@ -1,0 +1,173 @@
+"""Issue 25: computed sentences, each tested on a case where its old fixed wording was wrong.
+
+Every sentence here is a function of numbers (lpos.analysis); the tests build the case the issue
+found (the Similarity slider at 20 rows, a token three times, ALiBi at step 0, a sentence without a
+full stop, the later part of a text being harder) and check the words against the numbers.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from lpos import checkpoints
+from lpos.analysis import embeddings as embedding_analysis
+from lpos.analysis import lengths, similarity, shuffle, timeline
+from lpos.analysis.heads import head_sentence
+from lpos.tokenizer import encode
+
+shipped = pytest.mark.skipif(not {"alibi", "learned", "none"} <= set(checkpoints.available()),
+                             reason="the shipped checkpoints are not installed")
+
+
+def load(name: str):
+    return checkpoints.load(name)
+
+
+def test_random_neighbour_distance_is_the_mean_distance_of_any_other_row():
+    for rows in (2, 20, 128):
+        pairs = [abs(i - j) for i in range(rows) for j in range(rows) if i != j]
+        assert similarity.random_neighbour_distance(rows) == pytest.approx(np.mean(pairs))
+    # and random rows do land there (the old text said "about 42" whatever the slider)
+    generator = np.random.default_rng(0)
+    measured = np.mean([similarity.mean_neighbour_distance(generator.standard_normal((20, 64))) for _ in range(20)])
+    assert measured == pytest.approx(7.0, abs=0.6)
+
+
+def test_neighbour_sentence_at_20_rows_names_those_rows_and_their_random_figure():
+    text = similarity.neighbour_sentence(3.8, 20)
+    assert "among positions 0–19" in text and "3.8 positions away" in text and "(about 7 for random rows)" in text
+    assert "42" not in text and "whole table" not in text
+    assert "(about 43 for random rows)" in similarity.neighbour_sentence(4.0, 128)
+    assert "1 most similar rows" in similarity.neighbour_sentence(1.0, 2)  # two rows: one neighbour each
+
+
+def test_repeat_sentence_counts_a_token_three_times(tiny_model):
+    model = tiny_model("learned")
+    ids = encode(" the dog and the cat and the man")
+    view = embedding_analysis.embedding_view(model, ids)
+    the = [r for r in embedding_analysis.repeated_tokens(view) if r.token == "␣the"][0]
+    assert the.occurrences == 3
+    text = embedding_analysis.repeat_sentence(the)
+    assert "occurs three times" in text and "twice" not in text and "first at positions 0 and 3" in text
+    two = [r for r in embedding_analysis.repeated_tokens(view) if r.token == "␣and"][0]
+    assert "occurs twice; at positions 2 and 5" in embedding_analysis.repeat_sentence(two)
+
+
+@pytest.mark.parametrize("text", ["The dog bit the man", "The dog bit the man."])
+def test_order_blind_sentence_names_the_pair_drawn_with_its_shared_last_token(tiny_model, text):
+    model = tiny_model("none")
+    ids = encode(text)
+    result = shuffle.shuffle_experiment(model, ids, shuffled=shuffle.shuffle_earlier(ids, seed=0))
+    said = shuffle.order_blind_sentence(result)
+    last = "␣man" if text.endswith("man") else "."
+    assert f"(both end in “{last}”)" in said and f"“{text}”" in said
+    assert result.order_blind and "cannot tell the two orders apart" in said
+    moved = float(re.search(r"moved by at most ([0-9.e+-]+)", said).group(1))
+    assert moved == pytest.approx(result.attention_change, rel=0.05) and moved < 1e-5
+    # the old notice's pair ends in different tokens: the first layer does see a difference there
+    swapped = shuffle.shuffle_experiment(model, encode("The dog bit the man"), shuffled=None)
+    assert swapped.shuffled[-1] == encode("The dog bit the man")[-1]
+
+
+def test_order_blind_sentence_says_so_when_the_first_layer_moves(tiny_model):
+    model = tiny_model("learned")
+    ids = encode("The dog bit the man.")
+    result = shuffle.shuffle_experiment(model, ids)
+    assert not result.order_blind and "tells the two orders apart" in shuffle.order_blind_sentence(result)
+
+
+@shipped
+def test_attention_sentence_at_step_0_is_read_from_the_snapshot():
+    alibi = timeline.timeline_of(load("alibi")[1])
+    said = timeline.attention_sentence(alibi, 0)  # ALiBi's bias is there before any update
+    assert said.startswith("At step 0 the heads do not spread their weight evenly")
+    assert "3.5, " in said and "puts at most 0.215 on one key" in said  # head 0 looks back 3.5 of 12.5
+    learned = timeline.timeline_of(load("learned")[1])
+    assert timeline.attention_sentence(learned, 0).startswith("At step 0 every head spreads its weight nearly evenly")
+    assert "do not spread" in timeline.attention_sentence(learned, len(learned) - 1)
+
+
+@shipped
+def test_head_sentence_shares_add_up_to_100_percent_on_the_default_sentence():
+    from lpos.analysis.attention import attention_maps  # noqa: PLC0415
+
+    model = load("learned")[0]
+    weights = attention_maps(model, encode("The dog bit the man"), layer=0)
+    for head in range(model.config.n_head):
+        said = head_sentence(np.asarray(weights), layer=1, head=head)
+        shares = [int(p) for p in re.findall(r"(\d+)% ", said)]
+        assert len(shares) == 4 and abs(sum(shares) - 100) <= 2, said  # rounding of four shares
+
+
+def test_curve_reading_compares_the_same_tokens_not_two_parts_of_the_text():
+    # a text whose later part is harder: the full-context loss climbs, but so do fresh windows
+    losses = np.r_[np.full(128, 3.9), np.full(200, 4.3)].astype(np.float32)
+    curve = lengths.LossCurve(losses=losses, rolling=losses, window=32, text_tokens=329, wall=None)
+    baseline = np.r_[np.full(128, 3.9), np.full(200, 4.35)].astype(np.float32)
+    said = lengths.curve_reading(curve, train_length=128, baseline=baseline)
+    assert "**4.30**" in said and "**4.35**" in said and "changes their loss by **-0.05**" in said
+    assert "+0.40" not in said  # the old reading: later tokens against earlier ones
+    assert "not a measure of extrapolation" in lengths.curve_reading(curve, train_length=128)
+
+
+@shipped
+def test_curve_reading_on_the_story_alibi_gains_past_the_training_length():
+    from lpos.corpus import story  # noqa: PLC0415
+
+    ids = encode(story())[:1024]
+    model = load("alibi")[0]
+    curve = lengths.loss_along_text(model, ids)
+    fresh = lengths.window_losses(model, ids, window=128)
+    assert len(fresh) == len(curve.losses) and np.allclose(fresh[:128], curve.losses[:128], atol=1e-5, equal_nan=True)
+    change = float(re.search(r"changes their loss by \*\*([+-][0-9.]+)\*\*",
+                             lengths.curve_reading(curve, train_length=128, baseline=fresh)).group(1))
+    assert change < 0  # the old reading said +0.36
+
+
+def test_wall_sentence_counts_the_tokens_kept():
+    curve = lengths.LossCurve(losses=np.ones(128, np.float32), rolling=np.ones(128, np.float32), window=32,
+                              text_tokens=1024, wall=128)
+    assert "the last 895 of the 1,024 tokens read here cannot be scored" in lengths.curve_reading(curve, train_length=128)
+
+
+def test_eval_scores_the_built_in_story_when_the_corpus_is_not_here():
+    from lpos.cli.training import eval_streams  # noqa: PLC0415
+    from lpos.corpus import story  # noqa: PLC0415
+
+    for meta in ({}, {"data_files": ["no-such-corpus-file.txt"]}):
+        streams, said = eval_streams(meta, None)
+        assert list(streams) == ["the built-in story"] and streams["the built-in story"].tolist() == encode(story())
+        assert "scoring the built-in story (story.txt" in said
+    assert "no-such-corpus-file.txt, which is not on this machine" in eval_streams({"data_files": ["no-such-corpus-file.txt"]}, None)[1]
+
+
+def test_eval_scores_a_one_story_file_whole_and_names_a_missing_one(tmp_path):
+    from lpos.cli.training import eval_streams  # noqa: PLC0415
+
+    one = tmp_path / "one.txt"
+    one.write_text("Once upon a time there was a dog. The dog bit the man.\n", encoding="utf-8")
+    streams, said = eval_streams({}, [str(one)])
+    assert list(streams) == ["all of one.txt"] and len(streams["all of one.txt"]) == len(encode(one.read_text().strip("\n")))
+    assert "scoring the whole of" in said
+    with pytest.raises(ValueError, match="missing.txt: no such file"):
+        eval_streams({}, [str(tmp_path / "missing.txt")])
+
+
+def test_a_missing_checkpoint_file_is_called_a_missing_file():
+    with pytest.raises(checkpoints.CheckpointError, match=r"^model\.pt: no such file or folder"):
+        checkpoints.load("model.pt")
+    with pytest.raises(checkpoints.CheckpointError, match="no checkpoint named 'alibii'"):
+        checkpoints.load("alibii")
+
+
+def test_card_keeps_the_measured_rebuild_line(tmp_path):
+    from lpos.cli.training import keep_rebuild_line  # noqa: PLC0415
+
+    old = tmp_path / "README.md"
+    old.write_text("x\nMachine: a\n`checkpoints/rebuild.sh` ran the five ... took 69.5 minutes of wall time.\n")
+    card, kept = keep_rebuild_line("# card\nMachine: b\n\n## Rebuild\n", old)
+    assert kept and card.splitlines()[2].endswith("took 69.5 minutes of wall time.")
+    fresh = "Machine: b\n`checkpoints/rebuild.sh` ran learned ... took 70.0 minutes\n"
+    assert keep_rebuild_line(fresh, old) == (fresh, False)  # a new measurement replaces the old one
