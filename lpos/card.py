@@ -13,6 +13,7 @@ from lpos.analysis.timeline import BAND_DISTANCES, table_structure
 from lpos.positions import SCHEMES
 
 REBUILD = "bash checkpoints/rebuild.sh ../shared/data/*.txt"
+COUNTS = {1: "One", 2: "Two", 3: "Three", 4: "Four", 5: "Five"}
 PREVIOUS_TOKENS, PREVIOUS_LOSSES = 1_024_000, "3.80 to 4.07"  # the models this recipe replaced, for comparison
 
 
@@ -170,7 +171,7 @@ def model_card(*, rebuild_seconds: float | None = None, rebuilt_models: int | No
     lines = [
         "# Shipped checkpoints: model card",
         "",
-        f"{len(shipped)} small GPTs, identical except for the position scheme, trained by `python -m lpos train` on",
+        f"{COUNTS.get(len(shipped), len(shipped))} small GPTs, identical except for the position scheme, trained by `python -m lpos train` on",
         "children's stories" + (f", and {', '.join(rows[len(shipped):])} (described below)" if len(rows) > len(shipped)
                                 else "") + ". Written by `python -m lpos card` from each file's own `meta`.",
         "",
@@ -234,7 +235,7 @@ def model_card(*, rebuild_seconds: float | None = None, rebuilt_models: int | No
         timed = rows[:rebuilt_models or len(rows)]  # the models that rebuild measured, in rebuild.sh's set
         lines.append(f"`checkpoints/rebuild.sh` ran {', '.join(timed)} as two one-thread lanes side by side and took "
                      f"{rebuild_seconds / 60:.1f} minutes of wall time; each run's own training time is in the table."
-                     + (f" {', '.join(rows[len(timed):])} trained after that measurement, on its own."
+                     + (f" {', '.join(rows[len(timed):])} trained after that measurement (its section below says how)."
                         if len(timed) < len(rows) else ""))
     lines += short_window_section(metas, rows)
     lines += _schedule(metas, shipped)

@@ -1,8 +1,8 @@
 """Embeddings: the sentence's token rows, position rows and their sum."""
 import streamlit as st
 
-from lpos.analysis.embeddings import lookalike_tokens, never_seen, repeated_tokens, rows_frame
-from lpos.figures.embeddings import NEVER_SEEN
+from lpos.analysis.embeddings import lookalike_tokens, never_seen, position_share, repeated_tokens, rows_frame
+from lpos.figures.embeddings import NEVER_SEEN, PANEL_NAMES, heatmaps_title
 from lpos.ui import embeddings
 from lpos.ui.guards import usable_ids
 from lpos.ui.text import literal
@@ -34,8 +34,8 @@ if not selection.model.trained:
     st.caption("Untrained model: no training counts, every row is its random initial value. "
                "Pick a trained model in the sidebar to see how often each token occurs in its training text.")
 elif view.counts[0] is None:
-    st.caption("This checkpoint carries no per-token training counts, so the chips show text and id only. "
-               "The shipped models have them.")
+    st.caption("This checkpoint carries no per-token training counts: how often each token was trained on is not known "
+               "for this model, so the chips show text and id only. The shipped models have them.")
 elif unseen:
     named = ", ".join(f"“{literal(view.tokens[p])}” (position {p})" for p in unseen[:10])
     st.caption(f"Red chips, {NEVER_SEEN}: {named}"
@@ -70,15 +70,22 @@ if not repeats:
         st.info("No token occurs twice in this sentence. Try “The dog saw the cat and the man”.")
 
 st.subheader("The three tables")
-st.plotly_chart(heatmaps, key="heatmaps")
+st.markdown(f"**{heatmaps_title(view, scheme=selection.model.model.config.position)}**")
+panels = embeddings.embedding_panel_figures(selection.model, ids)
+for column, name, panel in zip(st.columns(3, gap="small"), PANEL_NAMES, panels):
+    column.plotly_chart(panel, key=f"heatmaps_{name.split()[0]}")  # side by side; stacked on a phone
 if view.position_rows is None:
     st.caption(f"With {selection.scheme!r} the summed rows are the token rows: nothing here says where a token sits, "
                "so a repeated token gets the same row at every position.")
     page, label, icon = WHERE_IT_ACTS[selection.scheme]
     st.page_link(page, label=label, icon=icon)
 else:
+    share = position_share(view)
+    faint = (f" Here the position rows reach only {share:.0%} of the scale's end, so they are nearly white: "
+             "small next to the token rows, yet they are what tells positions apart."
+             if share is not None and share < 0.25 else "")
     st.caption("One colour scale for all three panels: read a row across to see the position row shift the token "
-               "row. Hover any cell for its value.")
+               "row. Hover any cell for its value." + faint)
 
 with st.expander("The raw numbers", icon=":material/table:"):
     frame = rows_frame(view)

@@ -2,7 +2,7 @@
 import streamlit as st
 
 from lpos import ui
-from lpos.analysis.lengths import curve_reading, length_reading, training_length
+from lpos.analysis.lengths import curve_reading, length_reading, output_count, training_length, uniform_guess_sentence
 from lpos.corpus import story
 from lpos.positions import SCHEMES
 from lpos.ui import coverage, lengths
@@ -92,7 +92,8 @@ def live() -> None:
     reading_column.markdown(curve_reading(curve, train_length=trained_at,
                                           baseline=lengths.window_baseline(model, ids, window=trained_at)))
     if not model.trained:
-        reading_column.caption("An untrained model guesses uniformly, so its loss sits near ln(50,257) ≈ 10.8 "
+        reading_column.caption(f"An untrained model guesses uniformly over its {output_count(model.model):,} tokens, so its "
+                               f"loss sits near {uniform_guess_sentence(model.model)} "
                                "everywhere: pick a trained model to see a scheme fail.")
 
 

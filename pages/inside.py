@@ -3,6 +3,7 @@ import streamlit as st
 
 from lpos import ui
 from lpos.analysis.heads import DOMINANT_SHARE, LOCAL_FRACTION, heads_reading
+from lpos.analysis.lengths import output_count, uniform_guess_sentence
 from lpos.analysis.probes import PENALTIES
 from lpos.analysis.streaming import SINK_TOKENS, WINDOWS, sink_reading, sink_summary
 from lpos.figures.inside import distance_profile_figure, sink_gain_figure, streaming_figure
@@ -21,11 +22,15 @@ st.caption("The other pages show position going in: rows added, queries rotated,
            "whether the models lean on the first token as an attention sink. All of it runs on held-out text, not "
            "the sidebar sentence: a probe needs thousands of tokens.")
 
-offered = inside.texts()
+offered, dropped = inside.texts_for(selection.model)  # encoded with the model's own tokenizer
 source = st.radio("Text", list(offered), key="inside_text", horizontal=True,
                   help="Stories no model was trained on: the app's own story, and the held-out stories of the "
                        "training corpus (the text the model cards' losses are measured on) when it is on this machine.")
 chosen = offered[source]
+if dropped[source]:
+    st.caption(f"{dropped[source]:,} character{'s' if dropped[source] != 1 else ''} of this text "
+               f"{'are' if dropped[source] != 1 else 'is'} not in {selection.model.tokenizer.name} and "
+               f"{'were' if dropped[source] != 1 else 'was'} left out.")
 models = scheme_models(selection)
 sidebar_model = next(m for m in models if m.scheme == selection.scheme)
 
@@ -33,6 +38,7 @@ where, portraits_tab, sink_tab = st.tabs(["Where position lives", "Head portrait
                                          key="inside_tab", on_change="rerun")
 
 
+@st.fragment
 def where_position_lives() -> None:
     try:
         view = inside.probe_view(selection, chosen)
@@ -111,7 +117,8 @@ def sink_tested() -> None:
         for line in sink_reading({selection.scheme: sink_summary(mine)}, window=window)[:1]:
             right.markdown(f"- {line}")
         if not selection.model.trained:
-            right.caption("An untrained model's loss sits near ln(50,257) ≈ 10.8 whatever it reads: a difference here "
+            right.caption(f"An untrained model's loss sits near {uniform_guess_sentence(selection.model.model)}, an even "
+                          f"guess over its {output_count(selection.model.model):,} tokens, whatever it reads: a difference here "
                           "comes from random weights, not from anything learned. Pick a shipped model in the sidebar.")
     every = st.expander("Every scheme: which one does the sink help?", key="inside_every_scheme", on_change="rerun",
                         icon=":material/compare_arrows:")

@@ -66,7 +66,7 @@ def step_view() -> None:
             with st.container(key=f"lesson_figure_{step}"):
                 st.html(fig)
         else:
-            st.plotly_chart(fig, key=f"lesson_figure_{step}")
+            st.plotly_chart(lesson.presenter_figure(fig) if presenter else fig, key=f"lesson_figure_{step}")
         if measured:
             st.markdown(measured)
     st.info(f"**What to notice.** {current.notice}", icon=":material/visibility:")

@@ -128,7 +128,7 @@ def looks(models: list, results: list) -> None:
             column.info(f"{model.scheme} · {model.label} has {model.model.config.n_head} heads (0 to "
                         f"{model.model.config.n_head - 1}): it has no head {head}.", icon=":material/info:")
             continue
-        column.plotly_chart(attention_bars(result, head=head), key=f"shuffle_bars_{model.scheme}")
+        column.plotly_chart(attention_bars(result, head=head, tokenizer=model.tokenizer), key=f"shuffle_bars_{model.scheme}")
         column.caption(f"{model.scheme} · {model.label}. Each token keeps its colour.\n\n"
                        + ("Without positions each weight travels with its token: same heights, new places."
                           if model.scheme == "none" else "With positions the weights change, not only their places.")

@@ -5,7 +5,7 @@ from lpos import ui
 from lpos.analysis.embeddings import token_counts
 from lpos.analysis.similarity import nearest_positions, neighbour_sentence, position_rows
 from lpos.positions import scheme_info
-from lpos.tokenizer import encode, token_strings, visible
+from lpos.tokenizer import visible
 from lpos.ui import coverage, embeddings, similarity
 
 NEAREST_POSITIONS = 10  # rows listed for "nearest positions of position"
@@ -72,9 +72,10 @@ def positions() -> None:
             rows_never_trained(length)
     elif config.position == "rope":
         head_dim = config.n_embd // config.n_head
-        kernel_map, kernel_line = similarity.rope_kernel(length, head_dim)
+        kernel_map, kernel_line = similarity.rope_kernel(length, head_dim, base=config.rope_base)
         st.plotly_chart(kernel_map, key="sim_positions")
-        st.caption("RoPE adds no rows. Its counterpart: one vector rotated to positions m and n, compared by cosine.\n"
+        st.caption(f"RoPE adds no rows. Its counterpart: one vector rotated to positions m and n (base "
+                   f"{config.rope_base:,g}, this model's), compared by cosine.\n"
                    "Every diagonal is constant: the kernel depends on m − n only.")
         st.plotly_chart(kernel_line, key="sim_kernel")
         st.caption("The same kernel as a line: 1 at distance 0, then a decaying wobble.\n"
@@ -116,7 +117,8 @@ def positions() -> None:
 positions()
 
 ids = ui.usable_ids(selection)
-tokens = [visible(t) for t in token_strings(ids)]
+tokenizer = selection.model.tokenizer  # the model's own: a character model's chips are characters
+tokens = [visible(t) for t in tokenizer.token_strings(ids)]
 view = embeddings.embedding_view(selection.model, ids)
 
 
@@ -141,11 +143,15 @@ def neighbours() -> None:
     typed = left.text_input("Type a word (its first token is used), or leave empty to pick from your sentence",
                             key="sim_word", max_chars=100)
     k = right.slider("How many", min_value=1, max_value=50, value=10, key="sim_k")
-    typed_ids = encode(typed) if typed.strip() else []
+    typed_ids, dropped = tokenizer.encode_known(typed) if typed.strip() else ([], 0)
+    if dropped:
+        st.caption(f"{dropped} character{'s' if dropped != 1 else ''} of that text {'are' if dropped != 1 else 'is'} "
+                   f"not in {tokenizer.name} and {'were' if dropped != 1 else 'was'} left out"
+                   + ("." if typed_ids else "; picking from your sentence instead."))
     if typed_ids:
         token_id = typed_ids[0]
         if len(typed_ids) > 1:
-            st.caption(f"That text is {len(typed_ids)} tokens; showing the first, “{visible(token_strings(typed_ids[:1])[0])}”.")
+            st.caption(f"That text is {len(typed_ids)} tokens; showing the first, “{visible(tokenizer.token_strings(typed_ids[:1])[0])}”.")
     else:
         # keyed by the sentence: a new sentence gets a new box, so its label cannot keep the old sentence's token
         position = st.selectbox("Token from your sentence", range(len(ids)),
@@ -157,13 +163,14 @@ def neighbours() -> None:
     if not selection.model.trained:
         st.warning("Untrained model: every token row is still random, so these neighbours are random too.", icon=":material/casino:")
     elif counts is None:
-        st.caption("This model has no training counts.")
+        st.caption("This model has no training counts: how often each token was trained on is not known for this model.")
     elif counts.get(token_id, 0) == 0:
-        st.warning(f"“{visible(token_strings([token_id])[0])}” was never seen in training: its row is still random, "
+        st.warning(f"“{visible(tokenizer.token_strings([token_id])[0])}” was never seen in training: its row is still random, "
                    "so its neighbours mean nothing.", icon=":material/casino:")
-    st.caption("Search runs over all rows of the token table. “count” is how often the token occurs in the training "
-               "stories; training drew random windows from them, so a rare token may never have been in a batch.\n"
-               "Rows of tokens that never occur (count 0) are still their random initial rows, so they turn up by chance.")
+    st.caption(f"Search runs over all {tokenizer.vocab_size:,} tokens of {tokenizer.name}, the model's vocabulary."
+               + (" “count” is how often the token occurs in the training stories; training drew random windows from "
+                  "them, so a rare token may never have been in a batch.\nRows of tokens that never occur (count 0) are "
+                  "still their random initial rows, so they turn up by chance." if counts is not None else ""))
 
 
 token_map()

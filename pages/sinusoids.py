@@ -3,6 +3,7 @@ import streamlit as st
 
 from lpos import ui
 from lpos.model import SINUSOID_SCALE
+from lpos.analysis import sinusoids as sinusoid_words
 from lpos.ui import sinusoids
 
 selection = ui.selection()
@@ -20,7 +21,7 @@ def explorer() -> None:
     width = left.slider("Width (columns, even)", min_value=8, max_value=1024, value=128, step=2, key="sin_width")
     length = middle.slider("Length (positions)", min_value=1, max_value=4096, value=128, key="sin_length")
     base = right.number_input("Base", min_value=2.0, max_value=1e9, value=10000.0, step=1000.0, key="sin_base",
-                              help="10000 in the original paper: sets the slowest wavelength, about 2π·base positions.")
+                              help=sinusoid_words.base_help(width, base=st.session_state.get("sin_base", 10000.0)))
 
     st.subheader("The table")
     table, row_block = sinusoids.sinusoid_table(length, width, float(base),
@@ -38,15 +39,16 @@ def explorer() -> None:
     if pairs:
         st.plotly_chart(sinusoids.sinusoid_bands(length, width, tuple(pairs), float(base)), key="sin_bands")
         st.caption("Each pair is a clock hand turning at its own speed: sin is one coordinate, cos the other.\n"
-                   "Low pairs wrap around within a few positions; high pairs have barely started after the whole length.")
+                   + sinusoid_words.bands_sentence(length, width, pairs=pairs, base=float(base)))
     else:
         st.info("Pick at least one column pair above to draw its sin and cos.")
     waves, slowest = sinusoids.sinusoid_wavelengths(width, float(base))
+    head_columns = selection.model.model.config.n_embd // selection.model.model.config.n_head
     st.plotly_chart(waves, key="sin_wavelengths")
     st.caption(f"Pair 0 repeats every 2π ≈ 6.28 positions; the last pair every {slowest:,.0f} "
                "positions (2π·base^((width−2)/width)).\nThe wavelengths are evenly spaced on a log scale: a geometric sequence. "
-               "RoPE turns its pairs by the same wavelengths; [Stretching the context](stretch) shows how scaling "
-               "methods move them past a training length.")
+               + sinusoid_words.rope_sentence(width, head_columns, base=float(base))
+               + " [Stretching the context](stretch) shows how scaling methods move them past a training length.")
     distance(width, float(base))
 
 

@@ -1,32 +1,38 @@
-"""Stretching the context: RoPE scaling (PI, NTK-aware, YaRN) measured on the shipped model,
-writing past the training length, and "absolute vs relative" as a shift of every position."""
+"""Stretching the context: RoPE scaling (PI, NTK-aware, YaRN) measured on the selected RoPE model
+(a Llama, say) or else the shipped one, writing past the training length, and "absolute vs relative" as a shift of every position."""
 import pandas as pd
 import streamlit as st
 
 from lpos import checkpoints, ui
 from lpos.analysis import generate, stretch
+from lpos.analysis.lengths import output_count
 from lpos.positions import SCHEMES
 from lpos.tokenizer import encode
 from lpos.ui import stretch as views
-from lpos.ui.models import label
+from lpos.ui.models import label, load_offered
 from lpos.ui.selection import MAX_TOKENS, scheme_models
 
 PAPERS = ("Chen et al. (2023), [Position Interpolation](https://arxiv.org/abs/2306.15595); bloc97 (2023), NTK-aware "
           "scaling; Peng et al. (2023), [YaRN](https://arxiv.org/abs/2309.00071).")
 
 selection = ui.selection()
+rope = views.rope_model(selection.model)
 st.title("Stretching the context")
-st.caption("The shipped RoPE model was trained on 128-token windows. Three published methods rescale its rotations so "
+trained_on = (f"{rope.label} was trained on {views.rope_length(rope):,}-token windows (RoPE base "
+              f"{rope.model.config.rope_base:,g})" if rope is not None else "A RoPE model is trained on windows of one length")
+st.caption(f"{trained_on}. Three published methods rescale its rotations so "
            "that longer text lands on angles it has seen. Position Interpolation and YaRN are published with a short "
            "fine-tune at the longer length; NTK-aware scaling was proposed without one. This page applies all three "
            f"without any fine-tuning and measures them on the real model, not drawn from formulas. {PAPERS}")
 
 
-def loss_panel(text: str, factor: int, train_length: int) -> None:
-    view = views.loss_view(factor, text=text, train_length=train_length)
+def loss_panel(text: str, factor: int) -> None:
+    view = views.loss_view(rope, factor, text=text)
     if view is None:
-        st.info("The held-out stream needs the training corpus (shared/data), which is not on this machine.",
-                icon=":material/info:")
+        st.info("The held-out stream needs the training corpus (shared/data) and a model that reads its GPT-2 tokens; "
+                "neither holds here." if text != views.STORY else
+                f"The built-in story is shorter than {stretch.CHUNK + 1:,} of this model's tokens, so there is no "
+                "chunk to score.", icon=":material/info:")
         return
     figure, reading = view
     plot_column, reading_column = st.columns([3, 2])
@@ -36,21 +42,31 @@ def loss_panel(text: str, factor: int, train_length: int) -> None:
 
 @st.fragment
 def scaling_sections() -> None:
-    if views.shipped("rope") is None:
-        st.info("No shipped RoPE checkpoint is installed yet (checkpoints/rope.pt), so there is nothing to rescale. "
-                "Sections 4 and 5 below work with whatever is installed.", icon=":material/hourglass_empty:")
+    if rope is None:
+        st.info("No shipped RoPE checkpoint is installed yet (checkpoints/rope.pt), and the selected model is not a "
+                "trained RoPE model, so there is nothing to rescale. Sections 4 and 5 below work with whatever is "
+                "installed.", icon=":material/hourglass_empty:")
         return
-    train_length = views.train_length_of("rope")
+    train_length, config = views.rope_length(rope), rope.model.config
+    st.markdown(f"Sections 1 to 3 rescale **{rope.label}**" + (
+        "" if rope.key == selection.model.key else
+        " (the selected model is not a trained RoPE model)") + ": pick another RoPE model in the sidebar to rescale it.")
     factor = st.radio("Scaling factor (target length ÷ training length)", [2, 4, 8], index=1, horizontal=True,
                       key="stretch_factor", format_func=lambda f: f"×{f} ({f * train_length:,} tokens)")
 
     st.subheader("1. Loss against evaluation length")
-    loss_panel(views.STORY, factor, train_length)
+    measured = train_length < stretch.CHUNK  # every text is read in chunks of 1,024 tokens
+    if not measured:
+        st.info(f"This model was trained on {train_length:,} tokens, at least the {stretch.CHUNK:,} this page reads, so "
+                "sections 1 and 3 would measure nothing past its training length; section 2 holds for any length.",
+                icon=":material/info:")
+    else:
+        loss_panel(views.STORY, factor)
     held_out = st.expander(f"The same on the held-out stream: {stretch.EVAL_CHUNKS} × 1,024 tokens of the stories "
                            "held out from training", key="stretch_held_out_open", on_change="rerun")
-    if held_out.open:  # closed, it computes nothing: opening it reruns this fragment
+    if held_out.open and measured:  # closed, it computes nothing: opening it reruns this fragment
         with held_out:
-            loss_panel(views.HELD_OUT, factor, train_length)
+            loss_panel(views.HELD_OUT, factor)
     st.caption("Each text is cut into chunks of 1,024 tokens and every chunk into windows of L tokens, so every length "
                "scores the same predictions and a line moves only because the model reads more context. These are the "
                "methods without their fine-tune: what a short fine-tune at the longer length would change is not "
@@ -58,24 +74,25 @@ def scaling_sections() -> None:
                "extrapolation).")
 
     st.subheader("2. Which pairs turn fully inside the training window")
-    model, _ = views.shipped("rope")
-    head = model.config.n_embd // model.config.n_head
-    figure, reading = views.wavelength_view(head, factor=factor, train_length=train_length)
+    head = config.n_embd // config.n_head
+    figure, reading = views.wavelength_view(head, factor=factor, train_length=train_length, base=config.rope_base)
     st.plotly_chart(figure, key="stretch_wavelengths")
     st.markdown(reading)
     st.caption(f"Each head has {head} columns, so {head // 2} pairs. PI divides every frequency by the factor (every "
                "wavelength ×factor); NTK-aware raises the base, so fast pairs barely move and only the slowest is "
                "divided by the full factor; YaRN leaves pairs that turn 32 or more times alone, interpolates those "
                "turning less than once, with a ramp between (its boundaries floored and ceiled as in the reference "
-               "code, which is why pair 0 is left alone at about 20 turns).")
+               "code" + (", which is why pair 0 is left alone at about 20 turns)." if rope.key == "rope" else ")."))
     st.page_link("pages/sinusoids.py", label="The same wavelengths for the sinusoidal table", icon=":material/waves:")
 
+    if not measured:
+        return
     st.subheader("3. What goes wrong past the wall")
     left, right = st.columns(2)
-    layer = left.selectbox("Layer", range(model.config.n_layer), key="stretch_layer", format_func=lambda i: str(i + 1))
+    layer = left.selectbox("Layer", range(config.n_layer), key="stretch_layer", format_func=lambda i: str(i + 1))
     measure = right.radio("Measure", ["max_logit", "entropy"], horizontal=True, key="stretch_measure",
                           format_func={"max_logit": "largest attention logit", "entropy": "attention entropy"}.get)
-    figure, reading = views.attention_view(factor, layer=layer, measure=measure, train_length=train_length)
+    figure, reading = views.attention_view(rope, factor, layer=layer, measure=measure)
     st.plotly_chart(figure, key="stretch_attention")
     st.markdown(reading)
     st.caption("The first 1,024 tokens of the built-in story, one forward per method; the largest logit is over heads "
@@ -97,7 +114,10 @@ def write_past_the_wall() -> None:
     tokens = columns[0].slider("New tokens", 16, generate.MAX_NEW_TOKENS, 256, step=16, key="stretch_tokens")
     greedy = columns[1].toggle("Greedy", key="stretch_greedy", help="Always the most likely token (temperature 0).")
     temperature = columns[2].slider("Temperature", 0.1, 2.0, 0.8, step=0.1, key="stretch_temperature", disabled=greedy)
-    top_k = columns[3].number_input("Top-k", 1, 50257, 40, key="stretch_top_k", disabled=greedy)
+    vocabulary = min(output_count(load_offered(name)[0]) for name in names)  # the writers' own outputs, never assumed
+    top_k = columns[3].number_input("Top-k", 1, vocabulary, min(40, vocabulary), key="stretch_top_k", disabled=greedy,
+                                    help=f"Sample among the k likeliest tokens; at most {vocabulary:,}, the tokens these "
+                                         "models can write.")
     seed = columns[4].number_input("Seed", 0, 2**31 - 1, 0, key="stretch_seed", disabled=greedy)
     write_column, stop_column, _ = st.columns([1, 1, 5])
     start = write_column.button("Write", key="stretch_write", type="primary", icon=":material/edit:")

@@ -59,7 +59,8 @@ def step_view() -> None:
     st.subheader("Nearest tokens of a probe word")
     word = st.selectbox("Probe word", timeline.probe_words, key="timeline_word")
     left, right = st.columns([1, 2])
-    left.dataframe(neighbours_at(timeline, word, index), hide_index=True, key="timeline_neighbours")
+    left.dataframe(neighbours_at(timeline, word, index, tokenizer=selection.model.tokenizer), hide_index=True,
+                   key="timeline_neighbours")
     left.caption(f"By cosine of token rows, among the tokens the model was trained on, at step {step}. "
                  "At step 0 the neighbours are random; related words move together as training goes on.")
     repeated = found.repeated

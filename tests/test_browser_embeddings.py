@@ -16,9 +16,9 @@ CHIPS = ".st-key-chips"  # the keyed container the token chips' HTML is drawn in
 
 
 def heatmaps_title(page) -> str:
-    charts = page.locator(CHARTS)
-    assert charts.count() == 1  # the heatmaps; the token chips are HTML
-    return charts.nth(0).text_content()
+    """The three tables' title line, over three charts (side by side; a phone stacks them)."""
+    assert page.locator(CHARTS).count() == 3  # token, position, summed rows; the token chips are HTML
+    return page.get_by_text(re.compile(r"^Token rows \+ position rows = summed rows")).text_content()
 
 
 def url_state(url: str) -> dict:
@@ -56,11 +56,12 @@ def test_type_switch_scheme_and_share_the_link(running_app, page, browser, tmp_p
     run_and_wait(page, page.get_by_role("option", name=re.compile(r"^sinusoidal")).click)
     assert "sinusoidal, 8 tokens" in heatmaps_title(page)
 
-    heatmaps = page.locator(CHARTS).nth(0)
+    heatmaps = page.locator(CHARTS)
     chip_texts = page.locator(f"{CHIPS} .lpos-chip-text").all_text_contents()
     assert len(chip_texts) == 8 and sum(t.startswith("␣the") for t in chip_texts) == 2
     assert heatmaps.locator("g.hm image").count() == 3  # token, position and summed rows
-    assert "sinusoidal, 8 tokens" in heatmaps.text_content()
+    assert [heatmaps.nth(i).locator(".gtitle").text_content() for i in range(3)] == \
+        ["token rows", "+ position rows", "= summed rows (input to block 1)"]
     assert page.get_by_text("at positions 3 and 6").count() == 1
 
     model = "sinusoidal" if "sinusoidal" in checkpoints.available() else "untrained"

@@ -28,7 +28,10 @@ def start_class(teacher, url: str) -> str:
     run_and_wait(teacher, teacher.get_by_role("button", name="Start a live class").click)
     code = teacher.locator(".st-key-live_class_code h1").inner_text().strip()
     assert len(code) == 9 and code[4] == "-", code
-    return code.replace("-", "")
+    code = code.replace("-", "")
+    link = teacher.locator("code").filter(has_text="?class=").inner_text().strip()
+    assert link == f"{url}/lesson?class={code}", link  # the link students open, as shown
+    return code
 
 
 def runs(page) -> int:

@@ -341,3 +341,18 @@ def test_every_page_draws_with_a_character_model(tmp_path, monkeypatch):
         at.switch_page(f"pages/{page.name}").run()
         assert not at.exception, (page.name, [e.value for e in at.exception])
         assert at.title and at.title[0].value, page.name
+
+
+def test_upload_a_model_with_its_tokenizer(tmp_path):
+    from test_upload import FakeUpload
+
+    from lpos.ui import upload
+
+    buffer = tmp_path / "lecture.pt"
+    torch.save(lecture_weights(vocab=V), buffer)
+    model_file = FakeUpload("lecture.pt", buffer.read_bytes())
+    with pytest.raises(NeedsTokenizer, match="give nanoGPT's meta.pkl"):  # the box then asks for it
+        upload.load_upload([model_file])
+    result = upload.load_upload([model_file, FakeUpload("input.txt", TEXT.encode())])
+    assert result.meta["tokenizer"].encode("Speak") == [CHARS.index(ch) for ch in "Speak"]
+    assert f"tokenizer: characters of input.txt ({V}), {V} tokens" in result.summary

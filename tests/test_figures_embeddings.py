@@ -217,3 +217,28 @@ def test_no_tokens_draws_a_title_and_no_chips():
     chips = read_chips(token_chips_html(handmade_view([])))
     assert chips.title.startswith("0 tokens: ") and chips.chips == []
     assert unsafe_markup(chips) == []
+
+
+def test_the_page_panels_are_three_figures_on_one_scale_each_readable_alone():
+    """Three figures a phone can stack (one figure of three subplots overprinted its titles at 400 px)."""
+    from lpos.figures.embeddings import embedding_panels
+
+    view = handmade_view(["A", "␣cat", "␣sat"])
+    panels = embedding_panels(view, scheme="learned")
+    assert [p.layout.title.text for p in panels] == ["token rows", "+ position rows", "= summed rows (input to block 1)"]
+    traces = [t for p in panels for t in heatmaps_of(p)]
+    limit = float(np.abs(view.summed_rows).max())
+    assert {(t.zmin, t.zmax) for t in traces} == {(-limit, limit)}
+    assert [t.showscale for t in traces] == [False, False, True]
+    assert all(list(p.layout.yaxis.ticktext) == ["0 A", "1 ␣cat", "2 ␣sat"] for p in panels)  # labels on each
+    assert all(tuple(p.layout.xaxis.range) == (-0.5, 3.5) for p in panels)  # the data, no padding
+    empty = embedding_panels(handmade_view(["A", "B"], positions=False), scheme="rope")[1]
+    assert not empty.data and "RoPE adds nothing" in empty.layout.annotations[0].text
+
+
+def test_position_share_is_the_position_rows_part_of_the_scale():
+    from lpos.analysis.embeddings import position_share
+
+    view = handmade_view(["A", "B"])  # token rows -0.5..0.2, position rows 0.25, sums up to 0.45
+    assert position_share(view) == pytest.approx(0.25 / 0.5)
+    assert position_share(handmade_view(["A", "B"], positions=False)) is None

@@ -111,3 +111,17 @@ def test_rope_figures():
     flat = offset_scores_figure(attention.offset_scores(vector, vector, offsets=[0, 2], length=10))
     assert [t.name for t in flat.data] == ["m − n = 0", "m − n = 2"]
     assert np.ptp(flat.data[1].y) < 1e-9
+
+
+def test_square_maps_shrink_their_panel_instead_of_padding_the_axes():
+    """scaleanchor alone padded the position axes to impossible positions (-200..300 on Similarity,
+    -50..180 on the timeline); constrain="domain" keeps each axis on the data."""
+    from lpos.figures.timeline import _square
+    import plotly.graph_objects as go
+
+    fig = similarity_heatmaps([similarity.similarity_map(sinusoidal_table(20, 8), title="a")] * 2, axis_title="position")
+    assert [fig.layout[f"{a}axis{i}"].constrain for i in ("", "2") for a in "xy"] == ["domain"] * 4
+    square = go.Figure()
+    _square(square, 128)
+    assert tuple(square.layout.xaxis.range) == (-0.5, 127.5) and tuple(square.layout.yaxis.range) == (127.5, -0.5)
+    assert square.layout.yaxis.constrain == square.layout.xaxis.constrain == "domain"

@@ -62,3 +62,26 @@ def test_presenter_mode_is_in_the_url_and_can_be_left():
     at.button(key="leave_presenter").click().run()
     assert "presenter" not in at.query_params
     assert at.title
+
+
+def test_presenter_mode_enlarges_the_figure_text_too():
+    """The prose grew to 1.55rem but figure labels stayed 10-12 px (step 10's "." and "," nearly invisible)."""
+    import json
+
+    normal = json.loads(app_test(page="pages/lesson.py", step="10").get("plotly_chart")[0].proto.spec)
+    big = json.loads(app_test(page="pages/lesson.py", step="10", presenter="1").get("plotly_chart")[0].proto.spec)
+    assert normal["layout"].get("font", {}).get("size", 12) == 12 and big["layout"]["font"]["size"] == 18
+
+
+def test_presenter_figure_scales_every_explicit_font_and_keeps_the_original():
+    import plotly.graph_objects as go
+
+    from lpos.ui.lesson import presenter_figure
+
+    fig = go.Figure(go.Bar(x=[".", ","], y=[1, 2], text=[".", ","], textfont=dict(size=10)))
+    fig.update_layout(xaxis_tickfont_size=11)
+    fig.add_annotation(text="note", font=dict(size=13))
+    big = presenter_figure(fig)
+    assert (big.layout.font.size, big.data[0].textfont.size, big.layout.xaxis.tickfont.size,
+            big.layout.annotations[0].font.size) == (18, 15, 16.5, 19.5)
+    assert fig.layout.font.size is None and fig.data[0].textfont.size == 10  # the cached figure is untouched

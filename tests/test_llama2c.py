@@ -166,3 +166,29 @@ def test_convert_writes_a_llama_with_its_tokenizer_and_logits(tmp_path, capsys):
     model, meta = checkpoints.load(tmp_path / "stories.pt")
     assert meta["tokenizer"].vocab_size == VOCAB_FOR_SP and meta["training_length"] == MAX_SEQ_LEN
     torch.testing.assert_close(lpos_logits(model, IDS), reference_logits(reference, IDS), atol=1e-4, rtol=1e-4)
+
+
+def test_tokenizer_model_beside_a_ckpt_pt_is_found(tmp_path):
+    sentencepiece = pytest.importorskip("sentencepiece")
+    text = tmp_path / "text.txt"
+    text.write_text("The cat sat on the warm mat and looked at the birds in the tree.\n" * 40)
+    sentencepiece.SentencePieceTrainer.train(input=str(text), model_prefix=str(tmp_path / "tokenizer"),
+                                             vocab_size=VOCAB_FOR_SP, model_type="bpe")
+    reference = reference_llama(kv_heads=2, tied=False, seed=10)
+    weights, args = llama2c_weights(reference)
+    torch.save({"model": weights, "model_args": args, "iter_num": 10}, tmp_path / "ckpt.pt")
+    model, meta = checkpoints.load(tmp_path / "ckpt.pt")
+    assert meta["tokenizer"].vocab_size == VOCAB_FOR_SP == model.config.vocab_size
+    (tmp_path / "tokenizer.model").unlink()
+    with pytest.raises(CheckpointError, match="tokenizer"):  # the same file alone: its vocabulary is not GPT-2's
+        checkpoints.load(tmp_path / "ckpt.pt")
+
+
+def test_a_model_bin_in_the_shared_folder_is_offered(tmp_path, monkeypatch):
+    from lpos.ui.models import label, offered, shared_dir_files
+
+    weights, args = llama2c_weights(reference_llama(seed=11))
+    write_model_bin(tmp_path / "stories.bin", weights, args, version=0, shared=True)
+    monkeypatch.setenv("LPOS_CHECKPOINT_DIR", str(tmp_path))
+    assert shared_dir_files() == {"dir:stories.bin": tmp_path / "stories.bin"}
+    assert "dir:stories.bin" in offered() and label("dir:stories.bin") == "stories.bin (shared folder)"

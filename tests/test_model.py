@@ -270,8 +270,10 @@ def test_config_is_frozen_and_validated():
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.position = "rope"
     assert dataclasses.replace(config, position="rope").position == "rope"
-    with pytest.raises(ValueError, match="unknown activation 'relu'"):
-        GPTConfig(activation="relu")
+    with pytest.raises(ValueError, match="unknown activation 'swish'; choose 'gelu', 'gelu_tanh' or 'relu'"):
+        GPTConfig(activation="swish")
+    with pytest.raises(ValueError, match="head_bias needs an untied head"):
+        GPTConfig(head_bias=True)
     with pytest.raises(ValueError, match="unknown position scheme 'absolute'"):
         GPTConfig(position="absolute")
     with pytest.raises(ValueError, match="divisible"):

@@ -4,8 +4,10 @@ the Training timeline's split band and the Lesson's step on the table's limits, 
 checked against the analysis it is written from, for more than one slider value."""
 from __future__ import annotations
 
+import base64
 import json
 
+import numpy as np
 import pytest
 
 from conftest import app_test
@@ -21,6 +23,13 @@ def charts(at) -> dict[str, dict]:
     return {c.proto.id.rsplit("-", 1)[-1]: json.loads(c.proto.spec) for c in at.get("plotly_chart")}
 
 
+def values(data) -> np.ndarray:
+    """A Plotly array from a chart's JSON: a list, or {"dtype", "bdata"} (base64 of the raw values)."""
+    if isinstance(data, dict):
+        return np.frombuffer(base64.b64decode(data["bdata"]), dtype=data["dtype"])
+    return np.asarray(data)
+
+
 def text_of(at) -> str:
     return " ".join([m.value for m in at.markdown] + [c.value for c in at.caption])
 
@@ -32,7 +41,7 @@ def drift():
 
 
 def test_the_model_box_says_what_it_is():
-    at = app_test(scheme="learned", model=SHORT)
+    at = app_test(page="pages/similarity.py", scheme="learned", model=SHORT)
     assert not at.exception
     box = at.selectbox(key="model")
     assert box.value == SHORT and at.selectbox(key="scheme").value == "learned"
@@ -57,7 +66,7 @@ def test_similarity_shows_rows_never_trained(drift):
     assert "never read in training" not in text and "**Rows 0–19**, read in every training batch" in text
     assert "The slider shows 20 rows: raise it past 32 to see the rows that never trained." in text
     figure = charts(at)["sim_coverage"]
-    assert max(max(t["x"]) for t in figure["data"]) == 19
+    assert max(values(t["x"]).max() for t in figure["data"]) == 19
 
 
 def test_similarity_of_the_full_window_model_points_to_it():
@@ -74,7 +83,7 @@ def test_extrapolation_compares_loss_by_position(model):
     assert not at.exception
     figure = charts(at)["coverage_position_loss"]
     assert [t["name"] for t in figure["data"]] == [SHORT, "learned"]
-    assert all(len(t["y"]) == 128 for t in figure["data"])
+    assert all(len(values(t["y"])) == 128 for t in figure["data"])
     text = text_of(at)
     assert "learned-32 on windows of at most 32" in text
     assert "At positions 32–127, read through rows that never trained, **learned-32** averages" in text

@@ -38,8 +38,8 @@ def test_default_sentence_shows_its_tokens_and_explains_lookalikes():
     assert not at.exception
     assert chips_title(at).startswith("5 tokens:")
     assert [c.text for c in chips(at).chips] == ["The", "␣dog", "␣bit", "␣the", "␣man"]
-    assert len(figures(at)) == 1  # the heatmaps; the chips are HTML
-    assert [t["name"] for t in figures(at)[0]["data"] if t["type"] == "heatmap"] == \
+    assert len(figures(at)) == 3  # token, position and summed rows, in columns; the chips are HTML
+    assert [t["name"] for f in figures(at) for t in f["data"] if t["type"] == "heatmap"] == \
         ["token rows", "position rows", "summed rows"]
     lookalike = at.info[0].value
     assert "No token occurs twice" in lookalike and "(id 464)" in lookalike and "(id 262)" in lookalike
@@ -59,8 +59,8 @@ def test_without_positions_the_repeat_is_identical_and_the_page_links_to_where_r
     assert "nothing is added, so the summed rows are identical too (cosine 1.0000)" in at.info[0].value
     links = at.get("page_link")
     assert [link.proto.page for link in links] == ["rope_alibi"]
-    heatmaps = figures(at)[0]
-    assert any("RoPE adds nothing" in a["text"] for a in heatmaps["layout"]["annotations"])
+    position_panel = figures(at)[1]
+    assert not position_panel["data"] and "RoPE adds nothing" in position_panel["layout"]["annotations"][0]["text"]
 
 
 def test_no_positions_links_to_order_blindness():
@@ -129,3 +129,15 @@ def test_tokens_never_seen_in_training_are_red_chips_and_named():
     assert [c.meta.split()[-1] for c in drawn if c.kind == "seen"] == \
         [short_count(counts[i]) for i in encode(text) if counts.get(i, 0)]
     assert any(c.value.startswith("Red chips, never seen in training") for c in at.caption)
+
+
+def test_faint_position_rows_are_said_with_their_share_of_the_scale():
+    """The shipped sinusoidal rows (x0.028) reach about 11% of the shared scale: the caption says so, with
+    the number; learned rows (68%) get no such note. It used to say nothing, and the panel looked empty."""
+    if "sinusoidal" not in checkpoints.available():
+        pytest.skip("needs the shipped sinusoidal model")
+    at = app_test(scheme="sinusoidal", model="sinusoidal")
+    (note,) = [c.value for c in at.caption if "of the scale's end" in c.value]
+    assert "reach only 11% of the scale's end" in note
+    at = app_test(scheme="learned", model="learned")
+    assert not [c.value for c in at.caption if "of the scale's end" in c.value]

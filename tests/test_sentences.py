@@ -171,3 +171,26 @@ def test_card_keeps_the_measured_rebuild_line(tmp_path):
     assert kept and card.splitlines()[2].endswith("took 69.5 minutes of wall time.")
     fresh = "Machine: b\n`checkpoints/rebuild.sh` ran learned ... took 70.0 minutes\n"
     assert keep_rebuild_line(fresh, old) == (fresh, False)  # a new measurement replaces the old one
+
+
+def test_sinusoid_sentences_are_computed_for_the_width_shown():
+    """The slowest wavelength is 2π·base^((w−2)/w), not "about 2π·base": 87% of it at width 128, 10% at 8;
+    pair 31 has turned 84° by position 127, not "barely started"; RoPE's 32-column heads use every 4th of
+    the 128-column table's 64 wavelengths, not "the same wavelengths"."""
+    import math
+
+    from lpos.analysis.sinusoids import (bands_sentence, base_help, rope_sentence, slowest_wavelength,
+                                         wavelength_frame)
+    from lpos.figures.sinusoids import wavelength_figure
+
+    for width in (8, 128):
+        assert slowest_wavelength(width) == pytest.approx(float(wavelength_frame(width)["wavelength"].iloc[-1]), rel=1e-5)
+    assert "54,410 positions, 87% of 2π·base" in base_help(128, base=10000.0)
+    assert "6,283 positions, 10% of 2π·base" in base_help(8, base=10000.0)
+    assert "from 2π to 6,283 (10% of 2π·base)" in wavelength_figure(wavelength_frame(8), base=10000.0).layout.title.text
+    assert bands_sentence(128, 128, pairs=[0, 8, 16, 31]) == \
+        "From position 0 to 127, pair 0 goes round 20.2 times and pair 31 turns 84°."
+    assert math.degrees(127 * 10000 ** (-62 / 128)) == pytest.approx(84, abs=0.5)
+    assert "every 4th of these 64 pairs" in rope_sentence(128, 32)
+    assert "exactly these wavelengths" in rope_sentence(32, 32)
+    assert "not this table's 20" in rope_sentence(40, 32)

@@ -94,8 +94,8 @@ def test_coverage_analysis_measures_the_decay(short_run):
     assert (drift.rows[drift.rows.trained].cosine < untrained.cosine.min()).all()
     reading = table_coverage.drift_reading(drift)
     assert reading[1].startswith(f"**Rows {LIMIT}–15**, never read in training (windows of at most {LIMIT} tokens)")
-    assert "direction kept (cosine with its step-0 row 1.000)" in reading[1]
-    assert f"length shrunk, ×{decay_factor(args):.3f} of where it started" in reading[1]
+    assert "direction kept (cosine with the step-0 row: 1.000)" in reading[1]
+    assert f"length shrunk to ×{decay_factor(args):.3f} of the step-0 length" in reading[1]
     assert "**Rows 0–3**, read in every training batch" in reading[0]
     only_trained = table_coverage.drift_summary(drift, upto=LIMIT)
     assert only_trained["untrained"] is None and only_trained["trained"]["count"] == LIMIT
@@ -157,5 +157,5 @@ def test_card_describes_the_short_window_model():
     for line in table_coverage.drift_reading(table_coverage.row_drift(model, meta)):
         assert f"- {line}" in card
     assert ("ran learned, sinusoidal, rope, alibi, none as two one-thread lanes side by side and took 69.5 minutes"
-            in card and "learned-32 trained after that measurement, on its own." in card)
+            in card and "learned-32 trained after that measurement (its section below says how)." in card)
     assert "--scheme learned --max-length 32 --data" in card and "--out checkpoints/learned-32.pt" in card

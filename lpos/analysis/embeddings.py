@@ -9,7 +9,7 @@ import pandas as pd
 import torch
 
 from lpos.model import GPT
-from lpos.tokenizer import token_strings, visible
+from lpos.tokenizer import GPT2, Tokenizer, visible
 
 
 @dataclass(frozen=True)
@@ -65,11 +65,12 @@ def token_counts(meta: dict) -> Mapping[int, int] | None:
 
 
 @torch.no_grad()
-def embedding_view(model: GPT, ids: list[int], *, counts: dict[int, int] | None = None) -> EmbeddingView:
+def embedding_view(model: GPT, ids: list[int], *, counts: dict[int, int] | None = None,
+                   tokenizer: Tokenizer = GPT2) -> EmbeddingView:
     parts = model.embed_parts(torch.tensor([ids], dtype=torch.long))
     return EmbeddingView(
         ids=list(ids),
-        tokens=[visible(t) for t in token_strings(ids)],
+        tokens=[visible(t) for t in tokenizer.token_strings(ids)],
         token_rows=parts.token[0].numpy(),
         position_rows=None if parts.position is None else parts.position.numpy(),
         summed_rows=parts.total[0].numpy(),
@@ -166,3 +167,13 @@ def lookalike_tokens(view: EmbeddingView) -> list[tuple[int, int]]:
             pairs.append((seen[word][0], position))
         seen.setdefault(word, (position, token_id))
     return pairs
+
+
+def position_share(view: EmbeddingView) -> float | None:
+    """The largest |value| in the position rows over the largest in all three tables, the colour scale's
+    end: 0.11 for the shipped sinusoidal model (its rows are scaled by 0.028), whose position rows are then
+    nearly white. None when nothing is added."""
+    if view.position_rows is None or not len(view.ids):
+        return None
+    limit = max(float(np.abs(rows).max()) for rows in (view.token_rows, view.position_rows, view.summed_rows))
+    return float(np.abs(view.position_rows).max()) / limit if limit else None

@@ -19,6 +19,18 @@ import torch
 from lpos.model import GPT
 
 
+def output_count(model: GPT) -> int:
+    """How many tokens the model's softmax spreads over: its output vocabulary when it has one, else
+    every row of its output head (50,257 for GPT-2's; 65 for tiny Shakespeare's characters)."""
+    return len(model.output_vocab) if model.output_vocab is not None else model.config.vocab_size
+
+
+def uniform_guess_sentence(model: GPT) -> str:
+    """"ln(50,257) ≈ 10.8": the loss of an even guess over the model's outputs, computed."""
+    outputs = output_count(model)
+    return f"ln({outputs:,}) ≈ {math.log(outputs):.1f}"
+
+
 def not_applicable(model: GPT, length: int) -> str | None:
     """Why `model` cannot be evaluated at `length`, or None if it can."""
     rows = model.max_input_length

@@ -18,7 +18,7 @@ import torch
 from lpos import corpus
 from lpos.model import GPT
 from lpos.positions import SCHEME_INFO
-from lpos.tokenizer import END_OF_TEXT_ID, token_strings
+from lpos.tokenizer import END_OF_TEXT_ID, GPT2, Tokenizer
 
 WINDOW = 128  # tokens per probe window: the shipped models' training length
 PENALTIES = tuple(10.0 ** k for k in range(-6, 3))  # ridge penalties, as multiples of the mean eigenvalue of XᵀX
@@ -76,12 +76,13 @@ def residual_streams(model: GPT, idx: torch.Tensor, *, keep_attention: bool = Fa
     return streams, weights
 
 
-def sentence_distance(windows: torch.Tensor) -> torch.Tensor:
+def sentence_distance(windows: torch.Tensor, *, tokenizer: Tokenizer = GPT2) -> torch.Tensor:
     """Tokens since the last sentence end before each token, inside its window (n, L); NaN where
     the window holds none before it. A story separator counts as an end."""
     unique = windows.unique().tolist()
-    strings = dict(zip(unique, token_strings(unique)))
-    ends = {t for t, s in strings.items() if t == END_OF_TEXT_ID or any(e in s for e in SENTENCE_ENDS)}
+    strings = dict(zip(unique, tokenizer.token_strings(unique)))
+    separator = END_OF_TEXT_ID if tokenizer.is_gpt2 else None
+    ends = {t for t, s in strings.items() if t == separator or any(e in s for e in SENTENCE_ENDS)}
     is_end = torch.isin(windows, torch.tensor(sorted(ends) or [-1]))  # (n, L)
     positions = torch.arange(windows.shape[1]).expand_as(windows)
     last = torch.where(is_end, positions, torch.full_like(positions, -1)).cummax(dim=1).values  # last end at or before
@@ -137,13 +138,13 @@ def stream_names(n_layer: int) -> list[str]:
     return ["input"] + [f"after block {i}" for i in range(1, n_layer + 1)]
 
 
-def position_probes(model: GPT, text: ProbeText) -> pd.DataFrame:
+def position_probes(model: GPT, text: ProbeText, *, tokenizer: Tokenizer = GPT2) -> pd.DataFrame:
     """One row per (stream, target): R² and mean absolute error (in tokens) on the scored windows,
     the penalty picked, and how many tokens were fitted on and scored."""
     streams, _ = residual_streams(model, text.windows)
     n, L = text.windows.shape
     targets = {"absolute position": torch.arange(L).double().repeat(n),
-               "tokens since sentence end": sentence_distance(text.windows).reshape(-1)}
+               "tokens since sentence end": sentence_distance(text.windows, tokenizer=tokenizer).reshape(-1)}
     split = text.split.repeat_interleave(L)
     rows = []
     for index, (name, stream) in enumerate(zip(stream_names(len(streams) - 1), streams)):

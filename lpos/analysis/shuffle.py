@@ -15,7 +15,7 @@ import pandas as pd
 import torch
 
 from lpos.model import GPT
-from lpos.tokenizer import decode, token_strings, visible
+from lpos.tokenizer import GPT2, Tokenizer, visible
 
 ORDER_BLIND_TOLERANCE = 1e-5  # float32 reordering of a sum moves it by ~1e-7; any position signal moves it more
 
@@ -84,17 +84,19 @@ class ShuffleResult:
 
 
 @torch.no_grad()
-def top_predictions(model: GPT, ids: list[int], *, k: int = 5) -> pd.DataFrame:
+def top_predictions(model: GPT, ids: list[int], *, k: int = 5, tokenizer: Tokenizer = GPT2) -> pd.DataFrame:
+    """The k likeliest next tokens after `ids`, among the tokenizer's tokens (never a padding row)."""
     logits, _ = model(torch.tensor([ids], dtype=torch.long))
-    probabilities = torch.softmax(logits[0, -1], dim=-1)
-    top = torch.topk(probabilities, k)
+    probabilities = torch.softmax(logits[0, -1], dim=-1)[: tokenizer.vocab_size]  # (V,)
+    top = torch.topk(probabilities, min(k, len(probabilities)))
     return pd.DataFrame(
-        {"token": [visible(t) for t in token_strings(top.indices.tolist())], "probability": top.values.numpy()}
+        {"token": [visible(t) for t in tokenizer.token_strings(top.indices.tolist())], "probability": top.values.numpy()}
     )
 
 
 @torch.no_grad()
-def shuffle_experiment(model: GPT, ids: list[int], *, seed: int = 0, shuffled: list[int] | None = None) -> ShuffleResult:
+def shuffle_experiment(model: GPT, ids: list[int], *, seed: int = 0, shuffled: list[int] | None = None,
+                       tokenizer: Tokenizer = GPT2) -> ShuffleResult:
     if len(ids) < 2:
         raise ValueError("the shuffle experiment needs at least two tokens")
     shuffled = shuffled if shuffled is not None else shuffle_earlier(ids, seed=seed)
@@ -113,23 +115,24 @@ def shuffle_experiment(model: GPT, ids: list[int], *, seed: int = 0, shuffled: l
         logits_change=float((logits_after[0, -1] - logits_before[0, -1])[finite].abs().max()),
         weights_before=weights_before,
         weights_after=weights_after,
-        top_before=top_predictions(model, ids),
-        top_after=top_predictions(model, shuffled),
+        top_before=top_predictions(model, ids, tokenizer=tokenizer),
+        top_after=top_predictions(model, shuffled, tokenizer=tokenizer),
         distribution_change=float(0.5 * (torch.softmax(logits_after[0, -1], -1) - torch.softmax(logits_before[0, -1], -1))
                                   .abs().sum()),
     )
 
 
-def _quoted(ids: list[int], *, limit: int = 80) -> str:
-    text = " ".join(decode(ids).split())
+def _quoted(ids: list[int], *, limit: int = 80, tokenizer: Tokenizer = GPT2) -> str:
+    text = " ".join(tokenizer.decode(ids).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def order_blind_sentence(result: ShuffleResult, *, literal=lambda text: text) -> str:
+def order_blind_sentence(result: ShuffleResult, *, literal=lambda text: text, tokenizer: Tokenizer = GPT2) -> str:
     """What the first layer did with the two orders actually drawn, named by their text (`literal`
-    escapes it for Markdown): the sentence and its shuffle share their last token by construction."""
-    last = visible(token_strings(result.original[-1:])[0])
-    pair = (f"“{literal(_quoted(result.original))}” and its shuffle “{literal(_quoted(result.shuffled))}” "
+    escapes it for Markdown) in `tokenizer`: the sentence and its shuffle share their last token by construction."""
+    last = visible(tokenizer.token_strings(result.original[-1:])[0])
+    before, after = _quoted(result.original, tokenizer=tokenizer), _quoted(result.shuffled, tokenizer=tokenizer)
+    pair = (f"“{literal(before)}” and its shuffle “{literal(after)}” "
             f"(both end in “{literal(last)}”)")
     verdict = ("float rounding: the first layer cannot tell the two orders apart" if result.order_blind else
                "more than float rounding: this model's first layer tells the two orders apart")

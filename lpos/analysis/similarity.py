@@ -17,7 +17,7 @@ import torch
 from lpos.analysis.sinusoids import block_average
 from lpos.model import GPT
 from lpos.positions import pair_frequencies, scheme_info, sinusoidal_table
-from lpos.tokenizer import token_strings, visible
+from lpos.tokenizer import GPT2, Tokenizer, visible
 
 FULL_RESOLUTION = 256  # maps up to this size are drawn cell by cell; larger ones are block-averaged
 
@@ -89,20 +89,22 @@ def nearest(table: torch.Tensor, row: int, *, k: int) -> tuple[np.ndarray, np.nd
 
 
 @torch.no_grad()
-def nearest_tokens(model: GPT, token_id: int, *, k: int = 10, counts: dict[int, int] | None = None) -> pd.DataFrame:
-    """The k token rows closest to `token_id`'s row, over the whole vocabulary.
+def nearest_tokens(model: GPT, token_id: int, *, k: int = 10, counts: dict[int, int] | None = None,
+                   tokenizer: Tokenizer = GPT2) -> pd.DataFrame:
+    """The k token rows closest to `token_id`'s row, over the tokenizer's whole vocabulary (rows past
+    it, a model's padding, are never offered).
 
     Columns: rank, id, token, cosine, count (training count; None when the model has none).
     A row never seen in training is still its random initial row, so its neighbours mean nothing.
     """
-    table = model.transformer.wte.weight.detach()
+    table = model.transformer.wte.weight.detach()[: tokenizer.vocab_size]  # (V, C)
     if not 0 <= token_id < len(table):
         raise ValueError(f"token id {token_id} is outside the vocabulary of {len(table)} rows")
     indices, scores = nearest(table, token_id, k=k)
     return pd.DataFrame({
         "rank": np.arange(1, len(indices) + 1),
         "id": indices,
-        "token": [visible(t) for t in token_strings(indices.tolist())],
+        "token": [visible(t) for t in tokenizer.token_strings(indices.tolist())],
         "cosine": scores,
         "count": [counts.get(int(i), 0) if counts is not None else None for i in indices],
     })

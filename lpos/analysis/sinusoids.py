@@ -88,3 +88,50 @@ def offset_dot_products(width: int, *, starts: list[int], max_offset: int, base:
         rows = table[start : start + max_offset + 1]  # (max_offset+1, width)
         frames.append(pd.DataFrame({"start": start, "offset": offsets, "dot": (rows @ table[start]).numpy()}))
     return pd.concat(frames, ignore_index=True)
+
+
+def slowest_wavelength(width: int, *, base: float = 10000.0) -> float:
+    """The last pair's wavelength, 2π·base^((width−2)/width): 87% of 2π·base at width 128, 10% at width 8."""
+    return 2 * math.pi * base ** ((width - 2) / width)
+
+
+def base_help(width: int, *, base: float) -> str:
+    """The Base box's help, computed for the width shown (the slowest wavelength is not 2π·base)."""
+    slowest = slowest_wavelength(width, base=base)
+    return (f"10000 in the original paper. It sets the slowest wavelength, 2π·base^((width−2)/width): at width {width} "
+            f"and this base, {slowest:,.0f} positions, {slowest / (2 * math.pi * base):.0%} of 2π·base.")
+
+
+def motion(radians: float) -> str:
+    """How far a pair turns, as a learner reads it: "turns 84°" under one turn, "goes round 20.2 times" past it."""
+    turns = radians / (2 * math.pi)
+    return f"turns {math.degrees(radians):.0f}°" if turns < 1 else f"goes round {turns:,.1f} times"
+
+
+def bands_sentence(length: int, width: int, *, pairs: list[int], base: float = 10000.0) -> str:
+    """How far the fastest and the slowest drawn pair turn over positions 0 … length−1 (at the defaults
+    pair 31 turns 84°: it has not "barely started")."""
+    frequencies = pair_frequencies(width, base).numpy()
+    span, low, high = max(length - 1, 0), min(pairs), max(pairs)
+    said = f"From position 0 to {span}, pair {low} {motion(span * float(frequencies[low]))}"
+    return said + (f" and pair {high} {motion(span * float(frequencies[high]))}." if high != low else ".")
+
+
+def ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def rope_sentence(width: int, head_columns: int, *, base: float = 10000.0) -> str:
+    """How RoPE's wavelengths relate to this table's: a RoPE head of d columns uses base^(−2i/d) over its
+    d/2 pairs, which are every (width/d)-th pair of a width-column table when d divides width."""
+    if head_columns % 2 or head_columns < 2:
+        return "RoPE uses the same formula over a head's columns."
+    if width == head_columns:
+        same = ": exactly these wavelengths"
+    elif width % head_columns == 0:
+        same = f": the wavelengths of every {ordinal(width // head_columns)} of these {width // 2} pairs"
+    else:
+        same = (f", a ladder of {head_columns // 2} wavelengths from 2π to "
+                f"{slowest_wavelength(head_columns, base=base):,.0f}, not this table's {width // 2}")
+    return (f"RoPE uses the same formula over one head's columns: this model's heads have {head_columns} columns, "
+            f"so a RoPE head turns {head_columns // 2} pairs by base^(−2i/{head_columns}){same}.")

@@ -24,6 +24,7 @@ from lpos.positions import ROPE_METHOD_NAMES, ROPE_METHODS, RopeScaling, pair_fr
 LENGTHS = (128, 256, 512, 1024)
 CHUNK = 1024  # tokens per chunk; every evaluation length divides it
 EVAL_CHUNKS = 4  # chunks drawn evenly from the held-out stream: 4,096 predictions
+ATTENTION_ENTRIES = 4 * 4 * 1024 * 1024  # 4 windows of 1,024 tokens, 4 heads (the shipped shape): 64 MB a layer
 
 
 def chunks(stream: torch.Tensor, *, count: int | None = None, length: int = CHUNK) -> torch.Tensor:
@@ -56,9 +57,12 @@ def chunk_losses(model: GPT, texts: torch.Tensor, *, lengths=LENGTHS, rope_scali
         span = texts.shape[1] - 1
         x = texts[:, :span].reshape(-1, length)  # (n * span / L, L)
         y = texts[:, 1:].reshape(-1, length)
-        losses = torch.cat([model.vocab_loss(x[i : i + batch_size], y[i : i + batch_size], reduction="none",
+        # as many windows at once as keep one layer's attention weights (batch, nh, L, L) within
+        # ATTENTION_ENTRIES: a wider model at 1,024 tokens reads fewer windows at a time
+        batch = max(1, min(batch_size, ATTENTION_ENTRIES // (model.config.n_head * length * length)))
+        losses = torch.cat([model.vocab_loss(x[i : i + batch], y[i : i + batch], reduction="none",
                                              rope_scaling=rope_scaling).reshape(-1)
-                            for i in range(0, len(x), batch_size)])
+                            for i in range(0, len(x), batch)])
         known = ~losses.isnan()
         results[length] = {"loss": round(float(losses[known].mean()), 4), "windows": len(x), "tokens": int(known.sum())}
     return results
@@ -125,7 +129,8 @@ def attention_profile(model: GPT, ids: list[int], *, rope_scaling: RopeScaling |
     """Per layer and query position: the largest attention logit (over heads and keys) and the
     attention entropy in nats (mean over heads). Rows (layer, position, max_logit, entropy)."""
     idx = torch.tensor([ids], dtype=torch.long)
-    streams = model.trace(idx, rope_scaling=rope_scaling, keep_residual=True).residual  # each (1, T, C)
+    # the streams only: each layer's (nh, T, T) weights are rebuilt below one layer at a time, never all kept
+    streams = model.trace(idx, rope_scaling=rope_scaling, keep_attention=False, keep_residual=True).residual  # each (1, T, C)
     rows = []
     for layer, (block, x) in enumerate(zip(model.transformer.h, streams)):
         scores = attention_logits(block, x, rope_scaling=rope_scaling)  # (nh, T, T), -inf above the diagonal

@@ -50,7 +50,7 @@ def starting_table(meta: dict, model: GPT) -> tuple[np.ndarray, str] | None:
             start = seeded_model(config, seed=int(args["seed"]), wpe_init_std=float(args["wpe_init_std"]))
         rows = start.transformer.wpe.weight.detach()
         if torch.equal(rows.half(), torch.as_tensor(snapshot).half()):
-            return rows.numpy(), "rebuilt from the training seed (it matches the step-0 snapshot)"
+            return rows.numpy(), "rebuilt from the training seed, matching the stored step-0 snapshot"
     return snapshot, "the step-0 snapshot (float16)"
 
 
@@ -98,9 +98,9 @@ def _span(low: float, high: float, digits: int) -> str:
 
 def _direction(group: dict) -> str:
     if group["cosine_min"] >= DIRECTION_KEPT:
-        return f"direction kept (cosine with its step-0 row {_span(group['cosine_min'], group['cosine_max'], 3)})"
-    return (f"turned away from where it started (cosine with its step-0 row from "
-            f"{_span(group['cosine_min'], group['cosine_max'], 3)}, {group['cosine_mean']:.3f} on average)")
+        return f"direction kept (cosine with the step-0 row: {_span(group['cosine_min'], group['cosine_max'], 3)})"
+    return (f"turned away from the step-0 row (cosine with it: {_span(group['cosine_min'], group['cosine_max'], 3)}, "
+            f"{group['cosine_mean']:.3f} on average)")
 
 
 def _length(group: dict) -> str:
@@ -108,7 +108,7 @@ def _length(group: dict) -> str:
     if f"{low:.3f}" == f"{high:.3f}" == "1.000":
         return "length unchanged (×1.000)"
     grew = "shrunk" if high < 1 else "grown" if low > 1 else "shrunk or grown"
-    return f"length {grew}, ×{_span(low, high, 3 if high < 10 else 1)} of where it started"
+    return f"length {grew} to ×{_span(low, high, 3 if high < 10 else 1)} of the step-0 length"
 
 
 def drift_reading(drift: RowDrift, *, upto: int | None = None) -> list[str]:
@@ -160,11 +160,13 @@ def position_loss_reading(losses: dict[str, np.ndarray], *, short: str, full: st
 
 
 def split_band(rows: np.ndarray | torch.Tensor, trained: int) -> dict[str, float]:
-    """Mean cosine of neighbouring rows (distance 1) among rows < trained and among rows >= trained."""
+    """Mean cosine of neighbouring rows (distance 1) among rows < trained and among rows >= trained,
+    rounded to 2 decimals (+ 0.0: no "-0.00")."""
     rows = torch.as_tensor(rows, dtype=torch.float64)
     unit = rows / rows.norm(dim=-1, keepdim=True).clamp(min=1e-30)
     neighbours = (unit[1:] * unit[:-1]).sum(dim=-1)  # (T-1,) cosine of rows i and i+1
-    return {"trained": float(neighbours[: trained - 1].mean()), "untrained": float(neighbours[trained:].mean())}
+    return {"trained": round(float(neighbours[: trained - 1].mean()), 2) + 0.0,
+            "untrained": round(float(neighbours[trained:].mean()), 2) + 0.0}
 
 
 def timeline_coverage_reading(steps: list[int], tables: np.ndarray, trained: int) -> str:

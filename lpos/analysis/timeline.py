@@ -13,7 +13,7 @@ import pandas as pd
 import torch
 
 from lpos.analysis.similarity import cosine_by_distance, cosine_similarity_map, mean_neighbour_distance
-from lpos.tokenizer import encode, token_strings, visible
+from lpos.tokenizer import GPT2, Tokenizer, visible
 
 BAND_DISTANCES = (1, 16, 64)  # where the card and the page read the band
 
@@ -38,7 +38,7 @@ class Timeline:
         return len(self.steps)
 
 
-def timeline_of(meta: dict) -> Timeline | None:
+def timeline_of(meta: dict, *, tokenizer: Tokenizer = GPT2) -> Timeline | None:
     """The model's timeline, or None when it has none (untrained, uploaded, older checkpoints)."""
     raw = meta.get("timeline") if isinstance(meta, dict) else None
     if not isinstance(raw, dict):
@@ -50,7 +50,7 @@ def timeline_of(meta: dict) -> Timeline | None:
         position_rows=array("position_rows"), probe_words=list(raw["probe_words"]),
         probe_ids=[int(i) for i in raw["probe_ids"]], neighbours=torch.as_tensor(raw["neighbours"]).numpy(),
         neighbour_cos=array("neighbour_cos"),
-        probe_tokens=[visible(t) for t in token_strings(encode(raw["probe_sentence"]))],
+        probe_tokens=[visible(t) for t in tokenizer.token_strings(tokenizer.encode_known(raw["probe_sentence"])[0])],
         attention=array("attention"), repeated_word=str(raw["repeated_word"]), repeated_cos=array("repeated_cos"),
     )
 
@@ -87,11 +87,11 @@ def table_structure(rows: np.ndarray | torch.Tensor) -> dict:
             **{f"cosine_at_{d}": round(float(band[d]), 3) for d in BAND_DISTANCES if d in band.index}}
 
 
-def neighbours_at(timeline: Timeline, word: str, index: int) -> pd.DataFrame:
+def neighbours_at(timeline: Timeline, word: str, index: int, *, tokenizer: Tokenizer = GPT2) -> pd.DataFrame:
     """The nearest tokens of probe `word` at snapshot `index`. Columns: rank, token, cosine."""
     w = timeline.probe_words.index(word)
     ids = timeline.neighbours[index, w].tolist()
-    return pd.DataFrame({"rank": np.arange(1, len(ids) + 1), "token": [visible(t) for t in token_strings(ids)],
+    return pd.DataFrame({"rank": np.arange(1, len(ids) + 1), "token": [visible(t) for t in tokenizer.token_strings(ids)],
                          "cosine": timeline.neighbour_cos[index, w]})
 
 

@@ -28,6 +28,8 @@ FIRST_CONTENT_S = 2.0
 BIG_PAGE_CPU_S = 10.0
 SECOND_VISIT_S = 1.0
 BIG_MODEL = "seed-45m.pt"
+SEED_SHAPE = {"n_layer": 6, "n_head": 8, "n_embd": 512, "block_size": 1024}  # "Tiny Children Stories 30M"
+TINY_SHAPE = {"n_layer": 2, "n_head": 2, "n_embd": 64, "block_size": 256}  # the memory walk's smoke test
 QUICK_PAGE = "extrapolation"  # the one page --quick visits
 
 FLOOR_APP = '''import pandas  # noqa: F401
@@ -39,6 +41,7 @@ st.title("A bare page")
 st.write("the same libraries imported, nothing computed")
 '''
 FIRST_CONTENT = '[data-testid="stMain"] h1'
+PAGE_ERROR = '[data-testid="stException"]'
 
 
 def first_visit(browser, server: Server, url: str) -> dict:
@@ -48,7 +51,7 @@ def first_visit(browser, server: Server, url: str) -> dict:
     try:
         before, began = tab.finished, time.perf_counter()
         tab.page.goto(url)
-        tab.page.wait_for_selector(FIRST_CONTENT, timeout=600_000)
+        tab.page.wait_for_selector(f'{FIRST_CONTENT}, {PAGE_ERROR}', timeout=600_000)  # an error ends the wait too
         first = (time.perf_counter() - began) * 1000
         drawn = tab.wait_drawn(before, began, timeout=600)
         return {"first_content_ms": first, "page_ms": drawn["ms"], "errors": drawn["errors"], "server_cpu_s": server.cpu_s()}
@@ -81,8 +84,9 @@ def measure_cold_visits(browser, folder: Path, *, quick: bool, progress=print) -
     return {"bare": floor, "pages": results, "goal_extra_cpu_s": COLD_EXTRA_CPU_S}
 
 
-def seed_size_model(folder: Path) -> Path:
-    """A model of the seed's shape with random weights (learned positions, as GPT-2), saved in lpos format."""
+def seed_size_model(folder: Path, *, shape: dict | None = None) -> Path:
+    """A model of the seed's shape (or `shape`) with random weights (learned positions, as GPT-2),
+    saved in lpos format."""
     import torch
 
     from lpos import checkpoints
@@ -90,18 +94,20 @@ def seed_size_model(folder: Path) -> Path:
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        model = GPT(GPTConfig(n_layer=6, n_head=8, n_embd=512, block_size=1024, position="learned"))
+        model = GPT(GPTConfig(**(shape or SEED_SHAPE), position="learned"))
     path = folder / BIG_MODEL
     checkpoints.save(model.eval(), {"note": "random weights: the bench's seed-size model"}, path)
     return path
 
 
-def measure_big_model(browser, folder: Path, *, quick: bool, progress=print) -> dict:
-    """One server, every page with the seed-size model from a shared folder, then a second student."""
+def measure_big_model(browser, folder: Path, *, quick: bool, progress=print, shape: dict | None = None) -> dict:
+    """One server, every page with the seed-size model (or one of `shape`) from a shared folder, then
+    a second student; each page's RSS after it and the peak so far say which page holds the memory."""
     shared = folder / "shared"
     shared.mkdir()
-    progress("building the seed-size model (45M parameters, random weights)")
-    seed_size_model(shared)
+    progress("building the seed-size model (45M parameters, random weights)" if shape is None else
+             f"building a model of {shape} (random weights)")
+    seed_size_model(shared, shape=shape)
     env = {"LPOS_CHECKPOINT_DIR": str(shared), "LPOS_VIEW_CACHE": str(folder / "view-cache")}
     server = Server(ROOT / "app.py", folder / "big.log", env=env)
     pages = {}
@@ -115,6 +121,7 @@ def measure_big_model(browser, folder: Path, *, quick: bool, progress=print) -> 
                 cpu = server.cpu_s()
                 visit = first_visit(browser, server, f"{server.url}/{paths[name]}{query}")
                 visit["server_cpu_s"] -= cpu
+                visit["rss_after_mb"], visit["peak_so_far_mb"] = server.rss_mb(), sampler["peak_mb"]
                 pages[name] = visit
             for name in names:
                 progress(f"big model, second student: {name}")
@@ -129,6 +136,31 @@ def measure_big_model(browser, folder: Path, *, quick: bool, progress=print) -> 
     return {"pages": pages, "peak_rss_mb": peak, "end_rss_mb": end, "limit_mb": MEMORY_LIMIT_MB,
             "second_visit_ms": spread([p["second_visit_ms"] for p in pages.values()]),
             "goals": {"first_content_s": FIRST_CONTENT_S, "page_cpu_s": BIG_PAGE_CPU_S, "second_visit_s": SECOND_VISIT_S}}
+
+
+def memory_walk(*, tiny: bool = False, progress=print) -> dict:
+    """Every page with the seed-size model from a shared folder on one server, and the peak RSS
+    (`tiny`: a 2-layer model instead, a smoke test of the walk; its memory says nothing)."""
+    import tempfile
+
+    from playwright.sync_api import sync_playwright
+
+    from lpos.bench.common import CHROMIUM, CHROMIUM_ARGS
+
+    with tempfile.TemporaryDirectory() as folder, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            walk = measure_big_model(browser, Path(folder), quick=False, progress=progress,
+                                     shape=TINY_SHAPE if tiny else None)
+        finally:
+            browser.close()
+    return {"big_model": {**walk, "shape": TINY_SHAPE if tiny else SEED_SHAPE}}
+
+
+def memory_lines(walk: dict) -> list[str]:
+    """Per page: the server's RSS after it and the peak so far, in the order walked."""
+    return [f"  {name:<18} RSS after {page['rss_after_mb']:,.0f} MB, peak so far {page['peak_so_far_mb']:,.0f} MB"
+            for name, page in walk["pages"].items()]
 
 
 def report(results: dict) -> list[str]:
@@ -152,6 +184,7 @@ def report(results: dict) -> list[str]:
             lines.append(f"  {name:<18} first content {page['first_content_ms']:,.0f} ms, page {page['page_ms']:,.0f} ms "
                          f"({page['server_cpu_s']:.1f} s CPU), second student {page['second_visit_ms']:,.0f} ms"
                          + (f"  over goal: {', '.join(over)}" if over else ""))
+        lines += ["  memory, page by page:", *memory_lines(big)]
     return lines
 
 

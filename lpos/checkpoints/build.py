@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from lpos.checkpoints.errors import CheckpointError, NeedsTokenizer
+from lpos.checkpoints.payload import drop_file_pages
 from lpos.layers import parameter_count
 from lpos.model import GPT, GPTConfig, initial_token_table
 from lpos.tokenizer import GPT2, TOKENIZER_FILES, VOCAB_SIZE, Tokenizer
@@ -106,7 +107,17 @@ def build_model(config: GPTConfig, state: dict, label: str, *, in_place: bool = 
         if not isinstance(tensor, torch.Tensor) or tensor.shape != expected[key].shape:
             shape = tuple(tensor.shape) if isinstance(tensor, torch.Tensor) else type(tensor).__name__
             raise CheckpointError(f"{label}: {key} has shape {shape}, expected {tuple(expected[key].shape)}")
-    model.load_state_dict({k: v.float() for k, v in state.items()}, assign=in_place)
+    if in_place:
+        model.load_state_dict({k: v.float() for k, v in state.items()}, assign=True)
+    else:  # one tensor at a time, each file's pages let go once copied: the weights are held once
+        targets = model.state_dict(keep_vars=True)
+        with torch.no_grad():
+            for key, tensor in state.items():
+                if key == "transformer.wte.weight" and model.output_vocab is not None:
+                    targets[key].data = tensor  # the table rebuilt from the seed: fresh, taken as it is
+                else:
+                    targets[key].copy_(tensor)
+                    drop_file_pages(tensor)
     if in_place and config.tied:
         model.lm_head.weight = model.transformer.wte.weight  # one parameter again, as GPT ties it
     return model

@@ -10,6 +10,8 @@ memory-mapped, so an optimizer state saved beside the weights is never read into
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import mmap
 import os
 import pickle
 import re
@@ -24,6 +26,11 @@ from lpos.checkpoints.errors import CheckpointError
 MAX_BYTES = int(os.environ.get("LPOS_MAX_UPLOAD_MB", "1024")) * 1024 * 1024
 CONFIG_CLASS = re.compile(r"(?:[A-Za-z_]\w*\.)+[A-Za-z_]\w*(?:Config|Args)")  # src.model.gpt.GPTConfig
 _SAFE_GLOBALS = threading.Lock()  # torch's allowlist is one global set: one stand-in load at a time
+_PAGE, _MADV_DONTNEED = mmap.PAGESIZE, 4
+try:
+    _LIBC = ctypes.CDLL(None, use_errno=True) if os.uname().sysname == "Linux" else None
+except (OSError, AttributeError):
+    _LIBC = None
 
 
 class PickledConfig:
@@ -70,6 +77,36 @@ def read_payload(path: Path, *, max_bytes: int = MAX_BYTES) -> dict:
     if not isinstance(payload, dict):
         raise CheckpointError(f"{path.name} does not hold a checkpoint dictionary")
     return payload
+
+
+def drop_file_pages(tensor: torch.Tensor) -> None:
+    """Let go of the memory-mapped file pages under `tensor` once its values have been copied out,
+    so a large model is not held twice (the copy and the file's pages) while the rest loads. Only
+    pages wholly inside the tensor and backed by a file are dropped (madvise DONTNEED: read again
+    from the file if ever touched); anonymous memory, which that would zero, is never touched.
+    Linux only; elsewhere the pages go when the payload does."""
+    if _LIBC is None or tensor.device.type != "cpu" or tensor.numel() == 0 or not tensor.is_contiguous():
+        return
+    start = tensor.data_ptr()
+    end = start + tensor.numel() * tensor.element_size()
+    first, last = -(-start // _PAGE) * _PAGE, end // _PAGE * _PAGE  # whole pages inside only
+    if last <= first or not _file_backed(first, last):
+        return
+    _LIBC.madvise(ctypes.c_void_p(first), ctypes.c_size_t(last - first), _MADV_DONTNEED)
+
+
+def _file_backed(first: int, last: int) -> bool:
+    """Whether [first, last) lies in one private mapping of a file (/proc/self/maps: an inode)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                fields = line.split()
+                low, high = (int(x, 16) for x in fields[0].split("-"))
+                if low <= first and last <= high:
+                    return len(fields) >= 6 and fields[4] != "0" and fields[1].endswith("p")
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
 
 
 def _config_stand_ins(path: Path) -> list[tuple[type, str]]:

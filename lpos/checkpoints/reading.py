@@ -3,7 +3,8 @@ folder; and the three lines that say what was loaded.
 
 Whatever is wrong with a file, `load` raises CheckpointError with one sentence. meta["tokenizer"]
 is the Tokenizer the model speaks: the one given, else the one the file or its folder carries
-(an lpos file's own, a tokenizer.json beside config.json), else GPT-2's when the vocabulary is
+(an lpos file's own, a tokenizer.json beside config.json, a tokenizer.model beside a
+llama2.c ckpt.pt or model.bin), else GPT-2's when the vocabulary is
 GPT-2's; any other vocabulary without a tokenizer is NeedsTokenizer.
 """
 from __future__ import annotations
@@ -14,6 +15,7 @@ from lpos.checkpoints import layouts
 from lpos.checkpoints.build import build_model, model_config
 from lpos.checkpoints.errors import CheckpointError
 from lpos.checkpoints.layouts import Recognised
+from lpos.checkpoints.layouts.llama import tokenizer_beside
 from lpos.checkpoints.layouts.llama2c import is_model_bin, read_model_bin
 from lpos.checkpoints.lpos_format import is_lpos, read_lpos
 from lpos.checkpoints.payload import MAX_BYTES, read_payload
@@ -47,6 +49,8 @@ def load(name_or_path: str | Path, *, n_head: int | None = None, tokenizer: Toke
             model, meta = read_lpos(payload, path.name, max_bytes, tokenizer=tokenizer)
         else:
             found = layouts.recognise(payload, path.name)
+            if found.values is not None and found.tokenizer is None:  # llama2.c's ckpt.pt: a tokenizer.model beside it
+                found.tokenizer = tokenizer_beside(path.parent)
             payload.clear()  # the optimizer state and other extras go now, before a model is built
             model, meta = _import(found, path.name, n_head, max_bytes, tokenizer)
     elif path.suffix or len(path.parts) > 1:  # it reads as a path: say that the file is not there

@@ -92,7 +92,8 @@ def read_upload(files: list[UploadedFile], *, limit_mb: int, n_head: int | None 
     if len(tokenizers) > 1:
         raise CheckpointError(f"Upload one tokenizer file with a model; got {', '.join(sorted(tokenizers))[:200]}.")
     if tokenizers and len(names) == 1:
-        raise IncompleteUpload(f"{tokenizers[0]} is a tokenizer: add the model file it belongs to.")
+        raise IncompleteUpload(f"Upload one .pt file (or a Hugging Face folder's files) with {tokenizers[0]}: a tokenizer "
+                               "or a training text on its own is not a model.")
     tokenizer = tokenizers[0] if tokenizers else None
     model_names = {n: f for n, f in names.items() if n != tokenizer}
     if len(model_names) == 1 and next(iter(model_names)).lower().endswith(TORCH_SUFFIXES):

@@ -13,6 +13,10 @@ def add_commands(commands) -> None:
     bench.add_argument("--model-only", action="store_true", help="skip the browser (no Playwright or Chromium needed)")
     bench.add_argument("--first-visit-only", action="store_true",
                        help="only the first-visit sections: a fresh server per page, and the seed-size model")
+    bench.add_argument("--memory-walk", action="store_true",
+                       help="only the seed-size model (45M) from a shared folder: every page on one server, peak RSS")
+    bench.add_argument("--tiny-model", action="store_true",
+                       help="with --memory-walk: a 2-layer model instead (a smoke test of the walk)")
     bench.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
     bench.add_argument("--out", help="also write the results as JSON to this file")
     bench.set_defaults(run=run_bench)
@@ -28,6 +32,15 @@ def run_bench(args) -> int:
             raise ValueError(f"{e} (or pass --model-only)") from None
     if args.first_visit_only and args.model_only:
         raise ValueError("--first-visit-only needs the browser: drop --model-only")
+    if args.memory_walk:
+        from lpos.bench.first_visit import memory_walk, report
+
+        results = {"machine": bench.machine(), "first_visit": memory_walk(
+            tiny=args.tiny_model, progress=lambda message: print(message, file=sys.stderr))}
+        if args.out:
+            Path(args.out).write_text(json.dumps(results, indent=2))
+        print(json.dumps(results, indent=2) if args.json else "\n".join(report(results["first_visit"])))
+        return 0
     results = bench.run(runs=args.runs, quick=args.quick, browser=not args.model_only,
                         first_visit_only=args.first_visit_only, progress=lambda message: print(message, file=sys.stderr))
     if args.out:

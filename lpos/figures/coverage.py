@@ -24,7 +24,7 @@ def row_drift_figure(drift: RowDrift, *, label: str, upto: int | None = None) ->
     length (bottom); trained rows blue, never-trained rows red, the limit shaded."""
     rows = drift.rows if upto is None else drift.rows[drift.rows.position < upto]
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
-                        subplot_titles=("cosine with its step-0 row", "length ÷ step-0 length"))
+                        subplot_titles=("cosine with its step-0 row", "length ÷ step-0 length (log scale)"))
     for trained, colour, name in ((True, TRAINED, "rows read in training"), (False, UNTRAINED, "rows never read")):
         part = rows[rows.trained == trained]
         if part.empty:
@@ -37,9 +37,10 @@ def row_drift_figure(drift: RowDrift, *, label: str, upto: int | None = None) ->
         for row in (1, 2):
             _mark_limit(fig, drift.trained_rows, last=int(rows.position.max()), row=row, col=1)
     fig.add_hline(y=1.0, line=dict(color="#999999", dash="dot"), row=2, col=1)
+    fig.update_yaxes(type="log", tickvals=[0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100], row=2, col=1)  # ×0.8 (decayed) and ×30 (trained) both readable
     fig.update_xaxes(title_text="position (row of the table)", row=2, col=1)
     fig.update_layout(legend=dict(orientation="h", y=-0.18))
-    return finish(fig, title=f"{safe(label)}: each row against the same row at step 0", height=520)
+    return finish(fig, title=f"{safe(label)}: each row against step 0", height=520)
 
 
 def position_loss_figure(losses: dict[str, np.ndarray], *, limit: int, window: int) -> go.Figure:

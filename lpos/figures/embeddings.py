@@ -107,6 +107,48 @@ def token_chips_html(view: EmbeddingView) -> str:
             f'<div class="lpos-chips-row" role="list">{"".join(chips)}</div></div>')
 
 
+def heatmaps_title(view: EmbeddingView, *, scheme: str) -> str:
+    """ "Token rows + position rows = summed rows (learned, 5 tokens, 128 dimensions)"."""
+    T, C = view.token_rows.shape
+    return f"Token rows + position rows = summed rows ({scheme}, {T} tokens, {C} dimensions)"
+
+
+PANEL_TITLES = ("token rows", "+ position rows", "= summed rows (input to block 1)")
+
+
+def embedding_panels(view: EmbeddingView, *, scheme: str) -> list[go.Figure]:
+    """The three tables as three figures (token, position, summed rows) on one shared colour scale,
+    for a page to put side by side in columns that a phone stacks: one figure of three subplots
+    cannot reflow, and at 400 px its titles overprint. Each panel has its own row labels, so a stacked
+    panel still reads alone; the scale bar is on the last. An empty position panel says why.
+    """
+    T, C = view.token_rows.shape
+    labels = position_labels(view.tokens)
+    panels = dict(zip(PANEL_NAMES, (view.token_rows, view.position_rows, view.summed_rows)))
+    limit = max(float(np.abs(rows).max()) for rows in panels.values() if rows is not None) if T else 1.0
+    plot_height = min(max(28 * T, 140), 720)  # as embedding_heatmaps
+    step = tick_step(T, pixels=plot_height)
+    figures = []
+    for col, ((name, rows), title) in enumerate(zip(panels.items(), PANEL_TITLES), start=1):
+        fig = go.Figure()
+        if rows is None:
+            fig.add_annotation(text=EMPTY_PANEL_REASONS.get(scheme, "nothing added"), xref="paper", yref="paper",
+                               x=0.5, y=0.5, showarrow=False, font=dict(size=13))
+            fig.update_xaxes(visible=False)
+            fig.update_yaxes(visible=False)
+            fig.update_layout(plot_bgcolor="#f4f4f4")
+        else:
+            fig.add_trace(go.Heatmap(
+                z=rows, y=labels, zmin=-limit, zmax=limit, colorscale=DIVERGING, showscale=col == 3,
+                colorbar=dict(title="value", thickness=12), name=name,
+                hovertemplate=f"{name}<br>position %{{y}}<br>dimension %{{x}}<br>value %{{z:.4f}}<extra></extra>"))
+            fig.update_xaxes(title_text="embedding dimension", range=[-0.5, C - 0.5])
+            fig.update_yaxes(autorange="reversed", tickmode="array", tickvals=labels[::step],
+                             ticktext=labels[::step], tickfont=dict(size=11 if T <= 40 else 10))
+        figures.append(finish(fig, title=title, height=plot_height + 130))
+    return figures
+
+
 def embedding_heatmaps(view: EmbeddingView, *, scheme: str) -> go.Figure:
     """Token rows, position rows and summed rows side by side, one shared colour scale.
 
@@ -141,5 +183,4 @@ def embedding_heatmaps(view: EmbeddingView, *, scheme: str) -> go.Figure:
                      tickfont=dict(size=11 if T <= 40 else 10))
     fig.update_yaxes(title_text="position and token" + (f" (a label every {step} rows)" if step > 1 else ""),
                      row=1, col=1)
-    return finish(fig, title=f"Token rows + position rows = summed rows ({scheme}, {T} tokens, {C} dimensions)",
-                  height=plot_height + 170)
+    return finish(fig, title=heatmaps_title(view, scheme=scheme), height=plot_height + 170)

@@ -11,7 +11,7 @@ from plotly.subplots import make_subplots
 from lpos.analysis.shuffle import ORDER_BLIND_TOLERANCE, ShuffleResult, moved_from
 from lpos.figures.common import finish, safe
 from lpos.figures.lengths import SCHEME_COLOURS, OTHER_COLOUR
-from lpos.tokenizer import token_strings, visible
+from lpos.tokenizer import GPT2, Tokenizer, visible
 
 LOG_FLOOR = 1e-12  # an exact zero has no place on a log axis; it is drawn here and labelled as zero
 
@@ -32,11 +32,11 @@ def change_figure(table: pd.DataFrame) -> go.Figure:
     return finish(fig, title="Layer-1 output: how far the shuffle moved it", height=380)
 
 
-def attention_bars(result: ShuffleResult, *, head: int) -> go.Figure:
+def attention_bars(result: ShuffleResult, *, head: int, tokenizer: Tokenizer = GPT2) -> go.Figure:
     """The last position's layer-1 weights over every token, before (top) and after (bottom) the
     shuffle; each token keeps its colour, so a weight that travels with its token is easy to see."""
-    tokens_before = [visible(t) for t in token_strings(result.original)]
-    tokens_after = [visible(t) for t in token_strings(result.shuffled)]
+    tokens_before = [visible(t) for t in tokenizer.token_strings(result.original)]
+    tokens_after = [visible(t) for t in tokenizer.token_strings(result.shuffled)]
     origin = moved_from(result.original, result.shuffled)  # shuffled position -> original position
     palette = qualitative.Plotly + qualitative.D3
     colour_before = [palette[i % len(palette)] for i in range(len(tokens_before))]

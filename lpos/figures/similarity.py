@@ -27,9 +27,10 @@ def similarity_heatmaps(maps: list[SimilarityMap], *, axis_title: str, tokens: l
         fig.add_trace(go.Heatmap(z=similarity.values, x=axis, y=axis, zmin=-1, zmax=1, colorscale=DIVERGING,
                                  showscale=col == len(maps), colorbar=dict(title="cosine"),
                                  hovertemplate=hover + "<extra></extra>"), row=1, col=col)
-        fig.update_xaxes(title_text=axis_title, row=1, col=col)
+        # constrain="domain": a square map shrinks its panel, never pads its axes past the data (-200..300)
+        fig.update_xaxes(title_text=axis_title, constrain="domain", row=1, col=col)
         fig.update_yaxes(title_text=axis_title, autorange="reversed", scaleanchor=f"x{col if col > 1 else ''}",
-                         row=1, col=col)
+                         constrain="domain", row=1, col=col)
     side = 560 if len(maps) == 1 else 520
     return finish(fig, title=f"Cosine similarity, {axis_title} × {axis_title}", height=side)
 

@@ -72,7 +72,9 @@ def wavelength_figure(frame: pd.DataFrame, *, base: float) -> go.Figure:
                       annotation_position="bottom right" if value < 10 else "top left")
     fig.update_xaxes(title_text="pair i")
     fig.update_yaxes(title_text="wavelength (positions per turn)", type="log")
-    return finish(fig, title="Wavelength of every pair: from 2π to nearly 2π·base, evenly on a log scale", height=380)
+    slowest = float(frame["wavelength"].max()) if len(frame) else 2 * math.pi
+    return finish(fig, title=f"Wavelength of every pair: from 2π to {slowest:,.0f} ({slowest / (2 * math.pi * base):.0%} "
+                             "of 2π·base), evenly on a log scale", height=380)
 
 
 def offset_dot_figure(frame: pd.DataFrame) -> go.Figure:

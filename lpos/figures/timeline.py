@@ -40,8 +40,9 @@ def _map_trace(values: np.ndarray, *, block: int = 1) -> go.Heatmap:
 
 
 def _square(fig: go.Figure, size: int) -> None:
-    fig.update_xaxes(title_text="position", range=[-0.5, size - 0.5])
-    fig.update_yaxes(title_text="position", autorange="reversed", scaleanchor="x")
+    # constrain="domain": the square shrinks its plot area instead of padding the axes past the data
+    fig.update_xaxes(title_text="position", range=[-0.5, size - 0.5], constrain="domain")
+    fig.update_yaxes(title_text="position", range=[size - 0.5, -0.5], scaleanchor="x", constrain="domain")
 
 
 def position_map_figure(maps: np.ndarray, timeline: Timeline, index: int) -> go.Figure:

@@ -56,8 +56,8 @@ def drift_view(model: LoadedModel, upto: int | None = None) -> tuple[go.Figure, 
     drift = row_drift(model)
     if drift is None:
         return None
-    return (row_drift_figure(drift, label=model.label, upto=upto), table_coverage.drift_reading(drift, upto=upto),
-            drift.source)
+    figure = row_drift_figure(drift, label=model.key, upto=upto)  # the key, not the label: a title that fits 400 px
+    return figure, table_coverage.drift_reading(drift, upto=upto), drift.source
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from lpos.analysis import embeddings
-from lpos.figures.embeddings import embedding_heatmaps, token_chips_html
+from lpos.figures.embeddings import embedding_heatmaps, embedding_panels, token_chips_html
 from lpos.ui.caching import cache_data, cache_resource
 from lpos.ui.models import LoadedModel
 
@@ -18,7 +18,8 @@ SENTENCE_FIGURES = 32  # per-sentence figures: worth keeping because a class ope
 @cache_data(max_entries=256, show_spinner=False)
 def embedding_view(model: LoadedModel, ids: list[int]) -> embeddings.EmbeddingView:
     """The rows of `ids` in `model`, with its training counts."""
-    return embeddings.embedding_view(model.model, list(ids), counts=embeddings.token_counts(model.meta))
+    return embeddings.embedding_view(model.model, list(ids), counts=embeddings.token_counts(model.meta),
+                                     tokenizer=model.tokenizer)
 
 
 @cache_resource(max_entries=SENTENCE_FIGURES, ttl=600, show_spinner=False)
@@ -26,3 +27,10 @@ def embedding_figures(model: LoadedModel, ids: list[int]) -> tuple[str, go.Figur
     """The Embeddings page's token chips (escaped HTML for st.html) and its three tables."""
     view = embedding_view(model, ids)
     return token_chips_html(view), embedding_heatmaps(view, scheme=model.model.config.position)
+
+
+@cache_resource(max_entries=SENTENCE_FIGURES, ttl=600, show_spinner=False)
+def embedding_panel_figures(model: LoadedModel, ids: list[int]) -> list[go.Figure]:
+    """The three tables as three figures, for columns a phone stacks (embedding_figures' one figure
+    of three subplots is the download)."""
+    return embedding_panels(embedding_view(model, ids), scheme=model.model.config.position)

@@ -18,8 +18,8 @@ def usable_ids(selection: Selection, *, minimum: int = 1) -> list[int]:
     """
     ids = selection.ids
     if len(ids) < minimum:
-        st.info("Type a sentence in the sidebar to begin: any text works, it is split into GPT-2 tokens."
-                if not ids else f"This view needs at least {minimum} tokens; your text has {len(ids)}. "
+        st.info(f"Type a sentence in the sidebar to begin: any text works, it is split into {selection.model.tokenizer.name} "
+                "tokens." if not ids else f"This view needs at least {minimum} tokens; your text has {len(ids)}. "
                 "Add a few words in the sidebar.", icon=":material/edit:")
         st.stop()
     rows = selection.model.model.max_input_length

@@ -21,7 +21,8 @@ from lpos.figures.inside import head_grid_figure, probe_figure
 from lpos.model import GPT
 from lpos.positions import SCHEMES
 from lpos.ui.caching import HASH_FUNCS
-from lpos.ui.models import LoadedModel, load_offered, untrained
+from lpos.tokenizer import GPT2, Tokenizer, decode
+from lpos.ui.models import LoadedModel, load_offered, untrained, untrained_like
 from lpos.ui.selection import Selection
 from lpos.ui.stored import computed
 
@@ -60,14 +61,34 @@ def texts() -> dict[str, Text]:
     return _texts(shipped[0] if shipped else None)
 
 
+@st.cache_resource(hash_funcs=HASH_FUNCS, max_entries=8, show_spinner="Encoding the texts with the model's tokenizer…")
+def _own_texts(model: LoadedModel) -> tuple[dict[str, Text], dict[str, int]]:
+    tokenizer, own, dropped = model.tokenizer, {}, {}
+    for choice, text in texts().items():
+        parts = [(name, tokenizer.encode_known(decode(list(ids)))) for name, ids in text.parts]
+        own[choice] = Text(tuple((name, tuple(ids)) for name, (ids, _) in parts))
+        dropped[choice] = sum(gone for _, (_, gone) in parts)
+    return own, dropped
+
+
+def texts_for(model: LoadedModel) -> tuple[dict[str, Text], dict[str, int]]:
+    """texts() in `model`'s own tokenizer, and how many characters of each its vocabulary lacks
+    (left out); GPT-2's texts as they are for a model that speaks GPT-2."""
+    if model.tokenizer.is_gpt2:
+        offered = texts()
+        return offered, dict.fromkeys(offered, 0)
+    return _own_texts(model)
+
+
 def _probe_text(model: GPT, chosen: Text) -> probes.ProbeText:
     return probes.probe_text({name: list(ids) for name, ids in chosen.parts}, model=model)
 
 
 @_cache_data
-def position_probes(model: GPT, chosen: Text) -> pd.DataFrame:
+def position_probes(model: GPT, chosen: Text, _tokenizer: Tokenizer = GPT2) -> pd.DataFrame:
+    # _tokenizer is not hashed: a model (named by its key) always speaks the same one
     return computed(model, precomputed.inside_key("probes", chosen.parts),  # shipped and untrained: precomputed
-                    lambda: probes.position_probes(model, _probe_text(model, chosen)),
+                    lambda: probes.position_probes(model, _probe_text(model, chosen), tokenizer=_tokenizer),
                     doing=f"Fitting position probes on every layer, {chosen.parts[0][0]}")
 
 
@@ -106,10 +127,27 @@ def _probe_view(shipped: tuple[str, ...], extra: LoadedModel | None, chosen: Tex
                      int(sample["scored"]), int(sample["window"]), bool(trained))
 
 
+@_cache_figure
+def _own_probe_view(model: LoadedModel, chosen: Text) -> ProbeView:
+    """probe_view of a model on its own tokenizer (the shipped models cannot read its text): the model,
+    and an untrained model of its shape and vocabulary for every scheme."""
+    with st.spinner(f"Probing every layer of {len(SCHEMES) + model.trained} models…"):
+        trained = {f"{model.scheme} · {model.label}": position_probes(model.model, chosen, model.tokenizer)} \
+            if model.trained else {}
+        fresh = {scheme: position_probes(untrained_like(model.model, model.key, scheme), chosen, model.tokenizer)
+                 for scheme in SCHEMES}
+    panels = {"trained": trained, "untrained": fresh} if trained else {"untrained": fresh}
+    sample = next(iter(fresh.values())).iloc[0]
+    return ProbeView(probe_figure(panels), probes.probe_reading(trained, fresh), int(sample["fitted"]),
+                     int(sample["scored"]), int(sample["window"]), bool(trained))
+
+
 def probe_view(selection: Selection, chosen: Text) -> ProbeView:
     """The probe figure and its reading for the models probe_panels probes, built once per text
     and set of models (the sidebar's model counts only when it is neither shipped nor untrained)."""
     model = selection.model
+    if not model.tokenizer.is_gpt2:
+        return _own_probe_view(model, chosen)
     extra = model if model.trained and model.key not in SCHEMES else None
     return _probe_view(tuple(checkpoints.available()), extra, chosen)
 

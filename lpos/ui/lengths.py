@@ -9,7 +9,7 @@ import streamlit as st
 from lpos import checkpoints, precomputed
 from lpos.analysis import lengths
 from lpos.figures.lengths import length_curves_figure, token_loss_figure
-from lpos.tokenizer import token_strings, visible
+from lpos.tokenizer import visible
 from lpos.ui.caching import cache_data, cache_resource
 from lpos.ui.collect import release_memory
 from lpos.ui.models import LoadedModel, load_offered
@@ -76,6 +76,6 @@ def token_losses(model: LoadedModel, ids: list[int], *, train_length: int) -> go
     """The loss of every token of a long text (the Length extrapolation page's live view), with the same
     tokens read in fresh windows of the training length as a baseline."""
     curve = loss_curve(model, ids)
-    predicted = [visible(t) for t in token_strings(list(ids[1 : len(curve.losses) + 1]))]
+    predicted = [visible(t) for t in model.tokenizer.token_strings(list(ids[1 : len(curve.losses) + 1]))]
     return token_loss_figure(curve, tokens=predicted, train_length=train_length, label=model.label,
                              baseline=window_baseline(model, ids, window=train_length))

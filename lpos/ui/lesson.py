@@ -20,7 +20,7 @@ from lpos.figures.attention import BIAS_COLOURS, matrix_panels
 from lpos.figures.embeddings import embedding_heatmaps
 from lpos.figures.shuffle import attention_bars, prediction_bars
 from lpos.lesson import STEPS
-from lpos.tokenizer import encode, token_strings, visible
+from lpos.tokenizer import GPT2, Tokenizer, visible
 from lpos.ui import attention, coverage, embeddings, lengths, shuffle, similarity, sinusoids
 from lpos.ui.caching import cache_resource
 from lpos.ui.text import literal
@@ -42,11 +42,12 @@ def step_from_url() -> tuple[int, str | None]:
     return 1, f"There is no step {raw[:20]!r}; the lesson has steps 1 to {len(STEPS)}, so it starts at 1."
 
 
-def shuffle_pair(ids: list[int]) -> tuple[list[int], list[int]]:
-    """The sidebar sentence and a shuffle of it, or the two presets when it cannot be shuffled."""
+def shuffle_pair(ids: list[int], *, tokenizer: Tokenizer = GPT2) -> tuple[list[int], list[int]]:
+    """The sidebar sentence and a shuffle of it, or the two presets in `tokenizer` when it cannot be
+    shuffled (their characters all in tiny Shakespeare's 65: a character model keeps them whole)."""
     if len(ids) >= 3 and can_shuffle(ids):
         return ids, shuffle_earlier(ids, seed=0)
-    return encode(PRESETS[0]), encode(PRESETS[1])
+    return tokenizer.encode_known(PRESETS[0])[0], tokenizer.encode_known(PRESETS[1])[0]
 
 
 def token_rows(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figure:
@@ -55,8 +56,9 @@ def token_rows(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figu
 
 
 def order_blind(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figure:
-    result = shuffle.shuffle_results([model], *shuffle_pair(ids))[0]
-    return attention_bars(result, head=0), order_blind_sentence(result, literal=literal)
+    result = shuffle.shuffle_results([model], *shuffle_pair(ids, tokenizer=model.tokenizer))[0]
+    return (attention_bars(result, head=0, tokenizer=model.tokenizer),
+            order_blind_sentence(result, literal=literal, tokenizer=model.tokenizer))
 
 
 def position_rows(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figure:
@@ -101,7 +103,7 @@ def alibi_bias(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figu
     heads = [0, len(effect.slopes) - 1]
     panels = [(f"head {h}: slope {effect.slopes[h]:.3g}", effect.bias[h]) for h in heads]
     low = float(min(effect.bias[h].min() for h in heads))
-    tokens = [visible(t) for t in token_strings(ids)]
+    tokens = [visible(t) for t in model.tokenizer.token_strings(ids)]
     return matrix_panels(panels, tokens=tokens, title="ALiBi's bias: minus slope × distance", value_name="bias",
                          zmin=min(low, -1e-6), zmax=0.0, colorscale=BIAS_COLOURS), (
         f"Slopes from {effect.slopes.max():.3g} (steepest head) to {effect.slopes.min():.3g} (gentlest).")
@@ -128,7 +130,7 @@ def train_short(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Fig
 
 
 def mask_leaks(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figure:
-    result = shuffle.shuffle_results([model], *shuffle_pair(ids))[0]
+    result = shuffle.shuffle_results([model], *shuffle_pair(ids, tokenizer=model.tokenizer))[0]
     return prediction_bars(result), (
         f"Layer 1 moved by {result.attention_change:.1e}, yet the full model's next-token distribution moved by a "
         f"total variation of {result.distribution_change:.3f} (top-1 {'unchanged' if result.same_top1 else 'changed'}).")
@@ -147,7 +149,7 @@ def _figure(step: int, sidebar: LoadedModel, model: LoadedModel, ids: list[int])
 def figure(step: int, selection: Selection) -> Figure:
     """The live figure of a 1-based step and one sentence of measured numbers to go with it, kept per
     step, model and sentence. Step 1's figure is the token chips: escaped HTML, for st.html."""
-    ids = selection.ids[:LESSON_TOKENS] or encode(PRESETS[0])
+    ids = selection.ids[:LESSON_TOKENS] or selection.model.tokenizer.encode_known(PRESETS[0])[0]
     model = model_for(selection, STEPS[step - 1].scheme or selection.scheme)
     fig, measured = _figure(step, selection.model, model, ids)
     if len(selection.ids) > LESSON_TOKENS and step in (1, 3):
@@ -169,5 +171,31 @@ def presenter_css() -> str:
 [data-testid="stMain"] p, [data-testid="stMain"] li {font-size: 1.55rem; line-height: 1.45;}
 [data-testid="stMain"] h1 {font-size: 3rem;}
 [data-testid="stMain"] .lpos-chips {font-size: 1.55rem;}
-[data-testid="stMain"] .st-key-live_class_code h1 {font: 700 6rem/1.1 monospace; letter-spacing: .06em;}
+[data-testid="stMain"] .st-key-live_class_code h1 {font: 700 clamp(2.5rem, 9vw, 6rem)/1.1 monospace;
+  letter-spacing: .06em; white-space: nowrap;}
 </style>"""
+
+
+PRESENTER_SCALE = 1.5  # presenter prose is 1.55rem (presenter_css); figure text grows about as much
+PLOTLY_FONT_PX = 12  # Plotly's default layout font size
+
+
+def _scale_fonts(node, scale: float) -> None:
+    """Multiply every explicit font size in a figure's dict (layout, axes, annotations, traces) in place."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key.endswith("font") and isinstance(value, dict) and isinstance(value.get("size"), (int, float)):
+                value["size"] = round(value["size"] * scale, 1)
+            _scale_fonts(value, scale)
+    elif isinstance(node, list):
+        for item in node:
+            _scale_fonts(item, scale)
+
+
+def presenter_figure(fig: go.Figure, *, scale: float = PRESENTER_SCALE) -> go.Figure:
+    """A copy of `fig` with every font `scale` times larger, for presenter mode (the cached figure is kept):
+    the default from 12 px to 18, labels set at 10-13 px to 15-20, titles likewise."""
+    spec = fig.to_dict()
+    spec.setdefault("layout", {}).setdefault("font", {}).setdefault("size", PLOTLY_FONT_PX)
+    _scale_fonts(spec, scale)
+    return go.Figure(spec)

@@ -126,9 +126,7 @@ def _moved_here(seen: Broadcast) -> bool:
 def _catch_up() -> None:
     seen = st.session_state.get("live_seen")
     if seen is not None and _moved_here(seen):
-        explore()
-        _notify("You changed the view yourself, so you are exploring on your own; “Rejoin the class” follows "
-                "the teacher again.")
+        _explore_by_hand()
         return
     try:
         answer = class_store().follow(st.session_state["live_class"], _session(),
@@ -141,6 +139,12 @@ def _catch_up() -> None:
         return
     if isinstance(answer, Broadcast):
         _apply(answer)
+
+
+def _explore_by_hand() -> None:
+    explore()
+    _notify("You changed the view yourself, so you are exploring on your own; “Rejoin the class” follows "
+            "the teacher again.")
 
 
 def _class_over() -> None:
@@ -162,12 +166,19 @@ def rejoin() -> None:
 
 @st.fragment(run_every=POLL_S)
 def _poll() -> None:
-    """A follower's timer: rerun the app when the teacher moved, the class ended, or the student moved."""
+    """A follower's timer: rerun the app when the teacher moved or the class ended.
+
+    A timer's run is never the student's doing, yet it may carry old control values: the browser sends
+    its widgets' values with every timer request, and one sent while a full run that applied the
+    teacher's view was still on its way holds the values from before it (Streamlit then sets them, as if
+    the student had chosen them). So a difference here puts the teacher's view back; the student's own
+    moves are read where they happen (before_widgets for the sidebar, teach() for the step controls)."""
     seen, code = st.session_state.get("live_seen"), st.session_state.get("live_class")
     if not st.session_state.get("live_following") or code is None or seen is None:
         return
-    if st.session_state.get("lesson_step") != seen.step:  # Previous/Next rerun only the step's fragment
-        st.rerun(scope="app")
+    if not _local_view().same_view(seen):
+        _apply(seen)
+        st.rerun(scope="app")  # redraw the controls with the teacher's values
     try:
         answer = class_store().follow(code, _session(), known_version=seen.version)
     except ClassEnded:
@@ -229,7 +240,14 @@ def stop() -> None:
 
 
 def teach() -> None:
-    """Send this session's view to its class, if it teaches one (the Lesson's step fragment calls this)."""
+    """The Lesson's step fragment calls this on every run: a teacher's view goes to the class; a follower
+    whose step differs from the teacher's moved it (Previous, Next, the step box rerun only this
+    fragment, and only by the student's hand), so it is exploring from now on."""
+    seen = st.session_state.get("live_seen")
+    if st.session_state.get("live_following") and seen is not None \
+            and st.session_state.get("lesson_step") != seen.step:
+        _explore_by_hand()
+        st.rerun(scope="app")  # the banner says so
     teaching = st.session_state.get("live_teacher")
     if not teaching:
         return
@@ -243,8 +261,10 @@ def teach() -> None:
 
 
 def class_link(code: str) -> str:
-    base = (st.context.url or "").rstrip("/")
-    return f"{base}/{LESSON_PATH}?class={code}"
+    """The Lesson's own URL with ?class=CODE (st.context.url is the page's: on the Lesson it ends in
+    /lesson already, after any base path a proxy adds)."""
+    page = (st.context.url or "").split("?")[0].rstrip("/")
+    return f"{page if page.endswith('/' + LESSON_PATH) else page + '/' + LESSON_PATH}?class={code}"
 
 
 def _qr_png(link: str) -> bytes | None:

@@ -62,7 +62,8 @@ def shared_dir_files() -> dict[str, Path]:
     folder = os.environ.get(SHARED_DIR_ENV)
     if not folder or not Path(folder).is_dir():
         return {}
-    return {f"dir:{p.name}": p for p in sorted(Path(folder).iterdir()) if p.suffix == ".pt" or (p / "config.json").is_file()}
+    return {f"dir:{p.name}": p for p in sorted(Path(folder).iterdir())
+            if p.suffix in (".pt", ".bin") or (p / "config.json").is_file()}  # .bin: llama2.c's model.bin
 
 
 def offered() -> list[str]:

@@ -13,5 +13,6 @@ from lpos.ui.stored import stored
 def shuffle_results(models: list[LoadedModel], original: list[int], shuffled: list[int]) -> list[shuffle.ShuffleResult]:
     """shuffle_experiment on each model, in order (the presets' are precomputed for the shipped models)."""
     key = precomputed.shuffle_key(list(original), list(shuffled))
-    return [stored(m.model, key) or shuffle.shuffle_experiment(m.model, list(original), shuffled=list(shuffled))
+    return [stored(m.model, key) or shuffle.shuffle_experiment(m.model, list(original), shuffled=list(shuffled),
+                                                               tokenizer=m.tokenizer)
             for m in models]

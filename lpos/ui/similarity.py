@@ -63,16 +63,16 @@ def position_pca(model: LoadedModel, length: int) -> tuple[go.Figure, go.Figure,
 
 
 @st.cache_resource(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)
-def rope_kernel(length: int, head_dim: int) -> tuple[go.Figure, go.Figure]:
-    """RoPE's position x position kernel and the same kernel by offset."""
-    kernel = similarity.similarity_map(similarity.rope_kernel(length, head_dim), title="rope kernel")
+def rope_kernel(length: int, head_dim: int, *, base: float) -> tuple[go.Figure, go.Figure]:
+    """RoPE's position x position kernel and the same kernel by offset, at the model's base."""
+    kernel = similarity.similarity_map(similarity.rope_kernel(length, head_dim, base=base), title="rope kernel")
     return (similarity_heatmaps([kernel], axis_title="position"),
-            kernel_line_figure(similarity.rope_kernel_by_offset(length - 1, head_dim), head_dim=head_dim))
+            kernel_line_figure(similarity.rope_kernel_by_offset(length - 1, head_dim, base=base), head_dim=head_dim))
 
 
 @cache_data(max_entries=64, show_spinner=False)
 def nearest_tokens(model: LoadedModel, token_id: int, *, k: int) -> pd.DataFrame:
-    return similarity.nearest_tokens(model.model, token_id, k=k, counts=token_counts(model.meta))
+    return similarity.nearest_tokens(model.model, token_id, k=k, counts=token_counts(model.meta), tokenizer=model.tokenizer)
 
 
 @st.cache_resource(max_entries=32, ttl=600, show_spinner=False)

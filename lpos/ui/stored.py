@@ -42,14 +42,22 @@ def _owner(model: GPT) -> tuple[str, str] | None:
 
 
 def computed(model: GPT, key: str, compute, *, doing: str):
-    """`stored(model, key)`, else `compute()` under a spinner saying what it does and for which model,
-    kept on disk for a shared-folder model."""
+    """`stored(model, key)`, else `compute()` under an st.status saying what it does and for which
+    model, kept on disk for a shared-folder model."""
     found = stored(model, key)
     if found is None:
         owner = _owner(model)
-        name = owner[0].removeprefix("dir:").removeprefix("upload:").rpartition("@")[0] or owner[0] if owner else "the model"
-        with st.spinner(f"{doing} ({name}, computed once and kept)…"):
+        name = owner[0] if owner else "the model"
+        if name.startswith(("dir:", "upload:")):  # "dir:<file>", "upload:<name>@<digest>"
+            name = name.partition(":")[2]
+            name = name.rpartition("@")[0] or name if owner[0].startswith("upload:") else name
+        slot = st.empty()  # the status goes once the result is in (a cached caller replays an empty slot)
+        with slot.status(f"{doing} ({name})…", expanded=False) as status:
+            status.write("Computed once and kept on disk: the next student who picks this model reads it at once."
+                         if owner and owner[0].startswith("dir:") and cache_folder() is not None else
+                         "Computed once and kept while the app runs: the next visit reads it at once.")
             found = compute()
+        slot.empty()
         keep(model, key, found)
     return found
 

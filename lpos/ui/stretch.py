@@ -1,11 +1,12 @@
-"""The Stretching-the-context views: losses and attention under RoPE scaling, keyed by shipped
-model name, text, method and factor; the figures of sections 1 to 3, which do not depend on the
+"""The Stretching-the-context views: losses and attention under RoPE scaling, keyed by model,
+text, method and factor; the figures of sections 1 to 3, which do not depend on the
 sidebar sentence, built once per input (a new sentence reruns the page: it rebuilds none of them);
 the writing job of section 4 (five continuations written a slice at a time, its state kept in the
 session here, not in the page); and section 5's shift of every position.
 
-Only shipped checkpoints are measured here (the page is about the models that ship), so a
-model's name is its cache key; the model objects come from lpos.ui.models' shared cache.
+Sections 1 to 3 rescale one RoPE model (`rope_model`): the selected one when it is a trained RoPE
+model (a Llama, say: its own base and training length), else the shipped rope model; ALiBi and
+sinusoidal are drawn beside it when they speak its tokens. Section 4 writes with the shipped models.
 """
 from __future__ import annotations
 
@@ -20,16 +21,16 @@ import torch
 
 from streamlit.errors import StreamlitAPIException
 
-from lpos import checkpoints, precomputed
+from lpos import checkpoints, corpus, precomputed
 from lpos.analysis import generate, stretch
 from lpos.analysis.lengths import training_length
 from lpos.figures.stretch import attention_profile_figure, scaled_loss_figure, wavelength_methods_figure
 from lpos.model import GPT
 from lpos.positions import RopeScaling
-from lpos.ui.caching import cache_data
+from lpos.ui.caching import cache_data, cache_resource
 from lpos.ui.text import literal
-from lpos.ui.models import LoadedModel, load_offered
-from lpos.ui.stored import stored
+from lpos.ui.models import UNTRAINED, LoadedModel, label, load_offered
+from lpos.ui.stored import computed
 
 STORY = precomputed.STRETCH_STORY
 HELD_OUT = precomputed.STRETCH_HELD_OUT
@@ -48,79 +49,108 @@ def train_length_of(name: str) -> int:
     return training_length(meta, model)
 
 
-@st.cache_resource(show_spinner="Reading the held-out stories…")
-def text_chunks(name: str, text: str) -> torch.Tensor | None:
-    """A text every curve is scored on, as chunks of CHUNK + 1 tokens: the story's first chunk,
-    or EVAL_CHUNKS chunks spread over the held-out stream (None when its corpus is not here)."""
-    return precomputed.stretch_chunks(text, {} if text == STORY else load_offered(name)[1])
+def rope_model(selected: LoadedModel) -> LoadedModel | None:
+    """The RoPE model sections 1 to 3 rescale: the selected model when it is a trained RoPE model
+    (a Llama from the shared folder, an upload), else the shipped rope model (None when neither)."""
+    if selected.scheme == "rope" and selected.key != UNTRAINED and selected.trained:
+        return selected
+    if "rope" not in checkpoints.available():
+        return None
+    model, meta = load_offered("rope")
+    return LoadedModel("rope", label("rope"), model, meta)
 
 
-@st.cache_data(max_entries=128, show_spinner=False)
-def _losses(name: str, method: str, factor: float, text: str) -> pd.DataFrame:
-    model, _ = load_offered(name)
-    chunks = text_chunks("rope", text)
-    table = stored(model, precomputed.loss_key(method, factor, chunks))  # the shipped models' are precomputed
-    if table is None:
-        with st.spinner(f"Scoring {text.lower()} at 128 to 1,024 tokens ({name}, {method} ×{factor:g})…"):
-            scaling = RopeScaling(method, factor, train_length_of(name)) if method != "none" else None
-            table = stretch.chunk_losses(model, chunks, rope_scaling=scaling)
+def rope_length(rope: LoadedModel) -> int:
+    """The length `rope` was trained on: what its rescaling stretches."""
+    return training_length(rope.meta, rope.model)
+
+
+def speaks_gpt2(rope: LoadedModel) -> bool:
+    """Whether `rope` reads GPT-2's tokens, as the shipped references (and their held-out stream) do."""
+    return rope.tokenizer.is_gpt2
+
+
+@cache_resource(max_entries=16, show_spinner="Reading the held-out stories…")
+def text_chunks(rope: LoadedModel, text: str) -> torch.Tensor | None:
+    """A text every curve is scored on, as chunks of CHUNK + 1 of `rope`'s tokens: the story's first
+    chunk, or EVAL_CHUNKS chunks spread over the held-out stream (None when its corpus is not here,
+    or the model speaks other tokens than the stream's GPT-2, or the story is too short in them)."""
+    if speaks_gpt2(rope):
+        return precomputed.stretch_chunks(text, {} if text == STORY else rope.meta)
+    if text != STORY:
+        return None
+    story = torch.tensor(rope.tokenizer.encode_known(corpus.story())[0])
+    return stretch.chunks(story, count=1) if len(story) > stretch.CHUNK else None
+
+
+@cache_data(max_entries=128, show_spinner=False)
+def _losses(model: GPT, method: str, factor: float, text: str, rope: LoadedModel) -> pd.DataFrame:
+    """One curve: `model` under `method`, scored on `text` in `rope`'s tokens, rescaled from `rope`'s training length."""
+    chunks = text_chunks(rope, text)
+    scaling = RopeScaling(method, factor, rope_length(rope)) if method != "none" else None
+    # the shipped models' are precomputed; a shared-folder model's are kept on disk once scored
+    table = computed(model, precomputed.loss_key(method, factor, chunks),
+                     lambda: stretch.chunk_losses(model, chunks, rope_scaling=scaling),
+                     doing=f"Scoring {text.lower()} at 128 to 1,024 tokens ({model.config.position}, {method} ×{factor:g})")
     curve = stretch.curve_name(model.config.position, method, factor)
     return stretch.loss_frame({curve: table}, text=text)
 
 
-def loss_curves(factor: float, *, text: str) -> pd.DataFrame | None:
-    """Every curve of one loss figure: rope under each method at `factor`, then the references;
-    None when the text is not available (the held-out stream without its corpus)."""
-    if text_chunks("rope", text) is None:
+def loss_curves(rope: LoadedModel, factor: float, *, text: str) -> pd.DataFrame | None:
+    """Every curve of one loss figure: `rope` under each method at `factor`, then the shipped
+    references when they read the same tokens; None when the text is not available."""
+    if text_chunks(rope, text) is None:
         return None
-    frames = [_losses("rope", method, factor if method != "none" else 1.0, text) for method in ("none", "pi", "ntk", "yarn")]
-    frames += [_losses(name, "none", 1.0, text) for name in REFERENCES if name in checkpoints.available()]
+    frames = [_losses(rope.model, method, factor if method != "none" else 1.0, text, rope)
+              for method in ("none", "pi", "ntk", "yarn")]
+    if speaks_gpt2(rope):
+        frames += [_losses(load_offered(name)[0], "none", 1.0, text, rope)
+                   for name in REFERENCES if name in checkpoints.available()]
     return pd.concat(frames, ignore_index=True)
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
-def attention_profiles(factor: float) -> dict[str, pd.DataFrame]:
-    model, _ = load_offered("rope")
-    ids = precomputed.profile_ids()
+@cache_data(max_entries=32, show_spinner=False)
+def attention_profiles(rope: LoadedModel, factor: float) -> dict[str, pd.DataFrame]:
+    ids = precomputed.profile_ids() if speaks_gpt2(rope) else text_chunks(rope, STORY)[0, :stretch.CHUNK].tolist()
     out = {}
     for method in ("none", "pi", "ntk", "yarn"):
         used = factor if method != "none" else 1.0
-        profile = stored(model, precomputed.profile_key(method, used, ids))  # precomputed for the shipped model
-        if profile is None:
-            with st.spinner(f"Reading 1,024 tokens under {method} ×{factor:g}…"):
-                scaling = RopeScaling(method, factor, train_length_of("rope")) if method != "none" else None
-                profile = stretch.attention_profile(model, ids, rope_scaling=scaling)
+        scaling = RopeScaling(method, factor, rope_length(rope)) if method != "none" else None
+        profile = computed(rope.model, precomputed.profile_key(method, used, ids),  # precomputed for the shipped model
+                           lambda: stretch.attention_profile(rope.model, ids, rope_scaling=scaling),
+                           doing=f"Reading {len(ids):,} tokens through {rope.model.config.n_layer} layers under "
+                                 f"{method} ×{factor:g}")
         out[stretch.curve_name("rope", method, factor)] = profile
     return out
 
 
-@st.cache_resource(max_entries=FIGURES, show_spinner=False)
-def _loss_view(shipped: tuple[str, ...], factor: float, text: str, train_length: int) -> tuple[go.Figure, str] | None:
-    frame = loss_curves(factor, text=text)
+@cache_resource(max_entries=FIGURES, show_spinner=False)
+def _loss_view(rope: LoadedModel, shipped: tuple[str, ...], factor: float, text: str) -> tuple[go.Figure, str] | None:
+    frame = loss_curves(rope, factor, text=text)
     if frame is None:
         return None
-    predictions = int(frame["tokens"].max())
+    predictions, train_length = int(frame["tokens"].max()), rope_length(rope)
     figure = scaled_loss_figure(frame, title=f"{text}: {predictions:,} predictions at every length", train_length=train_length)
     return figure, stretch.loss_reading(frame, train_length=train_length, factor=factor)
 
 
-def loss_view(factor: int, *, text: str, train_length: int) -> tuple[go.Figure, str] | None:
-    """Section 1's figure and reading for one text; None when the text is not on this machine."""
-    return _loss_view(tuple(checkpoints.available()), float(factor), text, train_length)
+def loss_view(rope: LoadedModel, factor: int, *, text: str) -> tuple[go.Figure, str] | None:
+    """Section 1's figure and reading for one text; None when the text is not available for `rope`."""
+    return _loss_view(rope, tuple(checkpoints.available()), float(factor), text)
 
 
-@st.cache_resource(max_entries=FIGURES, show_spinner=False)
-def wavelength_view(head: int, *, factor: int, train_length: int) -> tuple[go.Figure, str]:
-    """Section 2: each pair's wavelength under every method, and YaRN's regions in words."""
-    waves = stretch.wavelength_frame(head, factor=factor, original_length=train_length)
+@cache_resource(max_entries=FIGURES, show_spinner=False)
+def wavelength_view(head: int, *, factor: int, train_length: int, base: float) -> tuple[go.Figure, str]:
+    """Section 2: each pair's wavelength under every method at RoPE base `base`, and YaRN's regions in words."""
+    waves = stretch.wavelength_frame(head, base, factor=factor, original_length=train_length)
     return (wavelength_methods_figure(waves, original_length=train_length, factor=factor),
             stretch.wavelength_reading(waves, original_length=train_length, factor=factor))
 
 
-@st.cache_resource(max_entries=FIGURES, show_spinner=False)
-def attention_view(factor: int, *, layer: int, measure: str, train_length: int) -> tuple[go.Figure, str]:
+@cache_resource(max_entries=FIGURES, show_spinner=False)
+def attention_view(rope: LoadedModel, factor: int, *, layer: int, measure: str) -> tuple[go.Figure, str]:
     """Section 3: one layer's attention measure along 1,024 tokens under every method, and its reading."""
-    profiles = attention_profiles(float(factor))
+    profiles, train_length = attention_profiles(rope, float(factor)), rope_length(rope)
     return (attention_profile_figure(profiles, layer=layer, measure=measure, train_length=train_length),
             stretch.profile_reading(profiles, layer=layer, train_length=train_length))
 

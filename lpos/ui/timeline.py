@@ -30,7 +30,7 @@ class ModelTimeline:
 @cache_resource(max_entries=8, show_spinner="Reading the training snapshots…")
 def model_timeline(model: LoadedModel) -> ModelTimeline | None:
     """The model's timeline and what the page derives from it, or None without one."""
-    found = timeline.timeline_of(model.meta)
+    found = timeline.timeline_of(model.meta, tokenizer=model.tokenizer)
     if found is None:
         return None
     return ModelTimeline(found, timeline.cosine_maps(found), timeline.band_over_time(found),

@@ -1,0 +1,95 @@
+"""A character-level model in a real browser: Karpathy's "Let's build GPT" lecture layout with random
+weights and its vocabulary text, converted with `python -m lpos convert` into LPOS_CHECKPOINT_DIR,
+draws every page with its own tokens (characters, spaces and newlines made visible); and the same
+model uploaded through the sidebar together with its training text is read with that tokenizer."""
+from __future__ import annotations
+
+import urllib.parse
+
+import pytest
+from conftest import open_url, run_and_wait, start_app, wait_for_app
+from test_browser_upload import add_files, model_box_text
+from test_courses import CHARS, TEXT, V, lecture_weights
+
+from lpos.cli import main
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+SENTENCE = "Speak, hear me!\nAll: speak"  # every character is in the lecture's vocabulary
+SCREENSHOTS = "/tmp/lpos_own_vocab_{page}_{width}.png"
+
+
+@pytest.fixture(scope="module")
+def char_app(tmp_path_factory):
+    """The app with the lecture's character model converted into its shared folder."""
+    import torch
+
+    folder = tmp_path_factory.mktemp("own_vocab")
+    torch.save(lecture_weights(vocab=V, block=64), folder / "lecture.pt")
+    (folder / "input.txt").write_text(TEXT)
+    shared = folder / "shared"
+    assert main(["convert", str(folder / "lecture.pt"), "--out", str(shared / "chars.pt"),
+                 "--tokenizer", str(folder / "input.txt")]) == 0
+    app = start_app(folder, env={"LPOS_CHECKPOINT_DIR": str(shared)})
+    yield app
+    app.process.terminate()
+    app.process.wait(timeout=20)
+
+
+def chips(page) -> list[str]:
+    """The Embeddings page's chip texts (st.html draws its HTML once the run's elements are in)."""
+    page.locator(".st-key-chips .lpos-chip-text").first.wait_for(timeout=30_000)
+    return page.locator(".st-key-chips .lpos-chip-text").all_text_contents()
+
+
+def test_every_page_draws_with_the_character_model(char_app, page):
+    query = urllib.parse.urlencode({"model": "dir:chars.pt", "scheme": "learned", "text": SENTENCE})
+    open_url(page, f"{char_app.url}/?{query}")
+    page.screenshot(path="/tmp/lpos_own_vocab_first.png", full_page=True)
+    assert "chars.pt (shared folder)" in model_box_text(page), page.locator("[data-testid='stMain']").inner_text()[:800]
+    # one chip per character, spaces and the newline made visible
+    assert chips(page) == [{" ": "␣", "\n": "↵"}.get(c, c) for c in SENTENCE]
+    links = page.locator("[data-testid='stSidebarNav'] a").all_inner_texts()
+    titles = [text.strip().splitlines()[-1] for text in links]  # the title follows the link's icon name
+    assert len(titles) >= 7 and titles[0].startswith("Embeddings"), titles
+    for number, title in enumerate(titles):
+        if number:  # the Embeddings page is open already: a click on its own link starts no run
+            run_and_wait(page, page.get_by_role("link", name=title).first.click, timeout=300_000)
+        main_area = page.locator("[data-testid='stMain']")
+        assert main_area.locator("h1").count() >= 1, title
+        assert main_area.locator("[data-testid='stException']").count() == 0, (title, main_area.inner_text()[:800])
+        assert "chars.pt (shared folder)" in model_box_text(page), title
+        text = main_area.inner_text()
+        assert "50,257" not in text and "50257" not in text, (title, text[:800])  # no page assumes GPT-2's size
+    assert not [e for e in page.console_errors if "favicon" not in e], page.console_errors
+
+
+@pytest.mark.parametrize("width", [1400, 400])
+@pytest.mark.parametrize("path", ["", "similarity"])
+def test_screenshots_of_embeddings_and_similarity(char_app, page, path, width):
+    page.set_viewport_size({"width": width, "height": 1000})
+    query = urllib.parse.urlencode({"model": "dir:chars.pt", "scheme": "learned", "text": SENTENCE})
+    open_url(page, f"{char_app.url}/{path}?{query}")
+    main_area = page.locator("[data-testid='stMain']")
+    assert main_area.locator("[data-testid='stException']").count() == 0, main_area.inner_text()[:800]
+    if not path:
+        assert "↵" in chips(page) and "␣" in chips(page)
+    page.screenshot(path=SCREENSHOTS.format(page=path or "embeddings", width=width), full_page=True)
+
+
+def test_upload_a_character_model_with_its_training_text(char_app, page, tmp_path):
+    import torch
+
+    torch.save(lecture_weights(vocab=V), tmp_path / "lecture.pt")
+    open_url(page, f"{char_app.url}/?{urllib.parse.urlencode({'text': SENTENCE})}")
+    add_files(page, [("lecture.pt", (tmp_path / "lecture.pt").read_bytes()), ("input.txt", TEXT.encode())])
+    page.get_by_text("Loaded lecture.pt").wait_for(timeout=90_000)
+    wait_for_app(page)
+    assert "lecture.pt (your upload)" in model_box_text(page)
+    sidebar = page.locator("[data-testid='stSidebar']").inner_text()
+    assert f"characters of input.txt ({V}), {V} tokens" in sidebar
+    assert chips(page) == [{" ": "␣", "\n": "↵"}.get(c, c) for c in SENTENCE]
+    assert len(CHARS) == V
+    main_area = page.locator("[data-testid='stMain']")
+    assert main_area.locator("[data-testid='stException']").count() == 0, main_area.inner_text()[:800]
+    assert not [e for e in page.console_errors if "favicon" not in e], page.console_errors
