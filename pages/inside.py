@@ -23,9 +23,14 @@ st.caption("The other pages show position going in: rows added, queries rotated,
            "the sidebar sentence: a probe needs thousands of tokens.")
 
 offered, dropped = inside.texts_for(selection.model)  # encoded with the model's own tokenizer
-source = st.radio("Text", list(offered), key="inside_text", horizontal=True,
-                  help="Stories no model was trained on: the app's own story, and the held-out stories of the "
-                       "training corpus (the text the model cards' losses are measured on) when it is on this machine.")
+if len(offered) > 1:
+    source = st.radio("Text", list(offered), key="inside_text", horizontal=True,
+                      help="Stories no model was trained on: the app's own story, and the held-out stories of the "
+                           "training corpus (the text the model cards' losses are measured on) when it is on this machine.")
+else:  # one choice is no choice: say it instead of offering it
+    source = next(iter(offered))
+    st.markdown(f"Text: **{source}** (no model was trained on it; the training corpus's held-out stories are not "
+                "on this machine).")
 chosen = offered[source]
 if dropped[source]:
     st.caption(f"{dropped[source]:,} character{'s' if dropped[source] != 1 else ''} of this text "
@@ -45,7 +50,9 @@ def where_position_lives() -> None:
     except ValueError as error:
         st.warning(f"The probes cannot run on this model: {error}.", icon=":material/warning:")
         return
-    st.plotly_chart(view.figure, key="inside_probes")
+    for column, key, panel in zip(st.columns(len(view.figures), gap="small"), ("inside_probes", "inside_probes_2"),
+                                  view.figures):
+        column.plotly_chart(panel, key=key)  # side by side; a phone stacks them
     st.caption(f"Measured: for each residual stream, a ridge regression fitted on {view.fitted:,} tokens "
                f"and scored on {view.scored:,} tokens of other windows ({source}), predicting each "
                f"token's position in its {view.window}-token window (top) and how many tokens back the "

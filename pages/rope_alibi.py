@@ -101,7 +101,7 @@ def attention_views() -> None:
     st.header("This model's attention weights")
     weights = attention.attention_maps(model, ids, layer=layer)
     st.plotly_chart(matrix_panels([(f"layer {layer + 1}, head {head}", weights[head])], tokens=tokens, value_name="weight",
-                                  zmin=0.0, zmax=1.0, title=f"Attention weights ({selection.model.label})"), key="ra_attention")
+                                  zmin=0.0, zmax=1.0, title=f"Attention weights, {selection.model.label}"), key="ra_attention")
     st.caption("Each row is one query token's attention over the keys up to itself; each row sums to 1.\n"
                + ("Untrained: random, small scores spread the weights evenly over the visible keys"
                   + (", tilted towards recent keys by the bias." if selection.scheme == "alibi" else ".")

@@ -48,16 +48,18 @@ def positions() -> None:
     length = st.slider("Positions", min_value=2, max_value=max(2, limit), value=start, key=f"sim_length_{limit}",
                        help="Above 256 positions the map is block-averaged so the page stays light.")
     if scheme.adds_rows:
-        maps = similarity.position_maps(selection.model, length, with_untrained=scheme.has_table and selection.model.trained)
-        st.plotly_chart(maps, key="sim_positions")
+        maps = similarity.position_maps(selection.model, length, with_untrained=scheme.has_table and selection.model.trained,
+                                        apart=True)
+        for column, key, panel in zip(st.columns(len(maps), gap="small"), ("sim_positions", "sim_positions_start"), maps):
+            column.plotly_chart(panel, key=key)  # side by side; a phone stacks them
         band, structure = similarity.position_band(selection.model, length)
         length_drawn = len(position_rows(model, length))  # a table stops at its last row
         at = ", ".join(f"{structure[key]:.2f} at distance {key.rsplit('_', 1)[1]}"
                        for key in ("cosine_at_1", "cosine_at_16", "cosine_at_64") if key in structure)
         if scheme.has_table and selection.model.trained:
-            st.caption(f"Trained (left): mean cosine {at}; "
+            st.caption(f"Trained (first map): mean cosine {at}; "
                        f"{neighbour_sentence(structure['neighbour_distance'], length_drawn)}.\n"
-                       "The right map is the table this model started from (or a random draw, when the file kept no "
+                       "The second map is the table this model started from (or a random draw, when the file kept no "
                        "snapshots): speckle around 0 with a diagonal of 1s.")
         elif scheme.has_table:
             st.caption("Untrained: random rows are nearly orthogonal, so the map is speckle around 0 with a diagonal of 1s.\n"
@@ -127,7 +129,11 @@ def token_map() -> None:
     """The sentence's token x token map and its own choice of rows."""
     st.subheader("Token × token, for your sentence")
     options = ["token rows"] + (["token + position rows"] if view.position_rows is not None else [])
-    which = st.radio("Rows", options, horizontal=True, key="sim_rows")
+    if len(options) > 1:
+        which = st.radio("Rows", options, horizontal=True, key="sim_rows")
+    else:  # one choice is no choice: say it instead of offering it
+        which = options[0]
+        st.markdown(f"Rows: **{which}** ({selection.scheme} adds no position rows).")
     rows = view.token_rows if which == "token rows" else view.summed_rows
     st.plotly_chart(similarity.token_map(rows, title=which, tokens=tokens), key="sim_tokens")
     st.caption("A repeated token has cosine 1 with itself in token rows; adding position rows makes the copies differ.\n"

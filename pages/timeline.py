@@ -71,7 +71,10 @@ def step_view() -> None:
                   "rows (learned, sinusoidal), and exactly 1 for rope, alibi and none.")
 
     st.subheader("First-layer attention on the probe sentence")
-    st.plotly_chart(figures.attention, key="timeline_attention")
+    for head, panel in enumerate(figures.attention):  # two heads a row; a phone stacks them
+        if head % 2 == 0:
+            row = st.columns(2, gap="small")
+        row[head % 2].plotly_chart(panel, key=f"timeline_attention_{head}")
     st.caption("Rows are the attending token, columns the tokens it reads; each row sums to 1. "
                + attention_sentence(timeline, index))
 

@@ -8,7 +8,7 @@ import torch
 from lpos.analysis import attention, similarity, sinusoids
 from lpos.figures.attention import (alibi_slopes_figure, matrix_panels, offset_scores_figure, rope_angle_figure,
                                     rope_arrow_figure)
-from lpos.figures.similarity import kernel_line_figure, pca_figure, similarity_heatmaps
+from lpos.figures.similarity import kernel_line_figure, pca_figure, similarity_heatmaps, similarity_panels
 from lpos.figures.sinusoids import band_figure, offset_dot_figure, table_heatmap, wavelength_figure
 from lpos.positions import alibi_slopes, sinusoidal_table
 
@@ -125,3 +125,13 @@ def test_square_maps_shrink_their_panel_instead_of_padding_the_axes():
     _square(square, 128)
     assert tuple(square.layout.xaxis.range) == (-0.5, 127.5) and tuple(square.layout.yaxis.range) == (127.5, -0.5)
     assert square.layout.yaxis.constrain == square.layout.xaxis.constrain == "domain"
+
+
+def test_similarity_panels_are_one_figure_per_map_titled_by_it():
+    """Issue 25 (phones): one figure per map, so columns can stack; the map's title, block note
+    included, is the figure's title and no subplot title is left to overprint."""
+    small = similarity.similarity_map(sinusoidal_table(20, 8), title="trained")
+    big = similarity.similarity_map(sinusoidal_table(1024, 128), title="start")
+    figures = similarity_panels([small, big], axis_title="position")
+    assert [f.layout.title.text for f in figures] == ["trained", f"start — {big.block}×{big.block} blocks averaged"]
+    assert all(len(f.data) == 1 and not f.layout.annotations for f in figures)

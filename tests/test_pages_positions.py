@@ -169,3 +169,13 @@ def test_nearest_neighbours_of_a_typed_word():
                   and encode(decode([i])) == [i])
     at.text_input(key="sim_word").input(decode([unseen])).run()
     assert "was never seen in training" in messages(at)
+
+
+def test_a_choice_of_one_is_said_not_offered():
+    """Issue 25: rope adds no position rows, so the token map's "Rows" is text, not a one-option radio."""
+    at = app_test(page="pages/similarity.py", scheme="rope", model="untrained")
+    assert not at.exception
+    assert not [r for r in at.radio if r.key == "sim_rows"]
+    assert any("Rows: **token rows** (rope adds no position rows)" in m.value for m in at.markdown)
+    at = app_test(page="pages/similarity.py", scheme="learned", model="untrained")
+    assert list(at.radio(key="sim_rows").options) == ["token rows", "token + position rows"]

@@ -10,7 +10,8 @@ from conftest import SCHEMES, app_test
 from lpos import checkpoints
 
 TIMELINE = "pages/timeline.py"
-FIGURES = {"timeline_loss", "timeline_map", "timeline_band", "timeline_repeated", "timeline_attention"}
+FIGURES = {"timeline_loss", "timeline_map", "timeline_band", "timeline_repeated", "timeline_attention_0",
+           "timeline_attention_1"}
 
 
 def charts(at) -> dict[str, dict]:

@@ -110,9 +110,12 @@ def build_model(config: GPTConfig, state: dict, label: str, *, in_place: bool = 
     if in_place:
         model.load_state_dict({k: v.float() for k, v in state.items()}, assign=True)
     else:  # one tensor at a time, each file's pages let go once copied: the weights are held once
-        targets = model.state_dict(keep_vars=True)
+        targets, done = model.state_dict(keep_vars=True), set()
         with torch.no_grad():
             for key, tensor in state.items():
+                if id(targets[key]) in done:  # a tied head: the table it is, already read
+                    continue
+                done.add(id(targets[key]))
                 if key == "transformer.wte.weight" and model.output_vocab is not None:
                     targets[key].data = tensor  # the table rebuilt from the seed: fresh, taken as it is
                 else:

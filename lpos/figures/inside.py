@@ -21,7 +21,8 @@ def _colour(name: str) -> str:
     return SCHEME_COLOURS.get(name, OTHER_COLOUR)
 
 
-def probe_figure(panels: dict[str, dict[str, pd.DataFrame]]) -> go.Figure:
+def probe_figure(panels: dict[str, dict[str, pd.DataFrame]], *,
+                 title: str = "How well a linear probe reads position from each layer") -> go.Figure:
     """R² of both probes across streams: a column per panel ("trained", "untrained"), a row per
     target, a line per model. `panels` maps a column title to {line name: position_probes frame}."""
     titles = [f"{target}: {safe(panel)}" for target in TARGETS for panel in panels]
@@ -49,9 +50,16 @@ def probe_figure(panels: dict[str, dict[str, pd.DataFrame]]) -> go.Figure:
     # the legend sits at the figure's foot, below the axis title: deep models' slanted stream names
     # push the title down, and a legend placed in the plot's own coordinates then covered it
     fig.update_layout(legend=dict(orientation="h", yref="container", y=0.0, yanchor="bottom"))
-    finish(fig, title="How well a linear probe reads position from each layer", height=680)
+    finish(fig, title=title, height=680)
     fig.update_layout(margin=dict(b=170))
     return fig
+
+
+def probe_figures(panels: dict[str, dict[str, pd.DataFrame]]) -> list[go.Figure]:
+    """probe_figure as one figure per panel ("trained", "untrained"), both targets stacked in each,
+    for a page to set in columns that a phone stacks: two panels side by side in one figure cannot
+    reflow, and at 400 px their titles overprint."""
+    return [probe_figure({name: frames}, title=f"Probe R², {safe(name)} models") for name, frames in panels.items()]
 
 
 def head_grid_figure(portraits: dict[str, HeadPortraits]) -> go.Figure:

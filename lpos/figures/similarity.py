@@ -35,6 +35,18 @@ def similarity_heatmaps(maps: list[SimilarityMap], *, axis_title: str, tokens: l
     return finish(fig, title=f"Cosine similarity, {axis_title} × {axis_title}", height=side)
 
 
+def similarity_panels(maps: list[SimilarityMap], *, axis_title: str) -> list[go.Figure]:
+    """similarity_heatmaps as one figure per map, each titled by its map, for a page to set in
+    columns that a phone stacks (two maps in one figure cannot reflow; at 400 px their titles overprint)."""
+    figures = []
+    for similarity in maps:
+        fig = similarity_heatmaps([similarity], axis_title=axis_title)
+        title = fig.layout.annotations[0].text  # the panel's own title, block note included
+        fig.layout.annotations = ()
+        figures.append(finish(fig, title=title, height=520))
+    return figures
+
+
 def kernel_line_figure(kernel: pd.DataFrame, *, head_dim: int) -> go.Figure:
     """The rope kernel against distance: 1 at distance 0, decaying and wobbling with distance."""
     fig = go.Figure(go.Scatter(x=kernel["offset"], y=kernel["similarity"], mode="lines", name="kernel",

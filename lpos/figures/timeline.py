@@ -107,3 +107,18 @@ def attention_figure(timeline: Timeline, index: int) -> go.Figure:
     panels = [(f"head {h}", weights[h]) for h in range(len(weights))]
     return matrix_panels(panels, tokens=timeline.probe_tokens, value_name="weight", zmin=0.0, zmax=1.0,
                          title=f"Step {timeline.steps[index]}: first-layer attention on the probe sentence")
+
+
+def attention_figures(timeline: Timeline, index: int) -> list[go.Figure]:
+    """attention_figure as one figure per head, for a page to set in columns that a phone stacks:
+    four maps in one figure cannot reflow, and at 400 px they are unreadable."""
+    weights = timeline.attention[index]  # (nh, T, T)
+    step = timeline.steps[index]
+    figures = []
+    for h in range(len(weights)):
+        fig = matrix_panels([(f"head {h}", weights[h])], tokens=timeline.probe_tokens, value_name="weight",
+                            zmin=0.0, zmax=1.0, title="")
+        name = fig.layout.annotations[0].text  # "head h", with the block note when averaged
+        fig.layout.annotations = ()
+        figures.append(finish(fig, title=f"Step {step}, {name}"))
+    return figures

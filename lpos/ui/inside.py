@@ -17,7 +17,7 @@ import streamlit as st
 
 from lpos import checkpoints, precomputed
 from lpos.analysis import heads, probes, streaming
-from lpos.figures.inside import head_grid_figure, probe_figure
+from lpos.figures.inside import head_grid_figure, probe_figures
 from lpos.model import GPT
 from lpos.positions import SCHEMES
 from lpos.ui.caching import HASH_FUNCS
@@ -110,7 +110,7 @@ def probe_panels(extra: LoadedModel | None, chosen: Text) -> tuple[dict[str, pd.
 class ProbeView:
     """What the probe tab draws: the figure, the reading, and the sizes its caption states."""
 
-    figure: go.Figure
+    figures: list[go.Figure]  # one per panel ("trained" first when there is one), for columns a phone stacks
     reading: list[str]
     fitted: int  # tokens each probe was fitted on
     scored: int  # tokens it was scored on
@@ -123,7 +123,7 @@ def _probe_view(shipped: tuple[str, ...], extra: LoadedModel | None, chosen: Tex
     trained, fresh = probe_panels(extra, chosen)
     panels = {"trained": trained, "untrained": fresh} if trained else {"untrained": fresh}
     sample = next(iter(fresh.values())).iloc[0]
-    return ProbeView(probe_figure(panels), probes.probe_reading(trained, fresh), int(sample["fitted"]),
+    return ProbeView(probe_figures(panels), probes.probe_reading(trained, fresh), int(sample["fitted"]),
                      int(sample["scored"]), int(sample["window"]), bool(trained))
 
 
@@ -138,7 +138,7 @@ def _own_probe_view(model: LoadedModel, chosen: Text) -> ProbeView:
                  for scheme in SCHEMES}
     panels = {"trained": trained, "untrained": fresh} if trained else {"untrained": fresh}
     sample = next(iter(fresh.values())).iloc[0]
-    return ProbeView(probe_figure(panels), probes.probe_reading(trained, fresh), int(sample["fitted"]),
+    return ProbeView(probe_figures(panels), probes.probe_reading(trained, fresh), int(sample["fitted"]),
                      int(sample["scored"]), int(sample["window"]), bool(trained))
 
 

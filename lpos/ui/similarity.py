@@ -14,7 +14,7 @@ import streamlit as st
 from lpos.analysis import similarity, timeline
 from lpos.analysis.embeddings import token_counts
 from lpos.figures import timeline as timeline_figures
-from lpos.figures.similarity import kernel_line_figure, pca_figure, similarity_heatmaps
+from lpos.figures.similarity import kernel_line_figure, pca_figure, similarity_heatmaps, similarity_panels
 from lpos.positions import scheme_info
 from lpos.ui.caching import cache_data, cache_resource
 from lpos.ui.models import LoadedModel
@@ -22,9 +22,10 @@ from lpos.ui.sinusoids import FIGURES, LIFETIME
 
 
 @cache_resource(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)
-def position_maps(model: LoadedModel, length: int, *, with_untrained: bool) -> go.Figure:
+def position_maps(model: LoadedModel, length: int, *, with_untrained: bool, apart: bool = False) -> go.Figure | list[go.Figure]:
     """Cosine similarity of a model's first `length` position rows, and of the table it started from:
-    its own step-0 snapshot when it kept one, else a random N(0, 0.02) draw (seed 0), titled as such."""
+    its own step-0 snapshot when it kept one, else a random N(0, 0.02) draw (seed 0), titled as such.
+    `apart`: one figure per map (lpos.figures.similarity.similarity_panels), for columns a phone stacks."""
     gpt = model.model
     rows = similarity.position_rows(gpt, length)
     maps = [similarity.similarity_map(rows, title=f"{model.label}: {gpt.config.position} rows")]
@@ -35,7 +36,7 @@ def position_maps(model: LoadedModel, length: int, *, with_untrained: bool) -> g
         else:
             random_rows = similarity.initial_position_rows(len(rows), gpt.config.n_embd)
             maps.append(similarity.similarity_map(random_rows, title="a random N(0, 0.02) table"))
-    return similarity_heatmaps(maps, axis_title="position")
+    return similarity_panels(maps, axis_title="position") if apart else similarity_heatmaps(maps, axis_title="position")
 
 
 @cache_resource(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)

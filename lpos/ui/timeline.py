@@ -11,7 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from lpos.analysis import timeline
-from lpos.figures.timeline import attention_figure, band_figure, loss_curve_figure, position_map_figure, repeated_figure
+from lpos.figures.timeline import attention_figures, band_figure, loss_curve_figure, position_map_figure, repeated_figure
 from lpos.ui.caching import cache_resource
 from lpos.ui.models import LoadedModel
 
@@ -43,7 +43,7 @@ class StepFigures:
     position_map: go.Figure
     band: go.Figure
     repeated: go.Figure
-    attention: go.Figure
+    attention: list[go.Figure]  # one per head
 
 
 @cache_resource(max_entries=STEP_FIGURES, show_spinner=False)
@@ -54,5 +54,5 @@ def step_figures(model: LoadedModel, index: int) -> StepFigures:
     shown = {f"step {steps[0]}": band[band.step == steps[0]], f"step {steps[index]}": band[band.step == steps[index]]}
     return StepFigures(loss_curve_figure(line, index), position_map_figure(found.maps, line, index),
                        band_figure(shown, title="The band, measured: mean cosine by distance"),
-                       repeated_figure(found.repeated, word=line.repeated_word, index=index), attention_figure(line, index))
+                       repeated_figure(found.repeated, word=line.repeated_word, index=index), attention_figures(line, index))
 
