@@ -159,7 +159,7 @@ def test_curve_reading_reports_measured_means(tiny_model):
     assert f"{np.nanmean(curve.losses[:64]):.2f}" in reading
     assert f"{np.nanmean(curve.losses[64:]):.2f}" in reading
     wall = curve_reading(loss_along_text(tiny_model("learned", block_size=64), encode(story())[:150]), train_length=64)
-    assert "64 rows" in wall and "85 tokens" in wall
+    assert "64 rows" in wall and "the last 85 of the 150 tokens" in wall
 
 
 def test_length_losses_is_not_applicable_past_a_learned_table(tiny_model):

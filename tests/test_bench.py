@@ -141,3 +141,18 @@ def test_quick_first_visit_sections_run_alone():
     assert "app" not in data and "model" not in data
     check_first_visits(data["first_visit"])
     assert "First visit on a fresh server" in bench.table(data) and "Seed-size model" in bench.table(data)
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_the_memory_walk_visits_every_page_with_a_shared_folder_model():
+    """`bench --memory-walk --tiny-model`: the walk's smoke test (a 2-layer model; no figure asserted)."""
+    result = subprocess.run([sys.executable, "-m", "lpos", "bench", "--memory-walk", "--tiny-model", "--json"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=1500)
+    assert result.returncode == 0, result.stderr[-3000:]
+    walk = json.loads(result.stdout)["first_visit"]["big_model"]
+    assert len(walk["pages"]) == len(list((ROOT / "pages").glob("*.py")))
+    for name, page in walk["pages"].items():
+        assert page["errors"] == 0 and page["rss_after_mb"] > 0, name
+    peaks = [page["peak_so_far_mb"] for page in walk["pages"].values()]
+    assert peaks == sorted(peaks) and peaks[-1] <= walk["peak_rss_mb"]  # the peak so far only grows

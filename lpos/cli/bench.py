@@ -32,6 +32,8 @@ def run_bench(args) -> int:
             raise ValueError(f"{e} (or pass --model-only)") from None
     if args.first_visit_only and args.model_only:
         raise ValueError("--first-visit-only needs the browser: drop --model-only")
+    if args.tiny_model and not args.memory_walk:
+        raise ValueError("--tiny-model is the memory walk's smoke test: add --memory-walk")
     if args.memory_walk:
         from lpos.bench.first_visit import memory_walk, report
 
