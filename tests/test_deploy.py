@@ -82,7 +82,9 @@ def test_a_small_lecture_hall_survives_a_killed_replica(tmp_path):
     fault = result["fault"]
     assert fault["students_on_it"] >= 1, "no student was on the killed replica: the fault tested nothing"
     assert fault["affected_students"] == fault["recovered_students"] == fault["students_on_it"]
-    assert fault["failed_actions"] == fault["affected_students"]  # one failed action each, then back
+    # each affected student's action failed once; a reload that reached the proxy before its health
+    # checks marked the replica down fails too (a 502) and is counted: every student is back all the same
+    assert fault["failed_actions"] >= fault["affected_students"]
     assert fault["down_after_s"] is not None and fault["down_after_s"] < 10
     assert fault["recover_s_max"] < 30
     assert len(fault["new_sessions_after_down"]) == 3 and "app1" not in fault["new_sessions_after_down"]

@@ -58,6 +58,9 @@ COOKIE = "LPOS_REPLICA"
 XSRF = "_streamlit_xsrf"
 
 
+REOPEN_WITHIN_S = 15.0  # a reopened link must work again within this; HAProxy marks a dead replica down in ~2 s
+
+
 @dataclass
 class Fault:
     killed_at: float | None = None  # time.perf_counter()
@@ -187,7 +190,18 @@ class HallStudent(Student):
         the same view. The model box is empty again (an upload lived in the killed process)."""
         self.broken, self.uploaded = True, None
         self.values, self.options = {}, {}  # a new tab holds no widget state: the server's defaults come back
-        await self.connect()
+        # As a person would: a reload that fails (a 502 while the proxy still routes to the replica that
+        # just died, before its health checks mark it down) is tried again, each failure counted.
+        deadline = time.perf_counter() + REOPEN_WITHIN_S
+        while True:
+            try:
+                await self.connect()
+                break
+            except (RuntimeError, OSError) as error:
+                if time.perf_counter() > deadline:
+                    raise
+                self.fault.failed_actions.append(f"session {self.index}, reopen the link: {error}")
+                await asyncio.sleep(0.5)
         shown = dict(urllib.parse.parse_qsl(self.query))
         self.typed = shown.get("text", DEFAULT_TEXT)
         step = int(shown.get("step", "1"))
