@@ -20,9 +20,11 @@ class Step:
 STEPS: tuple[Step, ...] = (
     Step(
         "Text becomes token ids",
-        "GPT-2 splits your sentence into tokens and gives each one an id. Each id picks one row of the "
+        "The model's tokenizer (GPT-2's for the shipped models) splits your sentence into tokens and gives "
+        "each one an id. Each id picks one row of the "
         "token table: a lookup, not a multiplication. Nothing in those rows says where the token sits.",
-        "A space belongs to the token after it (“␣dog”), and “The” and “␣the” are different ids. "
+        "With GPT-2's tokenizer a space belongs to the token after it (“␣dog”), and “The” and “␣the” are "
+        "different ids; a character-level model's tokens are single characters. "
         "Red chips are tokens the model never saw in training: their rows are still random.",
         None,
     ),

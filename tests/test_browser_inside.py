@@ -21,8 +21,8 @@ def test_inside_page_opens_each_part_in_its_tab(running_app, page, tmp_path):
     open_url(page, f"{running_app.url}/?scheme=rope&model=untrained")
     run_and_wait(page, page.get_by_role("link", name="Inside the model").click, timeout=FIRST_RUN)
     charts = page.locator("[data-testid='stPlotlyChart']")
-    assert charts.count() == 1
-    assert page.get_by_text("How well a linear probe reads position from each layer").count() == 1
+    assert charts.count() == 2  # the probes, one figure per panel (trained, untrained) so a phone stacks them
+    assert page.get_by_text("Probe R², trained models").count() == 1 and page.get_by_text("Probe R², untrained models").count() == 1
     page.screenshot(path=f"{shots}/inside_probes.png", full_page=True)
 
     run_and_wait(page, page.get_by_role("tab", name="Head portraits").click, timeout=FIRST_RUN)

@@ -242,3 +242,14 @@ def test_position_share_is_the_position_rows_part_of_the_scale():
     view = handmade_view(["A", "B"])  # token rows -0.5..0.2, position rows 0.25, sums up to 0.45
     assert position_share(view) == pytest.approx(0.25 / 0.5)
     assert position_share(handmade_view(["A", "B"], positions=False)) is None
+
+
+def test_chips_name_a_learners_own_vocabulary():
+    """A character model's chips are its own ids, not GPT-2's: the title says whose."""
+    from lpos.analysis.embeddings import EmbeddingView
+    from lpos.figures.embeddings import chips_title
+
+    view = EmbeddingView(ids=[3, 4], tokens=["a", "b"], token_rows=np.zeros((2, 4)), position_rows=None,
+                         summed_rows=np.zeros((2, 4)), counts=[None, None], tokenizer_name="characters of input.txt (31)")
+    assert chips_title(view) == ("2 tokens: text (␣ = space) and id in the model's vocabulary "
+                                 "(characters of input.txt (31)); no training counts for this model")

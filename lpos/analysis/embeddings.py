@@ -20,6 +20,7 @@ class EmbeddingView:
     position_rows: np.ndarray | None  # (T, C), None for rope / alibi / none
     summed_rows: np.ndarray  # (T, C)
     counts: list[int | None]  # training count per token; None when the model has no counts
+    tokenizer_name: str = "GPT-2"  # whose ids these are (a learner's model has its own vocabulary)
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,7 @@ def embedding_view(model: GPT, ids: list[int], *, counts: dict[int, int] | None 
         position_rows=None if parts.position is None else parts.position.numpy(),
         summed_rows=parts.total[0].numpy(),
         counts=[counts.get(i, 0) for i in ids] if counts is not None else [None] * len(ids),
+        tokenizer_name=tokenizer.name,
     )
 
 

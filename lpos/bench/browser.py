@@ -170,7 +170,7 @@ class Tab:
 
     def step_slider(self, label: str, key: str = "ArrowRight") -> dict:
         """Move a slider one step with the keyboard (as reliable as a person's key press; a drag is not)."""
-        thumb = self.page.locator('[data-testid="stSlider"]').filter(has_text=label).locator('[role="slider"]').first
+        thumb = self.page.locator('[data-testid="stSlider"]').filter(has_text=label).get_by_role("slider").first
         return self.act(thumb.focus, lambda: thumb.press(key))
 
     def close(self) -> None:

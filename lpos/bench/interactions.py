@@ -16,7 +16,7 @@ from lpos.positions import SCHEMES
 
 
 def _slider(tab: Tab, label: str, run: int) -> tuple:
-    thumb = tab.page.locator('[data-testid="stSlider"]').filter(has_text=label).locator('[role="slider"]').first
+    thumb = tab.page.locator('[data-testid="stSlider"]').filter(has_text=label).get_by_role("slider").first
     key = "ArrowRight" if run % 2 == 0 else "ArrowLeft"  # one step up, one back: the same two views
     return thumb.focus, lambda: thumb.press(key)  # the keyboard: a drag is not always taken
 

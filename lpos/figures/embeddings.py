@@ -75,19 +75,21 @@ def chip_tooltip(position: int, token: str, token_id: int, count: int | None) ->
 
 
 def chips_title(view: EmbeddingView) -> str:
-    """The chips' title line, "5 tokens: text (␣ = space), GPT-2 id, ...", saying when only the
+    """The chips' title line, "5 tokens: text (␣ = space), GPT-2 id, ..." (the model's own
+    tokenizer's name for a learner's model), saying when only the
     first CHIP_LIMIT chips are drawn."""
     n = len(view.ids)
     cut = f" (the first {CHIP_LIMIT} of {n})" if n > CHIP_LIMIT else ""
     trained = any(c is not None for c in view.counts)
-    legend = ("text (␣ = space), GPT-2 id, occurrences in the training text; red = never seen" if trained else
-              "text (␣ = space) and GPT-2 id; no training counts for this model")
+    ids = "GPT-2 id" if view.tokenizer_name == "GPT-2" else f"id in the model's vocabulary ({view.tokenizer_name})"
+    legend = (f"text (␣ = space), {ids}, occurrences in the training text; red = never seen" if trained else
+              f"text (␣ = space) and {ids}; no training counts for this model")
     return f"{n} tokens{cut}: {legend}"
 
 
 def token_chips_html(view: EmbeddingView) -> str:
     """One chip per token as self-contained HTML: its text (whitespace visible) cut to CHIP_TEXT_CHARS,
-    then its GPT-2 id and training count on a small second line; the native tooltip gives the whole
+    then its id and training count on a small second line; the native tooltip gives the whole
     token and the exact count. Never-seen tokens are red and say "never seen". At most CHIP_LIMIT chips.
 
     Plain HTML rather than a Plotly figure: chips are text in boxes, so the browser lays them out and

@@ -73,7 +73,8 @@ def _forget_bytes(files: list) -> None:
 
 def _on_upload() -> None:
     """Runs before the script when the box's files change: load, remember, select; or say why not."""
-    in_box = st.session_state.get("upload") or []
+    # A file whose bytes _forget_bytes gave back comes back as Streamlit's DeletedFile (no name, no bytes)
+    in_box = [f for f in st.session_state.get("upload") or [] if hasattr(f, "name")]
     seen = st.session_state.setdefault("upload_seen", set())
     files = files_to_load(in_box, seen)
     seen.update(f.file_id for f in in_box)
