@@ -40,7 +40,7 @@ def _select(tab: Tab, label: str, options: list[str], run: int) -> tuple:
 CONTROLS = {
     "sinusoids": ("Width slider, one step", "scheme=sinusoidal&model=sinusoidal",
                   lambda tab, run: _slider(tab, "Width", run)),
-    "similarity": ("Positions slider, one step", "scheme=learned&model=learned",
+    "similarity": ("Positions slider, one step", "scheme=learned&model=learned&positions=64",  # mid-range: 128 is its end
                    lambda tab, run: _slider(tab, "Positions", run)),
     "rope_alibi": ("Head box, another head", "scheme=rope&model=rope",
                    lambda tab, run: _select(tab, "Head", ["1", "0"], run)),
@@ -49,7 +49,7 @@ CONTROLS = {
     "lesson": ("Next button", "scheme=learned&model=learned&step=1",
                lambda tab, run: _button(tab, "Next", run)),
     "extrapolation": ("Text radio: the story or your own text", "scheme=sinusoidal&model=sinusoidal",
-                      lambda tab, run: ((lambda: None), tab.page.get_by_text(
+                      lambda tab, run: ((lambda: None), tab.page.locator('[data-testid="stRadio"]').get_by_text(
                           "Your own text" if run % 2 == 0 else "The built-in story").first.click)),
 }
 
