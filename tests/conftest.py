@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -219,3 +220,32 @@ def wait_for_app(page, timeout: float = 90_000) -> None:
     """Wait until no script run is in progress and every chart is drawn (for a state reached by other
     means: prefer run_and_wait / open_url, which wait for the run an action started)."""
     page.wait_for_function(SETTLED, timeout=timeout)
+
+
+def model_box_text(page) -> str:
+    """The model box's label and chosen option (Streamlit 1.67's selectbox is a combobox: the choice
+    is its input's value, not text)."""
+    box = page.locator("[data-testid='stSidebar'] [data-testid='stSelectbox']").nth(1)
+    return f"{box.inner_text()}\n{box.locator('input').input_value()}"
+
+
+def walk_every_page(page, model_label: str, *, timeout: float = 300_000) -> dict[str, str]:
+    """From an open Embeddings page, click through every link of the navigation; on each page assert
+    that it drew (a title, no exception) with `model_label` still chosen in the sidebar. Returns each
+    page's title -> its main area's text."""
+    links = page.locator("[data-testid='stSidebarNav'] a")
+    titles = [text.strip().splitlines()[-1] for text in links.all_inner_texts()]  # the title follows the icon name
+    paths = [urllib.parse.urlparse(link.get_attribute("href")).path for link in links.all()]
+    assert len(titles) >= 7 and titles[0].startswith("Embeddings"), titles
+    texts = {}
+    for number, title in enumerate(titles):
+        if number:  # the Embeddings page is open already: a click on its own link starts no run
+            run_and_wait(page, links.nth(number).click, timeout=timeout)
+            page.wait_for_url(lambda url, path=paths[number]: urllib.parse.urlparse(url).path == path)
+            wait_for_app(page, timeout=timeout)  # a run still ending on the page before can end run_and_wait's wait
+        main_area = page.locator("[data-testid='stMain']")
+        assert main_area.locator("h1").count() >= 1, title  # the page drew, not only the sidebar
+        assert main_area.locator("[data-testid='stException']").count() == 0, (title, main_area.inner_text()[:800])
+        assert model_label in model_box_text(page), title
+        texts[title] = main_area.inner_text()
+    return texts

@@ -7,8 +7,7 @@ from __future__ import annotations
 import urllib.parse
 
 import pytest
-from conftest import open_url, run_and_wait, start_app, wait_for_app
-from test_browser_upload import model_box_text
+from conftest import model_box_text, open_url, start_app, walk_every_page
 
 from lpos.cli import main
 from lpos.tokenizer import VOCAB_SIZE
@@ -44,21 +43,8 @@ def llama_app(tmp_path_factory):
 def test_every_page_draws_with_the_llama(llama_app, page):
     open_url(page, f"{llama_app.url}/?{QUERY}", timeout=300_000)
     assert "llama.pt (shared folder)" in model_box_text(page)
-    links = page.locator("[data-testid='stSidebarNav'] a")
-    titles = [text.strip().splitlines()[-1] for text in links.all_inner_texts()]  # the title follows the icon name
-    paths = [urllib.parse.urlparse(link.get_attribute("href")).path for link in links.all()]
-    assert len(titles) >= 7 and titles[0].startswith("Embeddings"), titles
-    texts = {}
-    for number, title in enumerate(titles):
-        if number:  # the Embeddings page is open already: a click on its own link starts no run
-            run_and_wait(page, links.nth(number).click, timeout=300_000)
-            page.wait_for_url(lambda url, path=paths[number]: urllib.parse.urlparse(url).path == path)
-            wait_for_app(page, timeout=300_000)  # a run still ending on the page before can end run_and_wait's wait
-        main_area = page.locator("[data-testid='stMain']")
-        assert main_area.locator("h1").count() >= 1, title
-        assert main_area.locator("[data-testid='stException']").count() == 0, (title, main_area.inner_text()[:800])
-        assert "llama.pt (shared folder)" in model_box_text(page), title
-        texts[title] = main_area.inner_text()
+    texts = walk_every_page(page, "llama.pt (shared folder)")
+    titles = list(texts)
     assert "RoPE rotates queries and keys inside attention" in texts[titles[0]]  # nothing added to the input
     stretch = next(text for title, text in texts.items() if title.startswith("Stretching"))
     assert f"llama.pt (shared folder) was trained on {TRAINED_ON}-token windows (RoPE base {BASE:,g})" in stretch

@@ -7,8 +7,8 @@ from __future__ import annotations
 import urllib.parse
 
 import pytest
-from conftest import open_url, run_and_wait, start_app, wait_for_app
-from test_browser_upload import add_files, model_box_text
+from conftest import model_box_text, open_url, start_app, wait_for_app, walk_every_page
+from test_browser_upload import add_files
 from test_courses import CHARS, TEXT, V, lecture_weights
 
 from lpos.cli import main
@@ -45,21 +45,10 @@ def chips(page) -> list[str]:
 def test_every_page_draws_with_the_character_model(char_app, page):
     query = urllib.parse.urlencode({"model": "dir:chars.pt", "scheme": "learned", "text": SENTENCE})
     open_url(page, f"{char_app.url}/?{query}")
-    page.screenshot(path="/tmp/lpos_own_vocab_first.png", full_page=True)
     assert "chars.pt (shared folder)" in model_box_text(page), page.locator("[data-testid='stMain']").inner_text()[:800]
     # one chip per character, spaces and the newline made visible
     assert chips(page) == [{" ": "␣", "\n": "↵"}.get(c, c) for c in SENTENCE]
-    links = page.locator("[data-testid='stSidebarNav'] a").all_inner_texts()
-    titles = [text.strip().splitlines()[-1] for text in links]  # the title follows the link's icon name
-    assert len(titles) >= 7 and titles[0].startswith("Embeddings"), titles
-    for number, title in enumerate(titles):
-        if number:  # the Embeddings page is open already: a click on its own link starts no run
-            run_and_wait(page, page.get_by_role("link", name=title).first.click, timeout=300_000)
-        main_area = page.locator("[data-testid='stMain']")
-        assert main_area.locator("h1").count() >= 1, title
-        assert main_area.locator("[data-testid='stException']").count() == 0, (title, main_area.inner_text()[:800])
-        assert "chars.pt (shared folder)" in model_box_text(page), title
-        text = main_area.inner_text()
+    for title, text in walk_every_page(page, "chars.pt (shared folder)").items():
         assert "50,257" not in text and "50257" not in text, (title, text[:800])  # no page assumes GPT-2's size
     assert not [e for e in page.console_errors if "favicon" not in e], page.console_errors
 

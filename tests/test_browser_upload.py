@@ -13,7 +13,7 @@ import numpy as np
 import psutil
 import pytest
 import torch
-from conftest import run_and_wait, start_app, wait_for_app
+from conftest import model_box_text, start_app, wait_for_app, walk_every_page
 from test_upload import hf_files, nanogpt_bytes, seed_bytes
 
 from lpos.tokenizer import encode
@@ -31,13 +31,6 @@ def open_app(page, url: str, **query) -> None:
 def add_files(page, files: list[tuple[str, bytes]]) -> None:
     page.locator("[data-testid='stSidebar'] input[type=file]").set_input_files(
         files=[{"name": name, "mimeType": "application/octet-stream", "buffer": data} for name, data in files])
-
-
-def model_box_text(page) -> str:
-    """The model box's label and chosen option (Streamlit 1.67's selectbox is a combobox: the choice
-    is its input's value, not text)."""
-    box = page.locator("[data-testid='stSidebar'] [data-testid='stSelectbox']").nth(1)
-    return f"{box.inner_text()}\n{box.locator('input').input_value()}"
 
 
 def model_options(page) -> list[str]:
@@ -109,16 +102,7 @@ def test_seed_trainer_file_of_the_real_size_draws_every_page(running_app, page, 
             f"{source.num_params() / 1e6:,.1f}M parameters") in sidebar
     expected = source.transformer.wte.weight.detach()[encode(SENTENCE)]
     torch.testing.assert_close(first_token_rows(page), expected, rtol=0, atol=1e-6)
-    links = page.locator("[data-testid='stSidebarNav'] a").all_inner_texts()
-    titles = [text.strip().splitlines()[-1] for text in links]  # the title follows the link's icon name
-    assert len(titles) >= 7 and titles[0].startswith("Embeddings"), titles
-    for number, title in enumerate(titles):
-        if number:  # the Embeddings page is open already: a click on its own link starts no run
-            run_and_wait(page, page.get_by_role("link", name=title).first.click, timeout=300_000)
-        main = page.locator("[data-testid='stMain']")
-        assert main.locator("h1").count() >= 1, title  # the page drew, not only the sidebar
-        assert main.locator("[data-testid='stException']").count() == 0, (title, main.inner_text()[:500])
-        assert "best_model.pt (your upload)" in model_box_text(page), title
+    walk_every_page(page, "best_model.pt (your upload)")
     page.screenshot(path="/tmp/lpos_browser_seed_upload.png", full_page=True)
     assert not [e for e in page.console_errors if "favicon" not in e], page.console_errors
 
