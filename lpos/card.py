@@ -13,6 +13,26 @@ from lpos.analysis.timeline import BAND_DISTANCES, table_structure
 from lpos.positions import SCHEMES
 
 REBUILD = "bash checkpoints/rebuild.sh ../shared/data/*.txt"
+# Not written from any file's meta: the layouts and tokenizers lpos reads (issue 22), kept in the card so that
+# `python -m lpos card` keeps the section (tests/test_own_vocab_sentences.py checks the card holds it).
+OTHER_MODELS = """## Other models: the layouts lpos reads
+
+Besides these files, `checkpoints.load`, `python -m lpos convert` and the app's upload read (see the
+README's "Your own model" for what to give with each):
+
+- an lpos `.pt`; a nanoGPT `ckpt.pt` (also `shakespeare_char`, with `--tokenizer meta.pkl`);
+- a trainer's dict (`model`, `optimizer`, `config`); a bare `state_dict`;
+- "Build a Large Language Model (From Scratch)"'s `GPTModel`: a bare `state_dict` or
+  `{"model_state_dict": ..., "optimizer_state_dict": ...}` (`--n-head`: the file does not say it);
+- Karpathy's "Let's build GPT" lecture (`gpt.py`): a bare `state_dict`, with `--tokenizer` the training text;
+- a Hugging Face GPT-2 folder (`config.json` + `model.safetensors` or `pytorch_model.bin`, and
+  `tokenizer.json` when it has its own BPE) or a `pytorch_model.bin` alone;
+- a Hugging Face Llama folder, llama2.c's `model.bin` or `ckpt.pt` (with `tokenizer.model`).
+
+Tokenizers (`--tokenizer`): nanoGPT's `meta.pkl`, a Hugging Face `tokenizer.json`, a SentencePiece or
+minbpe `.model`, or a character model's training text (`.txt`). `lpos/checkpoints/layouts/` holds
+the layouts' code and `lpos/vocab/` the tokenizers'.
+"""
 COUNTS = {1: "One", 2: "Two", 3: "Three", 4: "Four", 5: "Five"}
 PREVIOUS_TOKENS, PREVIOUS_LOSSES = 1_024_000, "3.80 to 4.07"  # the models this recipe replaced, for comparison
 
@@ -272,5 +292,6 @@ def model_card(*, rebuild_seconds: float | None = None, rebuilt_models: int | No
         "and `python -m lpos eval --checkpoint S` reproduces the loss-by-length rows of S (all held-out stories,",
         "and the TinyStories ones).",
         "",
+        OTHER_MODELS,
     ]
     return "\n".join(lines)

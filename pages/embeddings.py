@@ -1,8 +1,9 @@
 """Embeddings: the sentence's token rows, position rows and their sum."""
 import streamlit as st
 
-from lpos.analysis.embeddings import lookalike_tokens, never_seen, position_share, repeated_tokens, rows_frame
-from lpos.figures.embeddings import NEVER_SEEN, PANEL_NAMES, heatmaps_title
+from lpos.analysis.embeddings import never_seen, position_share, repeated_tokens, rows_frame
+from lpos.figures.embeddings import (NEVER_SEEN, PANEL_NAMES, REPEAT_EXAMPLE, heatmaps_title, lookalike_difference,
+                                     lookalike_pair, repeat_example)
 from lpos.ui import embeddings
 from lpos.ui.guards import usable_ids
 from lpos.ui.text import literal
@@ -58,16 +59,21 @@ for repeat in repeats[:3]:
                    f"{repeat.summed_cosine:.4f}. The position row is what tells them apart.")
 if len(repeats) > 3:
     st.caption(f"{len(repeats) - 3} more tokens occur more than once; the same holds for each of them.")
-if not repeats:
-    pairs = lookalike_tokens(view)
-    if pairs:
-        i, j = pairs[0]
-        st.info(f"No token occurs twice. “{literal(view.tokens[i])}” (id {view.ids[i]}) and "
-                f"“{literal(view.tokens[j])}” (id {view.ids[j]}) read as the same word, but GPT-2 keeps case and "
-                "the leading space, so they are different tokens with different rows. "
-                "Try “The dog saw the cat and the man”, where “␣the” occurs twice.")
+if not repeats:  # what is said of the tokens is computed from the model's own tokenizer, GPT-2's or not
+    example = repeat_example(selection.model.tokenizer)
+    try_it = (f"Try “{REPEAT_EXAMPLE}”: in the model's tokens, “{literal(example[0])}” occurs "
+              f"{'twice' if example[1] == 2 else f'{example[1]} times'}." if example
+              else "Type a sentence with a word in it twice.")
+    pair = lookalike_pair(view)
+    if pair:
+        i, j = pair
+        a, b = view.tokens[i], view.tokens[j]
+        st.info(f"No token occurs twice. “{literal(a)}” (id {view.ids[i]}) and “{literal(b)}” (id {view.ids[j]}) "
+                f"read as the same {'letter' if len(a.strip('␣')) == 1 else 'word'}, but they differ "
+                f"{lookalike_difference(a, b)}, so the model's tokenizer, {view.tokenizer_name}, gives them different "
+                "ids, and different ids pick different rows. " + try_it)
     else:
-        st.info("No token occurs twice in this sentence. Try “The dog saw the cat and the man”.")
+        st.info("No token occurs twice in this sentence. " + try_it)
 
 st.subheader("The three tables")
 st.markdown(f"**{heatmaps_title(view, scheme=selection.model.model.config.position)}**")

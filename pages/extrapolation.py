@@ -79,8 +79,10 @@ def live() -> None:
     trained_at = training_length(model.meta, model.model)
     plot_column, reading_column = st.columns([3, 2])
     plot_column.plotly_chart(lengths.token_losses(model, ids, train_length=trained_at), key="token_losses")
-    plot_column.caption(f"Faint: the loss of each token; dark: the mean of the last {curve.window}. Gaps are tokens "
-                        "outside the model's vocabulary.\n\n" + (
+    outside = curve.outside_vocabulary
+    plot_column.caption(f"Faint: the loss of each token; dark: the mean of the last {curve.window}."
+                        + (f" The {outside:,} gaps are tokens outside the model's vocabulary." if outside else "")
+                        + "\n\n" + (
                             "Past the dashed training length, compare the dark line with the dotted one: the same tokens "
                             "read in fresh windows of the training length, which never go past it."
                             if len(curve.losses) > trained_at else

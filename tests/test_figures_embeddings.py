@@ -251,5 +251,5 @@ def test_chips_name_a_learners_own_vocabulary():
 
     view = EmbeddingView(ids=[3, 4], tokens=["a", "b"], token_rows=np.zeros((2, 4)), position_rows=None,
                          summed_rows=np.zeros((2, 4)), counts=[None, None], tokenizer_name="characters of input.txt (31)")
-    assert chips_title(view) == ("2 tokens: text (␣ = space) and id in the model's vocabulary "
-                                 "(characters of input.txt (31)); no training counts for this model")
+    assert chips_title(view) == ("2 tokens: text (␣ = space) and id in the model's own vocabulary; no training "
+                                 "counts for this model; vocabulary: characters of input.txt (31)")

@@ -131,3 +131,18 @@ def test_extrapolation_page_scores_pasted_text_with_an_uploaded_model():
     assert not at.exception
     reading = " ".join(m.value for m in at.markdown)
     assert "The learned table has 16 rows" in reading
+
+
+@pytest.mark.parametrize("text, gaps", [("The cat sat on the mat. " * 4, 0),
+                                        ("Quantum chromodynamics of zebrafish (Ångström) 🤖", 9)])
+def test_extrapolation_caption_counts_the_gaps_it_draws(text, gaps):
+    """The caption names gaps only when the curve has some (targets outside the shipped model's corpus
+    vocabulary), with their number: 9 in the second text for `learned` (loss_along_text's NaNs)."""
+    at = app_test(page=EXTRAPOLATION, scheme="learned", model="learned")
+    at.radio(key="extrapolation_source").set_value("paste").run()
+    at.text_area(key="extrapolation_text").input(text).run()
+    assert not at.exception
+    captions = " ".join(c.value for c in at.caption)
+    assert ("gaps are tokens outside" in captions) == bool(gaps), captions
+    if gaps:
+        assert f"The {gaps:,} gaps are tokens outside the model's vocabulary." in captions

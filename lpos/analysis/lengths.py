@@ -86,6 +86,11 @@ class LossCurve:
     text_tokens: int  # tokens in the whole text, scored or not
     wall: int | None  # learned: the first position without a table row, when the text reaches it
 
+    @property
+    def outside_vocabulary(self) -> int:
+        """How many targets the model cannot score (the curve's gaps)."""
+        return int(np.isnan(self.losses).sum())
+
 
 def loss_along_text(model: GPT, ids: list[int], *, window: int = 32) -> LossCurve:
     """Per-token loss along `ids`; a learned table is scored up to its last row and no further."""
@@ -192,3 +197,32 @@ def length_reading(tables: dict[str, dict[int, dict]], *, train_length: int) -> 
                         "trained model ranks differently.")
         lines.append(f"- {verdict}")
     return "\n".join(lines)
+
+
+def worst_curve_sentence(tables: dict[str, dict[int, dict]], *, train_length: int, unigram: float | None) -> str:
+    """Markdown: what the steepest curve does at the longest length measured, against the training length
+    and the unigram baseline (word frequencies alone), and which curves stop; "" when none goes past."""
+    longest = max((length for t in tables.values() for length, e in t.items() if e.get("loss") is not None),
+                  default=train_length)
+    change = {name: t[longest]["loss"] - t[train_length]["loss"] for name, t in tables.items()
+              if t.get(train_length, {}).get("loss") is not None and t.get(longest, {}).get("loss") is not None}
+    stops = sorted(name for name, t in tables.items() if any(e.get("loss") is None for e in t.values()))
+    said = []
+    if longest > train_length and change:
+        worst = max(change, key=change.get)
+        at = f"at {longest} tokens ({longest / train_length:g}× the training length of {train_length})"
+        if change[worst] <= 0:
+            said.append(f"No curve climbs: {at} every model's loss is at or below its loss at {train_length}.")
+        else:
+            said.append(f"The steepest curve, **{worst}**, is **{change[worst]:+.2f}** nats {at}.")
+            loss = tables[worst][longest]["loss"]
+            if unigram is not None:
+                said.append(f"That is worse, but at {loss:.2f} it is still **{unigram - loss:.2f}** nats better than "
+                            f"the unigram baseline ({unigram:.2f}, word frequencies alone): it has not fallen apart."
+                            if loss < unigram else
+                            f"At {loss:.2f} it is no better than the unigram baseline ({unigram:.2f}, word "
+                            "frequencies alone): past the training length it has lost what it learned.")
+    if stops:
+        said.append(f"{' and '.join(f'**{name}**' for name in stops)} cannot run that far at all: "
+                    f"{'its table ends' if len(stops) == 1 else 'their tables end'} (the × on {'its' if len(stops) == 1 else 'each'} line).")
+    return " ".join(said)

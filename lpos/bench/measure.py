@@ -64,7 +64,8 @@ def measure_big_map(browser, server: Server, path: str, runs: int) -> dict:
         tab.open(f"{server.url}/{path}?scheme=sinusoidal&model=sinusoidal&positions=1023")
         measured = tab.step_slider("Positions")
         thumb = tab.page.locator('[data-testid="stSlider"]').filter(has_text="Positions").get_by_role("slider")
-        value = thumb.first.input_value()  # Streamlit 1.67's slider is an <input type="range">
+        # Streamlit 1.67's slider is an <input type="range">; 1.58's a div with aria-valuenow (bench before/after)
+        value = thumb.first.get_attribute("aria-valuenow") or thumb.first.input_value()
         times.append(measured["ms"])
         sent.append(measured["ws_bytes"])
         tab.close()

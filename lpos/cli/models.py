@@ -54,7 +54,7 @@ def run_inspect(args) -> int:
     ids = chosen.tokenizer.encode(args.text)
     if not ids:
         raise ValueError("the text is empty: give a sentence to inspect")
-    frame = row_norms(embedding_view(chosen.model, ids))
+    frame = row_norms(embedding_view(chosen.model, ids, tokenizer=chosen.tokenizer))  # the model's own tokens
     print(chosen.line, file=sys.stderr)
     if args.json:
         print(frame.to_json(orient="records", force_ascii=False))

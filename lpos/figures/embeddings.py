@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import html
+from collections import Counter
 
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from lpos.analysis.embeddings import EmbeddingView
+from lpos.analysis.embeddings import EmbeddingView, lookalike_tokens
 from lpos.figures.common import DIVERGING, finish, position_labels, tick_step
+from lpos.tokenizer import Tokenizer, visible
 
 CHIP_LIMIT = 200  # more chips than this is a wall, not a picture; the table has every token
 CHIP_TEXT_CHARS = 8  # what fits on a chip; the tooltip has the whole token
@@ -75,15 +77,18 @@ def chip_tooltip(position: int, token: str, token_id: int, count: int | None) ->
 
 
 def chips_title(view: EmbeddingView) -> str:
-    """The chips' title line, "5 tokens: text (␣ = space), GPT-2 id, ..." (the model's own
-    tokenizer's name for a learner's model), saying when only the
-    first CHIP_LIMIT chips are drawn."""
+    """The chips' title line, "5 tokens: text (␣ = space), GPT-2 id, ..." (a learner's model: "id in the
+    model's own vocabulary", and the tokenizer's name at the end), with "↵ = newline" when a chip shows
+    one, saying when only the first CHIP_LIMIT chips are drawn."""
     n = len(view.ids)
     cut = f" (the first {CHIP_LIMIT} of {n})" if n > CHIP_LIMIT else ""
     trained = any(c is not None for c in view.counts)
-    ids = "GPT-2 id" if view.tokenizer_name == "GPT-2" else f"id in the model's vocabulary ({view.tokenizer_name})"
-    legend = (f"text (␣ = space), {ids}, occurrences in the training text; red = never seen" if trained else
-              f"text (␣ = space) and {ids}; no training counts for this model")
+    gpt2 = view.tokenizer_name == "GPT-2"
+    ids = "GPT-2 id" if gpt2 else "id in the model's own vocabulary"
+    key = "␣ = space" + (", ↵ = newline" if any("↵" in t for t in view.tokens[:CHIP_LIMIT]) else "")
+    legend = (f"text ({key}), {ids}, occurrences in the training text; red = never seen" if trained else
+              f"text ({key}) and {ids}; no training counts for this model")
+    legend += "" if gpt2 else f"; vocabulary: {view.tokenizer_name}"
     return f"{n} tokens{cut}: {legend}"
 
 
@@ -107,6 +112,49 @@ def token_chips_html(view: EmbeddingView) -> str:
     return (f"<style>{CHIP_CSS}</style>"
             f'<div class="lpos-chips"><div class="lpos-chips-title">{escape(chips_title(view))}</div>'
             f'<div class="lpos-chips-row" role="list">{"".join(chips)}</div></div>')
+
+
+def lookalike_pair(view: EmbeddingView) -> tuple[int, int] | None:
+    """The first two positions whose tokens read as the same word but are different ids, leaving out
+    pieces of a character (a BPE of one's own shows those as U+FFFD, and two of them read alike
+    without being one word); None if there is no such pair."""
+    for i, j in lookalike_tokens(view):
+        if "\ufffd" not in view.tokens[i] + view.tokens[j]:
+            return i, j
+    return None
+
+
+def lookalike_difference(a: str, b: str) -> str:
+    """How two tokens that read as the same word differ, from their text (whitespace made visible):
+    "in case and in the leading space" for "The" and "␣the"; "in case" for a character model's "T" and "t".
+    Computed from the pair, so it is true of whatever tokenizer made them."""
+    core_a, core_b = (t.replace("␣", "").strip() for t in (a, b))
+    differences = []
+    if core_a != core_b:
+        differences.append("case")
+    if a.startswith("␣") != b.startswith("␣"):
+        differences.append("the leading space")
+    elif a.replace("␣", " ").strip() != a.replace("␣", " ") or b.replace("␣", " ").strip() != b.replace("␣", " "):
+        differences.append("the spaces around them")
+    return "in " + " and in ".join(differences) if differences else "only in their ids"
+
+
+REPEAT_EXAMPLE = "The dog saw the cat and the man"
+
+
+def repeat_example(tokenizer: Tokenizer, text: str = REPEAT_EXAMPLE) -> tuple[str, int] | None:
+    """The token of `text` worth pointing at as "occurs N times" in the model's own tokenizer, and N:
+    ("␣the", 2) with GPT-2's, ("a", 4) with a character vocabulary (the longest repeated token, leaving
+    out bare whitespace, then the most frequent). None when no token repeats (or the text has no
+    character the vocabulary knows)."""
+    ids, _ = tokenizer.encode_known(text)
+    counts = Counter(ids)
+    repeated = [i for i in counts if counts[i] > 1]
+    if not repeated:
+        return None
+    shown = dict(zip(ids, (visible(t) for t in tokenizer.token_strings(ids))))
+    best = max(repeated, key=lambda i: (len(shown[i].strip("␣↵⇥")), counts[i], -ids.index(i)))
+    return shown[best], counts[best]
 
 
 def heatmaps_title(view: EmbeddingView, *, scheme: str) -> str:

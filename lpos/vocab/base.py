@@ -67,7 +67,8 @@ class Tokenizer:
 
     def token_strings(self, ids: list[int]) -> list[str]:
         """The text of each token (spaces and newlines as themselves: `lpos.tokenizer.visible`
-        shows them); a piece of a multi-byte character shows as U+FFFD."""
+        shows them); a piece of a multi-byte character shows its bytes, "‹E2 80›" (`readable_bytes`),
+        so two different pieces never read alike."""
         raise NotImplementedError
 
     def to_data(self) -> dict:
@@ -75,6 +76,35 @@ class Tokenizer:
 
     def __repr__(self) -> str:
         return f"<Tokenizer {self.name}: {self.vocab_size:,} tokens>"
+
+
+def readable_bytes(data: bytes) -> str:
+    """A token's bytes as text: UTF-8 where they decode, and each run of bytes that does not (a piece of a
+    character split across tokens) as its hex values in ‹›: b" \\xe2\\x80" -> " ‹E2 80›". U+FFFD would make
+    every such piece read alike."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    out, loose, i = [], [], 0
+    while i < len(data):
+        for n in (1, 2, 3, 4):
+            try:
+                character = data[i:i + n].decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            if loose:
+                out.append("‹" + " ".join(loose) + "›")
+                loose = []
+            out.append(character)
+            i += n
+            break
+        else:
+            loose.append(f"{data[i]:02X}")
+            i += 1
+    if loose:
+        out.append("‹" + " ".join(loose) + "›")
+    return "".join(out)
 
 
 def read_capped(path: Path, *, what: str) -> bytes:

@@ -7,12 +7,40 @@ the unknown tokens' character offsets. Byte-level vocabularies (GPT-2's style) k
 """
 from __future__ import annotations
 
+import functools
 import json
+import re
 from pathlib import Path
 
-from lpos.vocab.base import Tokenizer, TokenizerError, check_vocab_size, read_capped
+from lpos.vocab.base import Tokenizer, TokenizerError, check_vocab_size, read_capped, readable_bytes
 
 TOKENIZER_JSON = "tokenizer.json"
+BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")  # a byte-fallback token (Llama's, SentencePiece-style BPE)
+
+
+@functools.cache
+def byte_level_alphabet() -> dict[str, int]:
+    """The byte-level BPE's character for each byte (GPT-2's bytes_to_unicode), reversed: printable
+    bytes stand for themselves, the others are shifted to 256 and up."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in printable:
+            chars[chr(b)] = b
+        else:
+            chars[chr(256 + extra)] = b
+            extra += 1
+    return chars
+
+
+def token_bytes(token: str) -> bytes | None:
+    """The bytes a vocabulary entry stands for, when that can be read from its spelling: a byte-level
+    entry ("Ġthe", "âĢ") or a byte-fallback one ("<0xE2>"); None otherwise."""
+    byte = BYTE_TOKEN.fullmatch(token)
+    if byte:
+        return bytes([int(byte.group(1), 16)])
+    alphabet = byte_level_alphabet()
+    return bytes(alphabet[c] for c in token) if token and all(c in alphabet for c in token) else None
 
 
 class HuggingFaceTokenizer(Tokenizer):
@@ -51,8 +79,14 @@ class HuggingFaceTokenizer(Tokenizer):
         return self.tokenizer.decode(list(ids), skip_special_tokens=False)
 
     def token_strings(self, ids: list[int]) -> list[str]:
-        return [self.tokenizer.decode([i], skip_special_tokens=False) or (self.tokenizer.id_to_token(i) or "")
-                for i in ids]
+        shown = []
+        for i in ids:
+            text = self.tokenizer.decode([i], skip_special_tokens=False) or (self.tokenizer.id_to_token(i) or "")
+            if "\ufffd" in text:  # a piece of a character: show its bytes, as GPT-2's chips do
+                data = token_bytes(self.tokenizer.id_to_token(i) or "")
+                text = readable_bytes(data) if data is not None else text
+            shown.append(text)
+        return shown
 
     def to_data(self) -> dict:
         return {"kind": self.kind, "json": self.text, "source": self.source}

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import regex
 
-from lpos.vocab.base import Tokenizer, TokenizerError, check_vocab_size, read_capped
+from lpos.vocab.base import Tokenizer, TokenizerError, check_vocab_size, read_capped, readable_bytes
 
 VERSION = "minbpe v1"
 MAX_MERGES = 1_000_000
@@ -76,7 +76,7 @@ class MinbpeTokenizer(Tokenizer):
         return b"".join(self._bytes(i) for i in ids).decode("utf-8", errors="replace")
 
     def token_strings(self, ids: list[int]) -> list[str]:
-        return [self._bytes(i).decode("utf-8", errors="replace") for i in ids]
+        return [readable_bytes(self._bytes(i)) for i in ids]
 
     def to_data(self) -> dict:
         return {"kind": self.kind, "pattern": self.pattern, "merges": [list(m) for m in self.merges],

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from lpos.vocab.base import Tokenizer, TokenizerError, check_vocab_size, read_capped
+from lpos.vocab.base import Tokenizer, TokenizerError, check_vocab_size, read_capped, readable_bytes
 
 BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 
@@ -45,8 +45,7 @@ class SentencePieceTokenizer(Tokenizer):
         for i in ids:
             piece = self.processor.id_to_piece(i)
             byte = BYTE_PIECE.fullmatch(piece)
-            shown.append(bytes([int(byte.group(1), 16)]).decode("utf-8", errors="replace") if byte
-                         else piece.replace("▁", " "))
+            shown.append(readable_bytes(bytes([int(byte.group(1), 16)])) if byte else piece.replace("▁", " "))
         return shown
 
     def to_data(self) -> dict:
