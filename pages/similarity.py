@@ -59,8 +59,7 @@ def positions() -> None:
         if scheme.has_table and selection.model.trained:
             st.caption(f"Trained (first map): mean cosine {at}; "
                        f"{neighbour_sentence(structure['neighbour_distance'], length_drawn)}.\n"
-                       "The second map is the table this model started from (or a random draw, when the file kept no "
-                       "snapshots): speckle around 0 with a diagonal of 1s.")
+                       + similarity.second_map_sentence(selection.model))
         elif scheme.has_table:
             st.caption("Untrained: random rows are nearly orthogonal, so the map is speckle around 0 with a diagonal of 1s.\n"
                        "Pick a trained learned model to see the band training carves.")
@@ -74,14 +73,14 @@ def positions() -> None:
             rows_never_trained(length)
     elif config.position == "rope":
         head_dim = config.n_embd // config.n_head
-        kernel_map, kernel_line = similarity.rope_kernel(length, head_dim, base=config.rope_base)
+        kernel_map, kernel_line, kernel_reading = similarity.rope_kernel(length, head_dim, base=config.rope_base)
         st.plotly_chart(kernel_map, key="sim_positions")
-        st.caption(f"RoPE adds no rows. Its counterpart: one vector rotated to positions m and n (base "
-                   f"{config.rope_base:,g}, this model's), compared by cosine.\n"
+        st.caption(f"RoPE adds no rows. Its counterpart: the mean of cos((m − n)·ωᵢ) over the {head_dim // 2} pairs of "
+                   f"this model's {head_dim}-column heads (base {config.rope_base:,g}, this model's), the cosine between "
+                   "one vector rotated to positions m and n when all its pairs have the same length.\n"
                    "Every diagonal is constant: the kernel depends on m − n only.")
         st.plotly_chart(kernel_line, key="sim_kernel")
-        st.caption("The same kernel as a line: 1 at distance 0, then a decaying wobble.\n"
-                   "Near tokens can score alike; far tokens' scores are scrambled by the fast pairs.")
+        st.caption(kernel_reading)
     else:
         st.info({"alibi": "ALiBi has no position rows to compare: it subtracts slope × distance from attention scores. "
                           "See the RoPE & ALiBi page for its bias.",
@@ -101,16 +100,14 @@ def positions() -> None:
         if len(table) < 4:
             st.info("PCA needs at least 4 positions; raise the slider above.")
         else:
-            flat, solid, explained = similarity.position_pca(selection.model, length)
+            flat, solid, reading = similarity.position_pca(selection.model, length)
             left, right = st.columns(2)
             left.plotly_chart(flat, key="sim_pca2")
             # closed, the 3-D view sends nothing: a WebGL scene costs a browser without a GPU ~0.8 s per slider step
             solid_box = right.expander("The same path in 3-D (drag to turn it)", key="sim_pca3_open", on_change="rerun")
             if solid_box.open:
                 solid_box.plotly_chart(solid, key="sim_pca3")
-            st.caption(f"The first three components explain {explained:.0%} of the variance. "
-                       "Sinusoidal rows trace a smooth curve; trained rows drift in position order\n(the colour runs from one "
-                       "end to the other); random, untrained rows are a cloud with no order.")
+            st.caption(reading)
     else:
         st.info("Nearest positions and the PCA path need position rows; this scheme has none "
                 "(choose learned or sinusoidal).", icon=":material/info:")

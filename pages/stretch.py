@@ -21,7 +21,7 @@ st.title("Stretching the context")
 trained_on = (f"{rope.label} was trained on {views.rope_length(rope):,}-token windows (RoPE base "
               f"{rope.model.config.rope_base:,g})" if rope is not None else "A RoPE model is trained on windows of one length")
 st.caption(f"{trained_on}. Three published methods rescale its rotations so "
-           "that longer text lands on angles it has seen. Position Interpolation and YaRN are published with a short "
+           "that longer text lands on angles it has seen, each to a different degree (section 2). Position Interpolation and YaRN are published with a short "
            "fine-tune at the longer length; NTK-aware scaling was proposed without one. This page applies all three "
            f"without any fine-tuning and measures them on the real model, not drawn from formulas. {PAPERS}")
 
@@ -137,7 +137,7 @@ def write_past_the_wall() -> None:
         boxes = {}
         for name in job.written:
             st.markdown(f"**{label(name)}** · {notes.get(name, '')}")
-            boxes[name] = st.container(height=180).empty()
+            boxes[name] = st.container(border=True).empty()  # the whole text, full width: no scroll box
         views.write(job, boxes, started=start)
         if job.state in ("stopped", "interrupted"):
             st.caption(f"{job.state.capitalize()}: the texts end where writing stopped.")
@@ -163,10 +163,7 @@ def shift_section() -> None:
              f"n/a: the table has {m.model.max_input_length} rows; the sentence would end at position {offset + len(ids) - 1}"}
             for m, c in zip(models, changes)]
     st.table(pd.DataFrame(rows).set_index("scheme"))
-    st.caption(f"Your sentence ({len(ids)} tokens) at offset 0 and at offset {offset}. rope, alibi and none only ever "
-               "see differences between positions, so their change is zero up to float rounding; learned and "
-               "sinusoidal add a row for each absolute position, so theirs is not. That is why a relative model can "
-               "keep its cached keys as the window slides along a long text, where an absolute one must recompute.")
+    st.caption(stretch.shift_sentence([(m.scheme, c) for m, c in zip(models, changes)], tokens=len(ids), offset=offset))
 
 
 scaling_sections()

@@ -175,3 +175,24 @@ def rope_kernel_by_offset(max_offset: int, head_dim: int, *, base: float = 10000
     offsets = np.arange(max_offset + 1)
     frequencies = pair_frequencies(head_dim, base).numpy()
     return pd.DataFrame({"offset": offsets, "similarity": np.cos(offsets[:, None] * frequencies).mean(axis=1)})
+
+
+def rope_kernel_sentence(kernel: pd.DataFrame, *, head_dim: int, base: float, past: int = 10) -> str:
+    """What the drawn kernel line (rope_kernel_by_offset) is, with its range past distance `past`
+    read off the line itself: the mean of cos(k w_i), a cosine only for equal-length pairs."""
+    values, offsets = kernel["similarity"].to_numpy(), kernel["offset"].to_numpy()
+    what = (f"The same kernel as a line: the mean of cos(k·ωᵢ) over the {head_dim // 2} frequency pairs of a "
+            f"{head_dim}-column head (ωᵢ = {base:,g}^(−2i/{head_dim})). It is the cosine between one vector rotated to "
+            "two positions k apart only when all the vector's pairs have the same length; a real query and key score "
+            "Σᵢ |qᵢ||kᵢ| cos(k·ωᵢ + φᵢ), with each pair's own lengths and angle.\n")
+    last = int(offsets[-1])
+    if last <= past:  # the slider's shortest maps end before `past`
+        return what + f"It is 1 at distance 0 and {values[-1]:.2f} at distance {last}, the farthest drawn."
+    far, far_offsets = values[past:], offsets[past:]
+    low, high = int(np.argmin(far)), int(np.argmax(far))
+    said = (what + f"It is 1 at distance 0 and {values[past]:.2f} at distance {past}; from distance {past} to {last} "
+            f"it stays between {far[low]:.2f} (at distance {far_offsets[low]}) and {far[high]:.2f} "
+            f"(at distance {far_offsets[high]})")
+    below = np.flatnonzero(values < 0)
+    return said + (f": it first drops below 0 at distance {offsets[below[0]]}." if len(below) else
+                   ": it stays above 0 over this whole range rather than decaying to nothing.")

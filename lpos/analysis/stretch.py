@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 from lpos import corpus
 from lpos.model import GPT
-from lpos.positions import ROPE_METHOD_NAMES, ROPE_METHODS, RopeScaling, pair_frequencies, yarn_ramp
+from lpos.positions import ROPE_METHOD_NAMES, ROPE_METHODS, RopeScaling, pair_frequencies, scheme_info, yarn_ramp
 
 LENGTHS = (128, 256, 512, 1024)
 CHUNK = 1024  # tokens per chunk; every evaluation length divides it
@@ -99,7 +99,7 @@ def loss_reading(frame: pd.DataFrame, *, train_length: int, factor: float) -> st
             past = change[change.index > train_length]
             helped = [int(length) for length, delta in past.items() if delta < -0.005]
             verdict = (f"helps at {', '.join(map(str, helped))} tokens" if helped else
-                       "helps at no length past training: it is worse than or equal to plain RoPE everywhere")
+                       "helps at no length past training: at each it is worse than plain RoPE or within 0.005 of it")
             within = change.get(train_length)
             cost = f"; at {train_length} tokens it costs {within:+.3f}" if within is not None and within > 0.005 else ""
             lines.append(f"- {ROPE_METHOD_NAMES[method]} ×{factor:g}: {table[name][longest]:.3f} "
@@ -162,6 +162,40 @@ def offset_change(model: GPT, ids: list[int], *, offset: int) -> float | None:
     a, b = model.output_logits(at_zero), model.output_logits(shifted)  # (vocab,)
     finite = a.isfinite()  # tokens outside the model's vocabulary are -inf in both
     return float((a[finite] - b[finite]).abs().max())
+
+
+ROUNDING = 1e-4  # a shift that moves the logits less than this is float rounding
+
+
+def _listed(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def shift_sentence(changes: list[tuple[str, float | None]], *, tokens: int, offset: int) -> str:
+    """Section 5's reading of the shift table, (scheme, max |change| or None) per row: the
+    relative schemes' largest change, the absolute ones', and which could not be shifted."""
+    relative = [(s, c) for s, c in changes if c is not None and not scheme_info(s).adds_rows]
+    moved = [(s, c) for s, c in changes if c is not None and scheme_info(s).adds_rows]
+    ended = [s for s, c in changes if c is None]
+    said = [f"Your sentence ({tokens} tokens) at offset 0 and at offset {offset}."]
+    if relative:
+        largest = max(c for _, c in relative)
+        said.append(f"{_listed([s for s, _ in relative])} add{'s' if len(relative) == 1 else ''} nothing at an "
+                    "absolute position (rope and alibi use "
+                    "only differences between positions, none uses no positions), so "
+                    + (f"their change is at most {largest:.1e}: float rounding." if largest < ROUNDING else
+                       f"yet their change reaches {largest:.2e}, more than float rounding."))
+    if moved:
+        each = ", ".join(f"{s} {c:.2f}" for s, c in moved)
+        said.append(f"{_listed([s for s, _ in moved])} add{'s' if len(moved) == 1 else ''} a row for each absolute "
+                    "position, so the last "
+                    f"position's logits move (largest change: {each}).")
+    if ended:
+        said.append(f"{_listed(ended)} cannot be shifted this far: the sentence would end past the table's last "
+                    "row (see the table).")
+    said.append("That is why a relative model can keep its cached keys as the window slides along a long text, where "
+                "an absolute one must recompute.")
+    return " ".join(said)
 
 
 def wavelength_reading(frame: pd.DataFrame, *, original_length: int, factor: float) -> str:

@@ -48,11 +48,12 @@ def similarity_panels(maps: list[SimilarityMap], *, axis_title: str) -> list[go.
 
 
 def kernel_line_figure(kernel: pd.DataFrame, *, head_dim: int) -> go.Figure:
-    """The rope kernel against distance: 1 at distance 0, decaying and wobbling with distance."""
+    """The rope kernel against distance: mean_i cos(k w_i), 1 at distance 0 (what it does after
+    that depends on the head size and base: lpos.analysis.similarity.rope_kernel_sentence says it)."""
     fig = go.Figure(go.Scatter(x=kernel["offset"], y=kernel["similarity"], mode="lines", name="kernel",
-                               hovertemplate="m − n = %{x}<br>cosine %{y:.4f}<extra></extra>"))
+                               hovertemplate="m − n = %{x}<br>mean cos %{y:.4f}<extra></extra>"))
     fig.update_xaxes(title_text="distance m − n")
-    fig.update_yaxes(title_text="cosine of the rotated copies", range=[-1.05, 1.05])
+    fig.update_yaxes(title_text="mean of cos(k·ωᵢ) over pairs", range=[-1.05, 1.05])
     return finish(fig, title=f"RoPE kernel for a head of {head_dim} columns: a function of distance only", height=340)
 
 

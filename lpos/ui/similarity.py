@@ -17,6 +17,7 @@ from lpos.figures import timeline as timeline_figures
 from lpos.figures.similarity import kernel_line_figure, pca_figure, similarity_heatmaps, similarity_panels
 from lpos.positions import scheme_info
 from lpos.ui.caching import cache_data, cache_resource
+from lpos.ui.coverage import trained_rows
 from lpos.ui.models import LoadedModel
 from lpos.ui.sinusoids import FIGURES, LIFETIME
 
@@ -39,6 +40,14 @@ def position_maps(model: LoadedModel, length: int, *, with_untrained: bool, apar
     return similarity_panels(maps, axis_title="position") if apart else similarity_heatmaps(maps, axis_title="position")
 
 
+def second_map_sentence(model: LoadedModel) -> str:
+    """What position_maps drew beside a trained table: its own step-0 snapshot, or a random stand-in."""
+    if timeline.starting_rows(model.meta, 2) is not None:
+        return "The second map is this model's own table at step 0, kept in its file: speckle around 0 with a diagonal of 1s."
+    return ("The second map is a random N(0, 0.02) table (seed 0), standing in for the start: this file kept no step-0 "
+            "table. Speckle around 0 with a diagonal of 1s.")
+
+
 @cache_resource(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)
 def position_band(model: LoadedModel, length: int) -> tuple[go.Figure, dict]:
     """The band, measured: mean cosine by distance of the model's rows (and its step-0 rows), and
@@ -54,21 +63,65 @@ def position_band(model: LoadedModel, length: int) -> tuple[go.Figure, dict]:
 
 
 @cache_resource(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)
-def position_pca(model: LoadedModel, length: int) -> tuple[go.Figure, go.Figure, float]:
-    """The 2-D and 3-D PCA path of a model's first `length` position rows, and the variance explained."""
+def position_pca(model: LoadedModel, length: int) -> tuple[go.Figure, go.Figure, str]:
+    """The 2-D and 3-D PCA path of a model's first `length` position rows, and what they show."""
     table = similarity.position_rows(model.model, length)
     projection = similarity.pca(table, components=3)
     name = f"{len(table)} {model.model.config.position} position rows"
     return (pca_figure(projection, dimensions=2, title=f"{name}, 2-D"),
-            pca_figure(projection, dimensions=3, title=f"{name}, 3-D"), float(projection.explained.sum()))
+            pca_figure(projection, dimensions=3, title=f"{name}, 3-D"),
+            pca_sentence(table, projection, scheme=model.model.config.position, trained=model.trained,
+                         limit=trained_rows(model)))
+
+
+def step_ratio(points: np.ndarray) -> float:
+    """Mean distance between consecutive rows over the mean distance between any two rows of
+    `points` (n, k): about 1 for a random cloud, 3/(n+1) for evenly spaced points on a line."""
+    n = len(points)
+    steps = np.linalg.norm(np.diff(points, axis=0), axis=1).mean()
+    pairs = np.linalg.norm(points[:, None] - points[None], axis=-1).sum() / (n * (n - 1))  # (n, n) summed
+    return float(steps / pairs)
+
+
+def order_sentence(points: np.ndarray, *, rows: str) -> str:
+    """How orderly the path of `points` is, measured by step_ratio against a cloud and a line."""
+    n = len(points)
+    ratio, line = step_ratio(points), 3 / (n + 1)
+    score = (1 - ratio) / (1 - line)  # 1: as orderly as a line; 0: a random cloud
+    verdict = ("they run in position order" if score >= 0.6 else "a cloud with no order" if score <= 0.2 else
+               "partly in position order")
+    return (f"{rows}: on the path, neighbouring positions sit {ratio:.2f}× as far apart as two of these rows picked at random "
+            f"(about 1 for a random cloud, {line:.2f} for evenly spaced points on a line): {verdict}.")
+
+
+def pca_sentence(table: np.ndarray, projection: similarity.Projection, *, scheme: str, trained: bool,
+                 limit: int | None) -> str:
+    """The PCA caption for the rows drawn: the variance explained, how orderly the path is in the
+    three components (measured), and which rows are random (untrained, or past a short-window
+    model's `limit`)."""
+    n, points = len(table), projection.coordinates
+    said = f"The first three components explain {projection.explained.sum():.0%} of the variance of these {n} rows. "
+    if scheme == "sinusoidal":
+        return said + order_sentence(points, rows="The sinusoidal rows, a smooth curve by construction")
+    if not trained:
+        return said + order_sentence(points, rows="These rows are random (untrained)")
+    if limit is None or n <= limit + 1:
+        return said + order_sentence(points, rows="The trained rows")
+    lengths = np.linalg.norm(table, axis=1)
+    return said + (order_sentence(points[:limit], rows=f"Rows 0–{limit - 1}, trained") + " " +
+                   order_sentence(points[limit:], rows=f"Rows {limit}–{n - 1}, never trained and still random, "
+                                  f"{lengths[limit:].mean() / lengths[:limit].mean():.2f}× as long as the trained "
+                                  "rows on average (so bunched in a small knot)"))
 
 
 @st.cache_resource(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)
-def rope_kernel(length: int, head_dim: int, *, base: float) -> tuple[go.Figure, go.Figure]:
-    """RoPE's position x position kernel and the same kernel by offset, at the model's base."""
+def rope_kernel(length: int, head_dim: int, *, base: float) -> tuple[go.Figure, go.Figure, str]:
+    """RoPE's position x position kernel, the same kernel by offset at the model's base, and what
+    the line shows (its range read off the drawn line)."""
     kernel = similarity.similarity_map(similarity.rope_kernel(length, head_dim, base=base), title="rope kernel")
-    return (similarity_heatmaps([kernel], axis_title="position"),
-            kernel_line_figure(similarity.rope_kernel_by_offset(length - 1, head_dim, base=base), head_dim=head_dim))
+    line = similarity.rope_kernel_by_offset(length - 1, head_dim, base=base)
+    return (similarity_heatmaps([kernel], axis_title="position"), kernel_line_figure(line, head_dim=head_dim),
+            similarity.rope_kernel_sentence(line, head_dim=head_dim, base=base))
 
 
 @cache_data(max_entries=64, show_spinner=False)

@@ -10,6 +10,7 @@ sinusoidal are drawn beside it when they speak its tokens. Section 4 writes with
 """
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from lpos.analysis.lengths import training_length
 from lpos.figures.stretch import attention_profile_figure, scaled_loss_figure, wavelength_methods_figure
 from lpos.model import GPT
 from lpos.positions import RopeScaling
+from lpos.tokenizer import END_OF_TEXT_ID, decode
 from lpos.ui.caching import cache_data, cache_resource
 from lpos.ui.text import literal
 from lpos.ui.models import UNTRAINED, LoadedModel, label, load_offered
@@ -38,6 +40,8 @@ REFERENCES = ("alibi", "sinusoidal")
 FIGURES = 32  # per function: factors × texts, or factors × layers × measures
 JOB = "stretch_job"  # the session's writing job
 SLICE_SECONDS = 0.25  # one fragment run writes this long, then reruns: a Stop is read within a slice
+SEPARATOR = "\n\n:gray-background[⏎ end of story: the model wrote the separator between training stories ⏎]\n\n"
+LEADING_SPACES = re.compile(r"^ +")  # four would start a Markdown code block
 
 
 def shipped(name: str) -> tuple[GPT, dict] | None:
@@ -166,12 +170,32 @@ def offset_changes(models: list[LoadedModel], ids: list[int], offset: int) -> li
     return [offset_change(m.model, ids, offset=offset) for m in models]
 
 
+def plain(text: str) -> str:
+    """Markdown showing `text` as the characters it is, line breaks and leading spaces kept: a
+    prompt's `<b>`, `**` or `===` line is never markup (lpos.ui.text.literal, plus setext `=`)."""
+    lines = [literal(line).replace("=", "\\=") for line in text.split("\n")]
+    return "  \n".join(LEADING_SPACES.sub(lambda m: "\u00a0" * len(m.group()), line) for line in lines)
+
+
+def readable(ids: list[int]) -> str:
+    """Markdown of GPT-2 tokens as text, each end-of-text token a visible label, never its raw name."""
+    runs, run = [], []
+    for token in ids:
+        if token == END_OF_TEXT_ID:
+            runs.append(run)
+            run = []
+        else:
+            run.append(token)
+    return SEPARATOR.join(plain(decode(r)) for r in runs + [run])
+
+
 def marked_text(prompt: list[int], new: list[int], *, length: int) -> str:
     """Markdown of prompt + continuation with the training length marked where it falls."""
-    before, after = generate.split_at_length(prompt, new, length=length)
-    shown = literal(before).replace("\n", "  \n")
-    if len(prompt) + len(new) > length:
-        shown += f" :red[**⟦{length} tokens: the training length ends here⟧**] " + literal(after).replace("\n", "  \n")
+    ids = prompt + new
+    shown = readable(ids[:length])
+    if len(ids) > length:
+        after = readable(ids[length:])  # a leading space is already kept (as a no-break space)
+        shown += f" :red[**⟦{length} tokens: the training length ends here⟧**]" + ("" if after[:1].isspace() else " ") + after
     return shown
 
 
