@@ -1,13 +1,16 @@
 """Inside the model: where position lives, layer by layer, and what each head does with it."""
+from dataclasses import replace
+
 import streamlit as st
 
 from lpos import ui
 from lpos.analysis.heads import DOMINANT_SHARE, LOCAL_FRACTION, heads_reading
 from lpos.analysis.lengths import output_count, uniform_guess_sentence
 from lpos.analysis.probes import PENALTIES
-from lpos.analysis.streaming import SINK_TOKENS, WINDOWS, sink_reading, sink_summary
+from lpos.analysis.streaming import NOISE_ERRORS, SINK_TOKENS, WINDOWS, sink_reading, sink_summary
 from lpos.figures.inside import distance_profile_figure, sink_gain_figure, streaming_figure
 from lpos.ui import inside
+from lpos.ui.attention import grouping_sentence, head_label
 from lpos.ui.selection import scheme_models
 
 HAVIV = ("Haviv et al. (2022), “Transformer Language Models without Positional Encodings Still Learn Positional "
@@ -54,7 +57,9 @@ def where_position_lives() -> None:
                                   view.figures):
         column.plotly_chart(panel, key=key)  # side by side; a phone stacks them
     st.caption(f"Measured: for each residual stream, a ridge regression fitted on {view.fitted:,} tokens "
-               f"and scored on {view.scored:,} tokens of other windows ({source}), predicting each "
+               f"and scored on {view.scored:,} tokens of other windows of {view.window} tokens (windows: "
+               f"{inside.windows_used(chosen, windows=(view.fitted + view.scored) // view.window, length=view.window)}), "
+               "predicting each "
                f"token's position in its {view.window}-token window (top) and how many tokens back the "
                "last sentence end (. ! ? or a newline) was (bottom). R² 1 is a perfect read-out, 0 no better than the "
                "mean, below 0 worse than the mean on new windows (a probe fitted to chance patterns). The penalty is "
@@ -71,28 +76,43 @@ def where_position_lives() -> None:
 
 @st.fragment
 def head_portraits() -> None:
+    config = sidebar_model.model.config
+    whole = inside.draws_whole(sidebar_model.model)
+    left, right = st.columns(2)
+    layer = left.selectbox("Layer", range(1, config.n_layer + 1), key=f"inside_layer_{config.n_layer}",
+                           help=("The layer of the head whose attention by distance is drawn below (the grid shows "
+                                 "every layer)." if whole else f"The layer whose heads the grid and the profile below "
+                                 f"show: a {config.n_layer}-layer model is portrayed one layer at a time.")
+                           + " Layers are numbered from 1, as on every page.")
+    head = right.selectbox("Head", range(config.n_head), key=f"inside_head_{config.n_head}",
+                           format_func=lambda h: head_label(sidebar_model.model, h),
+                           help="Its average attention by distance, beside the same layer and head of every scheme.")
     try:
         shown = inside.portraits(models, chosen)
     except ValueError as error:
         st.warning(f"The heads cannot be measured on this model: {error}.", icon=":material/warning:")
         return
-    st.plotly_chart(inside.head_grid(models, chosen, sidebar=selection.scheme), key="inside_heads")
+    st.plotly_chart(inside.head_grid(models, chosen, sidebar=selection.scheme, layer=None if whole else layer),
+                    key="inside_heads")
     mine = shown[selection.scheme]
-    st.caption(f"Measured on {mine.queries:,} query tokens per head ({mine.queries // (mine.window - 1)} windows of "
-               f"{mine.window} tokens of {source}; query 0 can only look at itself and is left out). A head is named "
+    st.caption(("" if whole else f"Layer {layer} of {config.n_layer} (pick another above), every model's "
+                f"{config.n_head} heads. ")
+               + f"Measured on {mine.queries:,} query tokens per head ({mine.queries // (mine.window - 1)} windows of "
+               f"{mine.window} tokens: "
+               f"{inside.windows_used(chosen, windows=mine.queries // (mine.window - 1), length=mine.window)}; query 0 "
+               "can only look at itself and is left out). A head is named "
                f"after a token when it puts at least {DOMINANT_SHARE:.0%} of its attention there; otherwise “local” "
                f"(mean distance under {LOCAL_FRACTION * mine.window:g} tokens) or “broad”. A cell shows the share "
                "that named its head, or “d” and its mean distance; hover it for all four numbers.")
-    for line in heads_reading(mine, scheme=f"{selection.scheme} · {sidebar_model.label}"):
+    if grouping := grouping_sentence(sidebar_model.model):
+        st.caption(grouping)
+    read = mine if whole else replace(mine, table=mine.table[mine.table["layer"] == layer])  # a deep model: this layer
+    for line in heads_reading(read, scheme=f"{selection.scheme} · {sidebar_model.label}"
+                              + ("" if whole else f", layer {layer} of {config.n_layer}")):
         st.markdown(f"- {line}")
     sinks = {s: p.table["first token share"].max() for s, p in shown.items()}
     st.markdown("Largest first-token share per scheme: " + ", ".join(f"{s} {v:.2f}" for s, v in sinks.items()) + ".")
 
-    config = sidebar_model.model.config
-    options = [(layer, head) for layer in range(1, config.n_layer + 1) for head in range(config.n_head)]
-    layer, head = st.selectbox("Head to portray", options, key="inside_head",
-                               format_func=lambda option: f"layer {option[0]} · head {option[1]}",
-                               help="Its average attention by distance, beside the same layer and head of every scheme.")
     profiles = {s: p.profiles[layer - 1, head] for s, p in shown.items()
                 if layer <= p.profiles.shape[0] and head < p.profiles.shape[1]}
     st.plotly_chart(distance_profile_figure(profiles, layer=layer, head=head, window=mine.window), key="inside_profile")
@@ -100,8 +120,10 @@ def head_portraits() -> None:
                "line is what an even spread over the prefix gives. Head numbers are arbitrary across models, except "
                "in ALiBi, where head h always has the same slope (head 0 the steepest): its bias alone multiplies the "
                "weight d tokens back by e^(−slope × d).")
-    with st.expander("The numbers, every head of the sidebar model", icon=":material/table:"):
-        st.dataframe(mine.table.round(3), hide_index=True, key="inside_head_table")
+    table = mine.table if whole else mine.table[mine.table["layer"] == layer]
+    with st.expander("The numbers, every head of the sidebar model" if whole else
+                     f"The numbers, every head of layer {layer} of the sidebar model", icon=":material/table:"):
+        st.dataframe(table.round(3), hide_index=True, key="inside_head_table")
 
 
 @st.fragment
@@ -116,7 +138,7 @@ def sink_tested() -> None:
     else:
         left, right = st.columns([3, 2])
         left.plotly_chart(streaming_figure(mine, label=f"{selection.scheme} · {sidebar_model.label}"), key="inside_stream")
-        left.caption(f"Measured on the first {len(mine.alone) + 1:,} tokens of {source}: each token is predicted from "
+        left.caption(f"Measured on {inside.first_tokens(chosen, len(mine.alone) + 1)}: each token is predicted from "
                      f"(a) the {window} tokens before it alone, or (b) the first {SINK_TOKENS} tokens of the text "
                      "followed by those tokens, each run as a fresh sequence so positions start at 0 (as a rolling "
                      "cache re-indexes them). Left of the dashed line both see the whole prefix and agree.")
@@ -132,8 +154,9 @@ def sink_tested() -> None:
     with every:
         if every.open:
             every_scheme(window)
-    st.caption(f"Reference: {XIAO}. A gain counts only when it exceeds two standard errors of the per-token "
-               "difference.")
+    st.caption(f"Reference: {XIAO}. A gain counts only outside its noise band, {NOISE_ERRORS} standard errors of the "
+               "mean per-token difference: five schemes are compared at once, and at two standard errors one model "
+               "with no effect in five would cross it by chance.")
 
 
 def every_scheme(window: int) -> None:
@@ -142,8 +165,8 @@ def every_scheme(window: int) -> None:
     left, right = st.columns([2, 3])
     left.plotly_chart(sink_gain_figure(summaries, sink=SINK_TOKENS), key="inside_sink_gain")
     tokens = {len(r.alone) + 1 for r in results.values() if not isinstance(r, str)}
-    left.caption(f"Each model streams the first {', '.join(f'{t:,}' for t in sorted(tokens))} tokens of {source}, as "
-                 "above; a bar is the mean loss saved per prediction past the first window.")
+    left.caption(f"Each model streams {'; or '.join(inside.first_tokens(chosen, t) for t in sorted(tokens))}, as "
+                 "above; a bar is the mean loss saved per prediction past the first window, with its noise band.")
     for line in sink_reading(summaries, window=window):
         right.markdown(f"- {line}")
     for scheme, note in ((s, r) for s, r in results.items() if isinstance(r, str)):

@@ -5,7 +5,7 @@ from lpos import ui
 from lpos.analysis.attention import rotating_pair
 from lpos.analysis.heads import head_sentence
 from lpos.figures.attention import BIAS_COLOURS, matrix_panels, rope_arrow_figure
-from lpos.tokenizer import token_strings, visible
+from lpos.tokenizer import visible
 from lpos.ui import attention
 
 INSTEAD = {
@@ -22,7 +22,7 @@ st.title("RoPE & ALiBi: positions inside attention")
 st.caption("RoPE rotates queries and keys by their position, so q·k depends on m − n. ALiBi subtracts "
            "slope × distance from each head's scores. Neither adds anything to the token rows.")
 ids = ui.usable_ids(selection)
-tokens = [visible(t) for t in token_strings(ids)]
+tokens = [visible(t) for t in selection.model.tokenizer.token_strings(ids)]  # the model's own tokens
 head_dim = config.n_embd // config.n_head
 
 
@@ -86,7 +86,8 @@ def attention_views() -> None:
     left, right = st.columns(2)
     layer = left.selectbox("Layer", range(config.n_layer), key=f"ra_layer_{config.n_layer}",
                            format_func=lambda i: str(i + 1))  # 0-based index, shown 1-based as on every page
-    head = right.selectbox("Head", range(config.n_head), key=f"ra_head_{config.n_head}")
+    head = right.selectbox("Head", range(config.n_head), key=f"ra_head_{config.n_head}",
+                           format_func=lambda h: attention.head_label(model, h))  # every head of the chosen layer
     if selection.scheme in INSTEAD:
         st.info(INSTEAD[selection.scheme] + " Below: this model's attention, then what RoPE and ALiBi would do instead.",
                 icon=":material/info:")

@@ -44,7 +44,8 @@ def walk_tabs(at, *, scheme: str, label: str) -> None:
     assert f"**{scheme} · {label}**, 16 heads" in text_of(at)
     assert "query tokens per head" in text_of(at)
     at.session_state["inside_tab"] = TABS[1]
-    at.selectbox(key="inside_head").set_value((2, 1)).run()
+    at.selectbox(key="inside_layer_4").set_value(2)
+    at.selectbox(key="inside_head_4").set_value(1).run()
     assert charts(at)["inside_profile"]["layout"]["title"]["text"].startswith("Layer 2, head 1")
     open_tab(at, TABS[2])  # the sidebar's model alone at first, at the default window
     assert not at.exception
@@ -81,7 +82,7 @@ def test_inside_page_on_the_story_alone_says_so():
     at = app_test(page=INSIDE, scheme="rope", model="untrained", timeout=LOADED)
     at.radio(key="inside_text").set_value("the built-in story").run()
     assert not at.exception
-    assert "of other windows (the built-in story)" in text_of(at)
+    assert "of other windows of 128 tokens (windows: 10 of the built-in story)" in text_of(at)  # 1,399 tokens
 
 
 def with_upload(model, name: str = "tiny.pt"):

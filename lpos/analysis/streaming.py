@@ -24,6 +24,10 @@ WINDOWS = (8, 16, 32, 64, 96, 124)  # 124 + 4 kept tokens fills a 128-row learne
 SCORED = 512  # predictions past the first window, where the two streams differ
 MIN_SCORED = 32  # what the largest uploads get
 STREAM_BUDGET = 40e9  # multiply-adds per stream (the shipped models need ~3e10 at W = 64): large uploads stream less
+# A gain counts beyond this many standard errors of the mean per-token difference (its noise band). The
+# page compares five schemes at once: at two, one of five models with no effect crosses the band by chance
+# about one time in five; at three, about one in seventy-five.
+NOISE_ERRORS = 3
 
 
 @dataclass(frozen=True)
@@ -93,21 +97,25 @@ def sink_test(model: GPT, ids: list[int], *, window: int, sink: int = SINK_TOKEN
 
 def sink_summary(test: SinkTest) -> dict:
     """Means over the predictions past the first window (where the two streams differ): window
-    alone, with the kept tokens, the gain (alone minus with sink) and its standard error."""
+    alone, with the kept tokens, the gain (alone minus with sink), its standard error and the noise
+    band (NOISE_ERRORS standard errors) a gain must leave to count."""
     alone, kept = test.alone[test.window :], test.with_sink[test.window :]
     valid = ~(np.isnan(alone) | np.isnan(kept))
     if valid.sum() < 2:
-        return {"tokens": int(valid.sum()), "alone": math.nan, "with sink": math.nan, "gain": math.nan, "error": math.nan}
+        return {"tokens": int(valid.sum()), "alone": math.nan, "with sink": math.nan, "gain": math.nan, "error": math.nan,
+                "noise": math.nan}
     gain = alone[valid] - kept[valid]
+    error = float(gain.std(ddof=1) / math.sqrt(valid.sum()))
     return {"tokens": int(valid.sum()), "alone": float(alone[valid].mean()), "with sink": float(kept[valid].mean()),
-            "gain": float(gain.mean()), "error": float(gain.std(ddof=1) / math.sqrt(valid.sum()))}
+            "gain": float(gain.mean()), "error": error, "noise": NOISE_ERRORS * error}
 
 
 def sink_verdict(summary: dict) -> str:
-    """"helps", "hurts" or "no clear change": a gain counts when it is more than two standard errors."""
+    """"helps", "hurts" or "no clear change": a gain counts when it leaves its noise band
+    (NOISE_ERRORS standard errors)."""
     if math.isnan(summary["gain"]):
         return "not measured"
-    if abs(summary["gain"]) <= 2 * summary["error"]:
+    if abs(summary["gain"]) <= NOISE_ERRORS * summary["error"]:
         return "no clear change"
     return "helps" if summary["gain"] > 0 else "hurts"
 
@@ -120,20 +128,26 @@ def sink_reading(summaries: dict[str, dict], *, window: int, sink: int = SINK_TO
     lines = []
     for scheme, summary in sorted(measured.items(), key=lambda item: -item[1]["gain"]):
         verdict = {"helps": "the kept tokens **help**", "hurts": "the kept tokens **hurt**"}.get(
-            sink_verdict(summary), "**no clear change**")
+            sink_verdict(summary), "**no clear change** (within noise)")
         lines.append(f"**{scheme}**: {summary['alone']:.3f} with the window alone, {summary['with sink']:.3f} with the "
-                     f"first {sink} tokens kept ({-summary['gain']:+.3f} ± {2 * summary['error']:.3f} nats per token, "
-                     f"over {summary['tokens']} predictions): {verdict}.")
+                     f"first {sink} tokens kept ({-summary['gain']:+.3f} nats per token, noise band "
+                     f"± {NOISE_ERRORS * summary['error']:.3f} over {summary['tokens']} predictions): {verdict}.")
     helped = [s for s, v in measured.items() if sink_verdict(v) == "helps"]
     if helped:
         best = max(helped, key=lambda s: measured[s]["gain"])
+        band = f"beyond its noise band of ± {NOISE_ERRORS * measured[best]['error']:.3f}"
         if len(helped) == 1:
             lines.append(f"Keeping the first {sink} tokens helps only **{best}**, by {measured[best]['gain']:.3f} "
-                         "nats per token.")
+                         f"nats per token, {band}.")
         else:
             lines.append(f"Keeping the first {sink} tokens helps {', '.join(helped)}; most of all **{best}**, by "
-                         f"{measured[best]['gain']:.3f} nats per token.")
+                         f"{measured[best]['gain']:.3f} nats per token, {band}.")
     else:
-        lines.append(f"Keeping the first {sink} tokens helps no scheme here by more than two standard errors: "
-                     "these small models lean on no sink token the way Xiao et al. (2023) found in large ones.")
+        best = max(measured, key=lambda s: measured[s]["gain"] / max(measured[s]["noise"], 1e-12))  # nearest its band
+        nearest = measured[best]
+        gained = (f"the gain nearest to leaving its band, {best}'s {nearest['gain']:.3f} nats per token, is within "
+                  f"noise (± {nearest['noise']:.3f})" if nearest["gain"] > 0 else "no scheme gains at all")
+        lines.append(f"Keeping the first {sink} tokens helps no scheme beyond its noise band ({NOISE_ERRORS} standard "
+                     f"errors of the per-token difference): {gained}. These small models lean on no sink token the "
+                     "way Xiao et al. (2023) found in large ones.")
     return lines

@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from lpos.analysis.heads import BEHAVIOURS, SHARES, HeadPortraits
-from lpos.analysis.streaming import SinkTest
+from lpos.analysis.streaming import NOISE_ERRORS, SinkTest
 from lpos.figures.common import finish, safe
 from lpos.figures.lengths import OTHER_COLOUR, SCHEME_COLOURS
 
@@ -91,6 +91,34 @@ def head_grid_figure(portraits: dict[str, HeadPortraits]) -> go.Figure:
     return finish(fig, title="What each head does: layer × head, named by its dominant behaviour", height=380)
 
 
+def head_layer_figure(portraits: dict[str, HeadPortraits], *, layer: int) -> go.Figure:
+    """One layer of every model: a row per model, a cell per head, coloured by the behaviour the head
+    is named after (head_grid_figure for a model too deep to draw whole). `layer` is 1-based."""
+    codes = {b: i for i, b in enumerate(BEHAVIOURS)}
+    scale = [[edge, BEHAVIOUR_COLOURS[b]] for i, b in enumerate(BEHAVIOURS)
+             for edge in (i / len(BEHAVIOURS), (i + 1) / len(BEHAVIOURS))]
+    rows = {name: p.table[p.table["layer"] == layer].sort_values("head") for name, p in portraits.items()}
+    heads = max(len(r) for r in rows.values())
+
+    def grid(values) -> list[list]:  # (models, heads), padded where a model has fewer heads
+        return [list(values(r)) + [None] * (heads - len(r)) for r in rows.values()]
+
+    z = grid(lambda r: r["behaviour"].map(codes.get))
+    fig = go.Figure(go.Heatmap(z=z, x=[f"h{h}" for h in range(heads)], y=[safe(n) for n in rows],
+                               zmin=-0.5, zmax=len(BEHAVIOURS) - 0.5, colorscale=scale, showscale=False,
+                               text=grid(lambda r: r.apply(_cell_label, axis=1)), texttemplate="%{text}",
+                               textfont=dict(size=12), customdata=grid(lambda r: r.apply(_cell_hover, axis=1)),
+                               xgap=2, ygap=2, hoverongaps=False,
+                               hovertemplate=f"%{{y}} · layer {layer} head %{{x}}<br>%{{customdata}}<extra></extra>"))
+    fig.update_yaxes(autorange="reversed")
+    for behaviour, colour in BEHAVIOUR_COLOURS.items():  # a legend for the discrete colours
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=behaviour,
+                                 marker=dict(color=colour, size=12, symbol="square")))
+    fig.update_layout(legend=dict(orientation="h", y=-0.15), plot_bgcolor="rgba(0,0,0,0)")
+    return finish(fig, title=f"Layer {layer}: what each head does",
+                  height=220 + 40 * len(rows))
+
+
 def _cell_label(row: pd.Series) -> str:
     """Short text in a grid cell (the colour names the behaviour): the share that named the head, or
     its mean distance."""
@@ -143,13 +171,14 @@ def streaming_figure(test: SinkTest, *, label: str, smooth: int = 32) -> go.Figu
 
 
 def sink_gain_figure(summaries: dict[str, dict], *, sink: int) -> go.Figure:
-    """The loss saved per token by keeping the first tokens, per scheme, with two standard errors."""
+    """The loss saved per token by keeping the first tokens, per scheme, with its noise band
+    (sink_summary's "noise": the gain counts only outside it)."""
     names = list(summaries)
     gains = [summaries[n]["gain"] for n in names]
-    errors = [2 * summaries[n]["error"] for n in names]
+    errors = [summaries[n]["noise"] for n in names]
     fig = go.Figure(go.Bar(x=[safe(n) for n in names], y=gains, error_y=dict(type="data", array=errors),
                            marker_color=[_colour(n) for n in names],
                            hovertemplate="%{x}<br>loss saved %{y:.4f} nats per token<extra></extra>"))
     fig.add_hline(y=0, line=dict(color="black"))
-    fig.update_yaxes(title_text="loss saved per token (nats; bars: ± 2 s.e.)")
+    fig.update_yaxes(title_text=f"loss saved per token (nats; bars: ± {NOISE_ERRORS} s.e.)")
     return finish(fig, title=f"What keeping the first {sink} tokens saves, by scheme", height=380)

@@ -19,6 +19,25 @@ from lpos.ui.caching import cache_data
 from lpos.ui.sinusoids import FIGURES, LIFETIME
 
 
+def head_label(model: GPT, head: int) -> str:
+    """A query head's name in a head box: with grouped-query attention, the key/value head it shares."""
+    attn = model.transformer.h[0].attn
+    if attn.n_kv_head == attn.n_head:
+        return f"head {head}"
+    return f"head {head} (key head {attn.key_head(head)})"
+
+
+def grouping_sentence(model: GPT) -> str:
+    """How a grouped-query model's query heads share key/value heads; "" when every head has its own."""
+    config = model.config
+    if not config.n_kv_head or config.n_kv_head == config.n_head:
+        return ""
+    group = config.n_head // config.n_kv_head
+    return (f"This model has {config.n_kv_head} key/value heads for its {config.n_head} query heads (grouped-query "
+            f"attention): query heads {', '.join(f'{k * group}–{k * group + group - 1}' for k in range(config.n_kv_head))} "
+            f"share key heads {', '.join(str(k) for k in range(config.n_kv_head))} in turn.")
+
+
 @cache_data(max_entries=32, show_spinner=False)
 def attention_maps(model: GPT, ids: list[int], *, layer: int) -> np.ndarray:
     """One layer's attention weights (nh, T, T)."""

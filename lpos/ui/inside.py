@@ -17,7 +17,7 @@ import streamlit as st
 
 from lpos import checkpoints, precomputed
 from lpos.analysis import heads, probes, streaming
-from lpos.figures.inside import head_grid_figure, probe_figures
+from lpos.figures.inside import head_grid_figure, head_layer_figure, probe_figures
 from lpos.model import GPT
 from lpos.positions import SCHEMES
 from lpos.ui.caching import HASH_FUNCS
@@ -28,6 +28,7 @@ from lpos.ui.stored import computed
 
 Texts = tuple[tuple[str, tuple[int, ...]], ...]  # (name, ids) pairs
 FIGURES = 16  # per function: one per (models, text) a class looks at
+GRID_LAYERS = 6  # a model with more layers has its heads drawn one chosen layer at a time
 STORY = precomputed.INSIDE_STORY
 HELD_OUT = precomputed.INSIDE_HELD_OUT
 text_key = precomputed.text_key  # what names a text in a cache key: each part's name, length and ids' digest
@@ -156,20 +157,53 @@ def probe_view(selection: Selection, chosen: Text) -> ProbeView:
 def head_portraits(model: GPT, chosen: Text) -> heads.HeadPortraits:
     return computed(model, precomputed.inside_key("portraits", chosen.parts),
                     lambda: heads.head_portraits(model, _probe_text(model, chosen)),
-                    doing="Measuring every head's attention")
+                    doing=f"Measuring the attention of {model.config.n_layer} layers × {model.config.n_head} heads")
 
 
 def portraits(models: list[LoadedModel], chosen: Text) -> dict[str, heads.HeadPortraits]:
     """Each model's head portraits, by scheme."""
-    with st.spinner("Measuring every head…"):
+    with st.spinner(f"Measuring every head of {len(models)} models…"):
         return {m.scheme: head_portraits(m.model, chosen) for m in models}
 
 
+def draws_whole(model: GPT) -> bool:
+    """Whether the head grid draws every layer of `model` at once (else one chosen layer)."""
+    return model.config.n_layer <= GRID_LAYERS
+
+
 @_cache_figure
-def head_grid(models: list[LoadedModel], chosen: Text, *, sidebar: str) -> go.Figure:
-    """The head grid of every model, the `sidebar` scheme's line marked, built once per text."""
-    shown = portraits(models, chosen)
-    return head_grid_figure({(f"{s} (sidebar)" if s == sidebar else s): p for s, p in shown.items()})
+def head_grid(models: list[LoadedModel], chosen: Text, *, sidebar: str, layer: int | None = None) -> go.Figure:
+    """The head grid of every model, the `sidebar` scheme's line marked, built once per text: every
+    layer, or only `layer` (1-based) of each model when given."""
+    shown = {(f"{s} (sidebar)" if s == sidebar else s): p for s, p in portraits(models, chosen).items()}
+    return head_grid_figure(shown) if layer is None else head_layer_figure(shown, layer=layer)
+
+
+def first_tokens(chosen: Text, tokens: int) -> str:
+    """What the first `tokens` ids of `chosen` are, part by part, as a caption says it: "the first 577
+    tokens of the built-in story", or "all 4,512 tokens of the built-in story and the first 88 of
+    held-out stories" when they run past the first part."""
+    said, left = [], tokens
+    for name, ids in chosen.parts:
+        if left <= 0:
+            break
+        taken = min(left, len(ids))
+        said.append(f"all {taken:,} tokens of {name}" if taken == len(ids) else
+                    f"the first {taken:,} tokens of {name}" if not said else f"the first {taken:,} of {name}")
+        left -= taken
+    return " and ".join(said) or "no tokens"
+
+
+def windows_used(chosen: Text, *, windows: int, length: int) -> str:
+    """Which parts of `chosen` the first `windows` windows of `length` tokens come from (probe_text
+    cuts each part into whole windows, in order): "10 of the built-in story and 24 of held-out stories"."""
+    said, left = [], windows
+    for name, ids in chosen.parts:
+        taken = min(left, len(ids) // length)
+        if taken:
+            said.append(f"{taken:,} of {name}")
+        left -= taken
+    return " and ".join(said) or "none"
 
 
 def stream_ids(model: GPT, chosen: Text, *, window: int) -> list[int]:

@@ -20,7 +20,7 @@ from lpos import checkpoints
 from lpos.analysis.embeddings import TokenCounts
 from lpos.model import GPT, GPTConfig, initial_token_table, untrained_model
 from lpos.tokenizer import GPT2, Tokenizer
-from lpos.ui.caching import remember
+from lpos.ui.caching import HASH_FUNCS, remember
 from lpos.ui.collect import release_memory
 
 UNTRAINED = "untrained"
@@ -102,13 +102,29 @@ def initial_table(init_seed: int, vocab_size: int, n_embd: int) -> torch.Tensor:
     return initial_token_table(GPTConfig(vocab_size=vocab_size, n_embd=n_embd, n_head=1, init_seed=init_seed))
 
 
-def untrained_like(model: GPT, key: str, scheme: str) -> GPT:
-    """An untrained model of `model`'s (key `key`) shape and vocabulary with another scheme (drawn
-    after torch.manual_seed(0)), for a model whose tokenizer the shipped models do not speak."""
-    config = dataclasses.replace(model.config, position=scheme)
+def _seeded(config: GPTConfig) -> GPT:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        return remember(GPT(config).eval(), f"untrained-like:{key}:{scheme}")
+        return GPT(config).eval()
+
+
+@st.cache_resource(max_entries=2, show_spinner=False, hash_funcs=HASH_FUNCS)
+def _untrained_weights(model: GPT) -> GPT:
+    """One untrained model of `model`'s shape and vocabulary, without positions (drawn after
+    torch.manual_seed(0)): the weights every untrained_like model of that shape shares."""
+    return _seeded(dataclasses.replace(model.config, position="none"))
+
+
+@st.cache_resource(max_entries=8, show_spinner="Building untrained models of the same shape…", hash_funcs=HASH_FUNCS)
+def untrained_like(model: GPT, key: str, scheme: str) -> GPT:
+    """An untrained model of `model`'s (key `key`) shape and vocabulary with another scheme, for a
+    model whose tokenizer the shipped models do not speak. The four schemes' models hold the same
+    weight tensors (one float32 copy for all, not four: a 135M Llama's comparisons cost 0.5 GB,
+    not 2.2), so they differ only in how they place positions; `learned` adds its own table."""
+    like = _seeded(dataclasses.replace(model.config, position=scheme))
+    like.load_state_dict(_untrained_weights(model).state_dict(), strict=False, assign=True)  # share, not copy
+    release_memory()  # the weights `like` was built with are garbage now: give their pages back
+    return remember(like, f"untrained-like:{key}:{scheme}")
 
 
 @st.cache_resource(show_spinner=False)
