@@ -88,9 +88,11 @@ STEPS: tuple[Step, ...] = (
     ),
     Step(
         "Train short, test long",
-        "All five models were trained on 128-token windows. Evaluated on longer text, some keep working "
-        "and some fall apart.",
-        "The learned table cannot go past 128 at all; look at which curve stays flattest at 1024.",
+        "The shipped models were trained on windows of a fixed length. Read on longer text than that, a scheme "
+        "may keep its loss, lose some of what it learned, or not run at all; the sentences under the figure say "
+        "which does what, measured.",
+        "A line that ends in an × is a table that has run out of rows. Look at which curve stays flattest at the "
+        "right edge, and how far the steepest one still sits below the grey unigram line.",
         None,
     ),
     Step(

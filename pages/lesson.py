@@ -32,8 +32,7 @@ else:
 
 if not presenter:
     st.title("Lesson: the story of positions")
-    st.caption("Ten short steps, each one idea with one live figure on the sidebar sentence. "
-               "Share the link: it keeps the step, the sentence and the scheme.")
+    st.caption(lesson.lesson_caption())
 
 live_class.student_banner()
 live_class.teacher_panel(presenter=presenter)

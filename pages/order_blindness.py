@@ -4,6 +4,7 @@ import streamlit as st
 from lpos import ui
 from lpos.analysis.shuffle import can_shuffle, predictions_table, shuffle_earlier, shuffle_table
 from lpos.figures.shuffle import attention_bars, change_figure
+from lpos.ui.attention import head_label
 from lpos.ui.selection import scheme_models
 from lpos.ui.shuffle import shuffle_results
 
@@ -97,7 +98,9 @@ def experiment() -> None:
                           "The other four tie each key to its position, so moving a token changes what it contributes.")
 
     st.subheader("The whole model: the causal mask leaks order")
-    st.table(predictions_table(results).set_index("scheme"))
+    predictions = predictions_table(results)  # yes/no, the wording of the table above, not True/False
+    st.table(predictions.assign(**{"same top-1": predictions["same top-1"].map({True: "yes", False: "no"})})
+             .set_index("scheme"))
     layers = min(m.model.config.n_layer for m in models if m.scheme == "none")
     if layers >= 2:
         st.markdown(
@@ -119,8 +122,9 @@ def looks(models: list, results: list) -> None:
     st.subheader("Where the last token looks, before and after")
     shown_models = [m for m in models if m.scheme in ("none", selection.scheme)]
     heads = max(m.model.config.n_head for m in shown_models)  # every head of the widest model is offered
+    widest = max(shown_models, key=lambda m: m.model.config.n_head).model
     head = st.segmented_control("Attention head", list(range(heads)), default=0, required=True, key="shuffle_head",
-                                format_func=lambda h: f"head {h}")
+                                format_func=lambda h: head_label(widest, h))  # with GQA: the key head it shares
     head = min(head or 0, heads - 1)
     for column, model in zip(st.columns(len(shown_models)), shown_models):
         result = results[[m.scheme for m in models].index(model.scheme)]

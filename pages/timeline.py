@@ -52,9 +52,12 @@ def step_view() -> None:
                           f"among rows 0–{limit - 1} have cosine {split['trained']:.2f}; among rows {limit} and after, "
                           f"which training never read, {split['untrained']:.2f}.")
     else:
+        far = min(64, maps.shape[-1] // 2)
+        here = band[band.step == step].set_index("distance").cosine
         right.caption("This scheme has no learned table. The map compares what the first block adds to the residual "
-                      "stream at each position, averaged over held-out windows: where that differs by position, the "
-                      "model has begun to use where a token sits.")
+                      f"stream at each position, averaged over held-out windows. At step {step}: cosine "
+                      f"{here[1]:.2f} at distance 1, {here[far]:.2f} at distance {far} (the reading above follows "
+                      "the whole run).")
 
     st.subheader("Nearest tokens of a probe word")
     word = st.selectbox("Probe word", timeline.probe_words, key="timeline_word")

@@ -58,14 +58,15 @@ def _card(losses):
 def test_length_curves_stop_at_the_wall_and_mark_the_training_length():
     tables = {"learned": _card([4.2, 4.1, None, None, None]), "alibi": _card([4.15, 4.05, 4.0, 4.0, 4.01])}
     fig = length_curves_figure(tables, train_length=128, unigram=6.1)
-    learned, alibi = fig.data
+    learned, alibi, unigram = fig.data
     assert list(learned.x) == [64, 128] and list(alibi.x) == [64, 128, 256, 512, 1024]
     assert list(alibi.y) == [4.15, 4.05, 4.0, 4.0, 4.01]
-    wall = [a for a in fig.layout.annotations if "stops here" in a.text]
-    assert len(wall) == 1 and "the table has 128 rows" in wall[0].text
-    assert wall[0].x == pytest.approx(math.log10(128))  # annotations on a log axis sit in log10 units
+    # the wall and the baseline are legend entries, not labels on the plot where lines cross them
+    assert learned.name == "learned: stops at 128, the table has 128 rows" and list(learned.marker.symbol)[-1] == "x"
+    assert alibi.name == "alibi" and list(unigram.y) == [6.1, 6.1] and "unigram baseline 6.10" in unigram.name
+    (label,) = fig.layout.annotations
+    assert label.x == pytest.approx(math.log10(128)) and label.yanchor == "bottom" and label.y == 1  # above the plot
     assert any(s.x0 == 128 and s.x1 == 128 for s in fig.layout.shapes)
-    assert any(s.y0 == 6.1 for s in fig.layout.shapes)
     assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.title.text
 
 

@@ -6,6 +6,7 @@ full stop, the later part of a text being harder) and check the words against th
 """
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -194,3 +195,106 @@ def test_sinusoid_sentences_are_computed_for_the_width_shown():
     assert "every 4th of these 64 pairs" in rope_sentence(128, 32)
     assert "exactly these wavelengths" in rope_sentence(32, 32)
     assert "not this table's 20" in rope_sentence(40, 32)
+
+
+@shipped
+def test_timeline_reading_for_a_model_without_a_table_says_no_band_formed():
+    """The map of rope/alibi/none is of what the first block adds: its cosine at distance 1 stays near 0.1
+    (0.08 to 0.17 at the last step), so the reading must not suggest a learned table's band."""
+    for name, verdict in (("alibi", "only a faint tilt"), ("none", "only a faint tilt")):
+        found = timeline.timeline_of(load(name)[1])
+        band = timeline.band_over_time(found)
+        near = band[band.distance == 1].set_index("step").cosine
+        said = timeline.timeline_reading(found)[-1]
+        assert f"to {near.iloc[-1]:.2f} at step {found.steps[-1]}" in said and verdict in said, said
+        assert near.iloc[-1] < 0.2 and f"between {near.min():.2f} and {near.max():.2f}" in said
+    learned = timeline.timeline_of(load("learned")[1])
+    assert "no learned table" not in " ".join(timeline.timeline_reading(learned))
+
+
+def test_first_block_reading_names_a_band_from_step_0():
+    """A fixed sinusoid table gives a band before any update: the reading says it was there at step 0."""
+    from types import SimpleNamespace  # noqa: PLC0415
+
+    positions = np.arange(32)[:, None] * np.exp(-np.arange(8) / 2)[None, :]
+    rows = np.concatenate([np.sin(positions), np.cos(positions)], axis=1)  # (32, 16) smooth in position
+    noise = np.random.default_rng(0).standard_normal((32, 16))
+    fixed = SimpleNamespace(steps=[0, 10], position_rows=np.stack([rows, rows]))
+    assert "already at step 0, before any update" in timeline.first_block_reading(fixed)
+    random = SimpleNamespace(steps=[0, 10], position_rows=np.stack([noise, noise]))
+    assert "No band" in timeline.first_block_reading(random)
+
+
+def test_worst_curve_sentence_says_how_far_the_steepest_curve_is_from_the_unigram_baseline():
+    """Step 9 said models "fall apart"; the steepest shipped curve (sinusoidal, +1.01 at 8×) is still 1.86 nats
+    better than the unigram baseline. The sentence states that, and says so too when a curve does reach it."""
+    def card(*losses):
+        return {length: {"loss": loss} if loss is not None else {"loss": None, "note": "n/a: the table has 128 rows"}
+                for length, loss in zip((64, 128, 256, 512, 1024), losses)}
+
+    tables = {"sinusoidal": card(3.1878, 3.1428, 3.4894, 3.893, 4.1496), "alibi": card(3.07, 3.0005, 2.97, 2.96, 2.9588),
+              "learned": card(3.14, 3.09, None, None, None)}
+    said = lengths.worst_curve_sentence(tables, train_length=128, unigram=6.0132)
+    assert "**sinusoidal**, is **+1.01** nats at 1024 tokens (8× the training length of 128)" in said
+    assert "still **1.86** nats better than the unigram baseline (6.01" in said and "not fallen apart" in said
+    assert "**learned** cannot run that far at all" in said
+    tables["sinusoidal"][1024]["loss"] = 6.5
+    assert "no better than the unigram baseline" in lengths.worst_curve_sentence(tables, train_length=128, unigram=6.0)
+    flat = {"alibi": tables["alibi"]}
+    assert lengths.worst_curve_sentence(flat, train_length=128, unigram=6.0).startswith("No curve climbs")
+
+
+@shipped
+def test_lesson_step_9_reads_the_curves_it_draws_whatever_the_sidebar_model():
+    from conftest import app_test  # noqa: PLC0415
+    from lpos.lesson import STEPS  # noqa: PLC0415
+
+    assert "fall apart" not in STEPS[8].text + STEPS[8].notice
+    for model in ("learned", "learned-32"):  # learned-32 trained on 32-token windows: left out of the curves
+        at = app_test(page="pages/lesson.py", model=model, scheme="learned", step="9", timeout=300)
+        assert not at.exception, at.exception
+        text = " ".join(m.value for m in at.markdown)
+        assert "The steepest curve, **sinusoidal**, is **+1.01** nats at 1024 tokens" in text
+        assert "still **1.86** nats better than the unigram baseline" in text
+        assert "**learned-32** (trained on 32-token windows) is left out" in text
+        drawn = {trace["name"].split(":")[0] for trace in json.loads(at.get("plotly_chart")[0].proto.spec)["data"]}
+        assert "learned-32" not in drawn and {"sinusoidal", "alibi", "learned"} <= drawn
+
+
+def test_order_blindness_tables_say_yes_or_no_never_true_or_false():
+    """One wording for a learner: the layer-1 table said yes/no while the whole-model table said True/False."""
+    from conftest import app_test  # noqa: PLC0415
+
+    at = app_test(page="pages/order_blindness.py", timeout=300)
+    assert not at.exception, at.exception
+    tables = [t.value for t in at.table]
+    shown = {column: set(map(str, frame[column])) for frame in tables for column in frame.columns
+             if column in ("same top-1", "order-blind at layer 1")}
+    assert set(shown) == {"same top-1", "order-blind at layer 1"}
+    assert all(values <= {"yes", "no"} for values in shown.values()), shown
+
+
+@shipped
+def test_lesson_caption_names_the_steps_that_do_not_draw_the_sentence():
+    """The caption said every step's figure is on the sidebar sentence; steps 4, 5, 8 and 9 are not. Each step's
+    view is run on two sentences: a step the caption counts as the sentence's must change, the others must not."""
+    from lpos.ui import lesson  # noqa: PLC0415
+    from lpos.ui.models import LoadedModel, label, load_offered  # noqa: PLC0415
+
+    def loaded(name):  # through the app's loader, which names the model in every cache key
+        model, meta = load_offered(name)
+        return LoadedModel(name, label(name), model, meta)
+
+    sidebar = loaded("learned")
+    one, two = encode("The dog bit the man and the dog ran."), encode("A cat sat on the mat by a cat!")
+    same_end = encode("A cat sat on the mat by a cat.")  # ends like `one`
+
+    def spec(step, ids):
+        fig, _ = lesson.STEP_VIEWS[step - 1](sidebar, loaded(lesson.STEPS[step - 1].scheme or "learned"), ids)
+        return fig if isinstance(fig, str) else fig.to_json()
+
+    for step in range(1, len(lesson.STEPS) + 1):
+        assert (spec(step, one) != spec(step, two)) == (step in lesson.SENTENCE_STEPS), step
+        if step in lesson.SENTENCE_STEPS:
+            assert (spec(step, one) == spec(step, same_end)) == (step in lesson.LAST_TOKEN_STEPS), step
+    assert "(step 6 on its last token only) except in steps 4, 5, 8 and 9" in lesson.lesson_caption()

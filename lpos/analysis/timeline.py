@@ -109,7 +109,7 @@ def timeline_reading(timeline: Timeline) -> list[str]:
     lines = [f"Validation loss falls from {timeline.val_loss[0]:.2f} at step {first} to "
              f"{timeline.val_loss[-1]:.2f} at step {last} (on {timeline.eval_tokens:,} held-out tokens)."]
     if timeline.position_kind != "table":
-        return lines
+        return lines + [first_block_reading(timeline)]
     band = band_over_time(timeline)
     far_distance = min(64, timeline.position_rows.shape[1] // 2)
     near = band[band.distance == 1].set_index("step")
@@ -125,6 +125,30 @@ def timeline_reading(timeline: Timeline) -> list[str]:
     lines.append(f"At step {last}: cosine {end.cosine:.2f} at distance 1 and {far.cosine.iloc[-1]:.2f} at distance "
                  f"{far_distance}; the 10 nearest rows sit {end.neighbour_distance:.1f} positions away.")
     return lines
+
+
+def first_block_reading(timeline: Timeline) -> str:
+    """For a model without a learned table (the map is of what the first block adds at each position): the
+    cosine of neighbouring positions over the run, against far-apart ones at the last step, and whether a band
+    (called one here at cosine 0.5 or more at distance 1) has formed."""
+    band = band_over_time(timeline)
+    far_distance = min(64, timeline.position_rows.shape[1] // 2)
+    near = band[band.distance == 1].set_index("step").cosine
+    far = band[band.distance == far_distance].set_index("step").cosine
+    first, last = timeline.steps[0], timeline.steps[-1]
+    start, end, end_far = float(near.iloc[0]), float(near.iloc[-1]), float(far.iloc[-1])
+    if end >= 0.5:
+        verdict = ("A band (cosine 0.5 or more at distance 1): neighbouring positions get alike contributions"
+                   + (f", already at step {first}, before any update." if start >= 0.5 else "."))
+    elif end - end_far >= 0.05:
+        verdict = ("No band (cosine 0.5 or more at distance 1), only a faint tilt: neighbouring positions get "
+                   "slightly more alike contributions than far-apart ones.")
+    else:
+        verdict = "No band: neighbouring positions get contributions no more alike than far-apart ones, give or take 0.05."
+    return (f"This scheme has no learned table, so the map is of what the first block adds at each position. "
+            f"Neighbouring positions' cosine goes from {start:.2f} at step {first} to {end:.2f} at step {last} "
+            f"(between {near.min():.2f} and {near.max():.2f} over the run), against {end_far:.2f} at distance "
+            f"{far_distance} at the end. {verdict}")
 
 
 def attention_sentence(timeline: Timeline, index: int) -> str:

@@ -54,8 +54,9 @@ def position_loss_figure(losses: dict[str, np.ndarray], *, limit: int, window: i
                                  hovertemplate=f"{safe(name)}<br>position %{{x}}<br>mean loss %{{y:.3f}}<extra></extra>"))
     last = max(len(curve) for curve in losses.values()) - 1
     _mark_limit(fig, limit, last=last)
-    fig.add_annotation(x=limit, y=1, yref="paper", text=f"rows {limit}+ never trained", showarrow=False,
-                       xanchor="left", yanchor="top", font=dict(color=UNTRAINED))
+    # above the plot area (yref paper > 1), so no line crosses the label
+    fig.add_annotation(x=limit - 0.5, y=1, yref="paper", text=f"rows {limit}+ never trained", showarrow=False,
+                       xanchor="left", yanchor="bottom", font=dict(color=UNTRAINED))
     fig.update_xaxes(title_text="position in the window (the row read last)", range=[-1, last + 1])
     fig.update_yaxes(title_text="mean next-token loss (nats)")
     fig.update_layout(legend=dict(orientation="h", y=-0.2))

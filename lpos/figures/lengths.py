@@ -17,38 +17,38 @@ OTHER_COLOUR = "#9467bd"
 
 def length_curves_figure(tables: dict[str, dict[int, dict]], *, train_length: int,
                          unigram: float | None = None) -> go.Figure:
-    """Loss against evaluation length, one line per model; a line that stops says why at its wall."""
+    """Loss against evaluation length, one line per model; a line that stops ends in an × and says why in
+    its legend entry, and the unigram baseline is a legend entry too, so no label sits on the lines."""
     fig = go.Figure()
-    walls = 0  # annotations of lines that stop, stacked so two at one length do not overlap
+    # every label is a legend entry or sits above the plot area, so no line crosses a label
     for name, table in tables.items():
         measured = [(length, entry["loss"]) for length, entry in table.items() if entry.get("loss") is not None]
         if not measured:
             continue
         colour = SCHEME_COLOURS.get(name, OTHER_COLOUR)
         lengths, losses = zip(*measured)
-        fig.add_trace(go.Scatter(x=lengths, y=losses, mode="lines+markers", name=safe(name), line=dict(color=colour),
-                                 hovertemplate=f"{safe(name)}<br>length %{{x}} tokens<br>loss %{{y:.3f}}<extra></extra>"))
         missing = [entry.get("note", "n/a") for length, entry in table.items() if entry.get("loss") is None]
-        if missing:
-            fig.add_annotation(x=math.log10(lengths[-1]), y=losses[-1], text=f"{safe(name)} stops here:<br>{safe(missing[0])}",
-                               showarrow=True, arrowhead=2, ax=80, ay=-90 - 50 * walls, font=dict(color=colour),
-                               bgcolor="rgba(255,255,255,0.85)")
-            walls += 1
+        label = safe(name) + (f": stops at {lengths[-1]}, {safe(missing[0].removeprefix('n/a: '))}" if missing else "")
+        fig.add_trace(go.Scatter(x=lengths, y=losses, mode="lines+markers", name=label, line=dict(color=colour),
+                                 marker=dict(symbol=["circle"] * (len(lengths) - 1) + ["x" if missing else "circle"],
+                                             size=[6] * (len(lengths) - 1) + [11 if missing else 6]),
+                                 hovertemplate=f"{safe(name)}<br>length %{{x}} tokens<br>loss %{{y:.3f}}<extra></extra>"))
     # on a log axis, annotations are placed in log10 units; traces and shapes take plain lengths
     fig.add_shape(type="line", x0=train_length, x1=train_length, y0=0, y1=1, yref="paper",
                   line=dict(color="black", dash="dash"))
     fig.add_annotation(x=math.log10(train_length), y=1, yref="paper", text=f"training length {train_length}",
-                       showarrow=False, xanchor="right", yanchor="top")
-    if unigram is not None:
-        fig.add_hline(y=unigram, line=dict(color="#999999", dash="dot"),
-                      annotation_text=f"unigram baseline {unigram:.2f}", annotation_position="bottom right")
+                       showarrow=False, xanchor="center", yanchor="bottom")
     all_lengths = sorted({length for table in tables.values() for length in table} | {train_length})
+    if unigram is not None:
+        fig.add_trace(go.Scatter(x=[all_lengths[0], all_lengths[-1]], y=[unigram, unigram], mode="lines",
+                                 name=f"unigram baseline {unigram:.2f}: word frequencies alone",
+                                 line=dict(color="#999999", dash="dot"), hoverinfo="skip"))
     fig.update_xaxes(type="log", title_text="evaluation length (tokens, log scale)", tickvals=all_lengths,
                      ticktext=[str(length) for length in all_lengths],
                      range=[math.log10(all_lengths[0]) - 0.1, math.log10(all_lengths[-1]) + 0.1])
-    fig.update_yaxes(title_text="mean next-token loss on held-out stories (nats)")
-    return finish(fig, title="Held-out loss against evaluation length (trained at "
-                             f"{train_length} tokens)", height=460)
+    fig.update_yaxes(title_text="mean loss on held-out stories (nats)")
+    fig.update_layout(legend=dict(orientation="h", y=-0.2, yanchor="top"))
+    return finish(fig, title="Loss by evaluation length", height=520)  # the training length is marked on the plot
 
 
 def token_loss_figure(curve: LossCurve, *, tokens: list[str], train_length: int, label: str,

@@ -20,6 +20,7 @@ from lpos.figures.attention import BIAS_COLOURS, matrix_panels
 from lpos.figures.embeddings import embedding_heatmaps
 from lpos.figures.shuffle import attention_bars, prediction_bars
 from lpos.lesson import STEPS
+from lpos.positions import SCHEMES
 from lpos.tokenizer import GPT2, Tokenizer, visible
 from lpos.ui import attention, coverage, embeddings, lengths, shuffle, similarity, sinusoids
 from lpos.ui.caching import cache_resource
@@ -120,12 +121,20 @@ def learned_band(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Fi
 
 
 def train_short(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figure:
+    """The cards' curves of the shipped models trained at one length (the first scheme's), never the sidebar
+    model's block size; a model trained at another length is named and left out (step 4 shows it)."""
     tables = lengths.shipped_loss_tables()
-    # the cards' curves are the shipped models': their training length, never the sidebar model's block size
-    trained_at = lengths.card_training(next(iter(tables)))[0] if tables else model.model.config.block_size
-    return lengths.length_curves(tables, train_length=trained_at), (
-        length_analysis.length_reading(tables, train_length=trained_at)
-        + "\n\nHow a RoPE model is made to read longer text without retraining (PI, NTK-aware, YaRN), measured: "
+    first = next((name for name in tables if name in SCHEMES), next(iter(tables), None))
+    trained_at, unigram = lengths.card_training(first) if first else (model.model.config.block_size, None)
+    trained = {name: lengths.card_training(name)[0] for name in tables}
+    shown = {name: table for name, table in tables.items() if trained[name] == trained_at}
+    left_out = "".join(f" **{name}** (trained on {trained[name]}-token windows) is left out." for name in tables
+                       if name not in shown)
+    return lengths.length_curves(shown, train_length=trained_at, unigram=unigram), (
+        length_analysis.worst_curve_sentence(shown, train_length=trained_at, unigram=unigram) + left_out + "\n\n"
+        + length_analysis.length_reading(shown, train_length=trained_at)
+        + "\n\nThree published ways to stretch a RoPE model's rotations (PI, NTK-aware, YaRN), applied without "
+        "fine-tuning and measured: "
         f"[Stretching the context]({same_view('stretch')}).")
 
 
@@ -139,6 +148,18 @@ def mask_leaks(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figu
 STEP_VIEWS: list[Callable[[LoadedModel, LoadedModel, list[int]], Figure]] = [
     token_rows, order_blind, position_rows, table_wall, sinusoid_distance, rope_offsets, alibi_bias, learned_band,
     train_short, mask_leaks]
+SENTENCE_STEPS = (1, 2, 3, 6, 7, 10)  # the steps whose figure is drawn on the sidebar sentence (tests/test_sentences.py)
+LAST_TOKEN_STEPS = (6,)  # of those, the steps that read only its last token (RoPE's query and key there)
+
+
+def lesson_caption() -> str:
+    """The lesson's one-line description, naming the steps that do not use the sidebar sentence."""
+    others = [str(step) for step in range(1, len(STEPS) + 1) if step not in SENTENCE_STEPS]
+    last = " and ".join(str(step) for step in LAST_TOKEN_STEPS)
+    return ("Ten short steps, each one idea with one live figure, drawn on the sidebar sentence (step "
+            f"{last} on its last token only) except in steps {', '.join(others[:-1])} and {others[-1]} (the shipped "
+            "models and fixed inputs). "
+            "Share the link: it keeps the step, the sentence and the scheme.")
 
 
 @cache_resource(max_entries=LESSON_FIGURES, ttl=600, show_spinner=False)

@@ -119,11 +119,16 @@ def _untrained_weights(model: GPT) -> GPT:
 def untrained_like(model: GPT, key: str, scheme: str) -> GPT:
     """An untrained model of `model`'s (key `key`) shape and vocabulary with another scheme, for a
     model whose tokenizer the shipped models do not speak. The four schemes' models hold the same
-    weight tensors (one float32 copy for all, not four: a 135M Llama's comparisons cost 0.5 GB,
-    not 2.2), so they differ only in how they place positions; `learned` adds its own table."""
-    like = _seeded(dataclasses.replace(model.config, position=scheme))
+    weight tensors (one float32 copy for all four, not four copies: tests/load/llama_memory.py
+    measures it), so they differ only in how they place positions; `learned` adds its own table."""
+    config = dataclasses.replace(model.config, position=scheme)
+    if config.position == "learned":  # its own table drawn as GPT draws it (on the meta device, torch imports sympy: 35 MB)
+        like = _seeded(config)
+    else:
+        with torch.device("meta"):  # the shape only: no weights drawn to be thrown away
+            like = GPT(config, init_weights=False).eval()
     like.load_state_dict(_untrained_weights(model).state_dict(), strict=False, assign=True)  # share, not copy
-    release_memory()  # the weights `like` was built with are garbage now: give their pages back
+    release_memory()  # what `like` was built with is garbage now: give its pages back
     return remember(like, f"untrained-like:{key}:{scheme}")
 
 

@@ -108,6 +108,7 @@ def sidebar() -> Selection:
                                            "showing another model instead."]
         st.session_state["model"] = _default_model(st.session_state["scheme"])
     with st.sidebar:
+        uploader()  # first: a folded one-line box that a 1366×768 laptop shows without scrolling (issue 25)
         # the identity of the box is its key (and max_chars), so `value` only fills a new box
         st.text_area("Sentence", st.session_state["url_text"], key="sentence", max_chars=MAX_CHARS, height=90,
                      help="Any text: it is split into the model's tokens (GPT-2's, unless the model has its own).")
@@ -116,8 +117,7 @@ def sidebar() -> Selection:
                      help="How the model knows where each token sits.")
         st.selectbox("Model", model_options(), key="model", on_change=_on_model_change, format_func=label,
                      help="A shipped model trained on children's stories, the same size untrained, "
-                          "or a model you upload below.")
-        uploader()
+                          "or a model you upload above (“Upload your own model”).")
     for notice in st.session_state.pop("url_notices", []):
         st.warning(notice, icon=":material/warning:")
     scheme, key = st.session_state["scheme"], st.session_state["model"]

@@ -135,7 +135,16 @@ def _load(files: list, *, n_head: int | None = None) -> None:
 
 
 def uploader() -> None:
-    """The upload box, its last message and what the model was read as (called inside the sidebar)."""
+    """The upload box, its last message and what the model was read as (called inside the sidebar, first of
+    its controls: on a 1366×768 laptop everything below the page list and the sentence is below the fold).
+    A folded expander, one line high; it opens by itself while there is a message or a question to answer."""
+    kind, message, *details = st.session_state.get("upload_message", (None, None))
+    with st.expander("Upload your own model", icon=":material/upload:",
+                     expanded=kind is not None or bool(st.session_state.get("upload_pending"))):
+        _upload_box(kind, message, details)
+
+
+def _upload_box(kind: str | None, message: str | None, details: list) -> None:
     limit = cap_mb()
     st.file_uploader(
         "Upload a model", type=ACCEPTED_TYPES, accept_multiple_files=True, key="upload", on_change=_on_upload,
@@ -147,8 +156,8 @@ def uploader() -> None:
              f"minbpe .model, or a character model's training text (.txt). Up to {shown_mb(limit)}. "
              "It stays in this browser session only.",
     )
-    st.caption(f"Up to {shown_mb(limit)} per model; only this browser tab can see it.")
-    kind, message, *details = st.session_state.get("upload_message", (None, None))
+    st.caption(f"Up to {shown_mb(limit)} per model; only this browser tab can see it. Once read, it joins the "
+               "Model box below.")
     if kind == "error":
         st.error(message, icon=":material/error:")
     elif kind == "info":

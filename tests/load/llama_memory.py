@@ -5,7 +5,9 @@ Setup (not measured): a folder with config.json and model.safetensors of SmolLM2
 (30 layers, width 576, 9 heads, 3 key/value heads, hidden 1,536, vocabulary 49,152, tied), in
 bfloat16 as it ships; with --format lpos it is converted to an lpos file (what LPOS_CHECKPOINT_DIR
 holds). Then a fresh process imports streamlit, pandas, plotly and lpos, notes its RSS, loads the
-model and prints its peak RSS (ru_maxrss) over that baseline, against the float32 weights' size.
+model and prints its peak RSS (ru_maxrss) over that baseline, against the float32 weights' size;
+then builds the four other schemes' untrained comparison models the scheme-comparing pages use
+(Inside, Order blindness, Stretching) and prints the RSS with them.
 
 Run: python tests/load/llama_memory.py                  (Hugging Face folder, bfloat16)
      python tests/load/llama_memory.py --format lpos    (the converted lpos file)
@@ -68,11 +70,25 @@ def measure(path: str) -> None:
     before = psutil.Process().memory_info().rss / 2**20
     model, _ = checkpoints.load(path, tokenizer=tokenizer)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    loaded = psutil.Process().memory_info().rss / 2**20
     weights = 4 * model.num_params() / 2**20
+    # What Inside, Order blindness and Stretching add: the other four schemes' untrained models of
+    # this shape (lpos.ui.models.untrained_like; one shared copy of the weights)
+    from lpos.positions import SCHEMES
+    from lpos.ui.caching import remember
+    from lpos.ui.models import untrained_like
+
+    remember(model, "llama_memory")
+    others = [untrained_like(model, "llama_memory", s) for s in SCHEMES if s != model.config.position]
+    compared = psutil.Process().memory_info().rss / 2**20
+    compared_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({"params_millions": round(model.num_params() / 1e6, 1), "float32_weights_mb": round(weights),
                       "rss_before_mb": round(before), "peak_rss_mb": round(peak),
                       "peak_over_baseline_mb": round(peak - before),
-                      "peak_over_baseline_in_float32_copies": round((peak - before) / weights, 2)}))
+                      "peak_over_baseline_in_float32_copies": round((peak - before) / weights, 2),
+                      "rss_after_load_mb": round(loaded),
+                      f"rss_with_{len(others)}_comparison_models_mb": round(compared),
+                      "peak_rss_building_comparisons_mb": round(compared_peak)}))
 
 
 def main() -> None:
