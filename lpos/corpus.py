@@ -8,6 +8,7 @@ ships with the package, for pages and commands that must work without the corpus
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from dataclasses import dataclass
@@ -65,24 +66,39 @@ def read_stories(paths: list[str | Path]) -> tuple[list[tuple[str, str]], str]:
     return stories, digest.hexdigest()
 
 
+def _held_out_set(count: int, seed: int, val_fraction: float) -> set[int]:
+    """Which of `count` stories are held out: the first share of a seeded permutation."""
+    order = torch.randperm(count, generator=torch.Generator().manual_seed(seed)).tolist()
+    return set(order[: max(1, round(count * val_fraction))])
+
+
+def _stream(stories: list[tuple[str, str]], indices) -> torch.Tensor:
+    """The stories at `indices`, each encoded and followed by <|endoftext|>, as one stream."""
+    ids: list[int] = []
+    for i in indices:
+        ids += encode(stories[i][0]) + [END_OF_TEXT_ID]
+    return torch.tensor(ids, dtype=torch.long)
+
+
 def load_corpus(paths: list[str | Path], *, seed: int = SHIPPED_SEED, val_fraction: float = VAL_FRACTION) -> Corpus:
     stories, sha = read_stories(paths)
     if len(stories) < 2:
         raise ValueError("the corpus needs at least two stories (separated by <|endoftext|> lines)")
-    order = torch.randperm(len(stories), generator=torch.Generator().manual_seed(seed)).tolist()
-    n_val = max(1, round(len(stories) * val_fraction))
-    val_set = set(order[:n_val])
+    val_set = _held_out_set(len(stories), seed, val_fraction)
+    train = _stream(stories, [i for i in range(len(stories)) if i not in val_set])
+    val = _stream(stories, sorted(val_set))
+    tinystories = _stream(stories, [i for i in sorted(val_set) if stories[i][1].startswith("tinystories")])
+    return Corpus(train, val, tinystories, sha, len(stories), len(val_set))
 
-    def stream(indices: list[int]) -> torch.Tensor:
-        ids: list[int] = []
-        for i in indices:
-            ids += encode(stories[i][0]) + [END_OF_TEXT_ID]
-        return torch.tensor(ids, dtype=torch.long)
 
-    train = stream([i for i in range(len(stories)) if i not in val_set])
-    val = stream(sorted(val_set))
-    tinystories = stream([i for i in sorted(val_set) if stories[i][1].startswith("tinystories")])
-    return Corpus(train, val, tinystories, sha, len(stories), n_val)
+@functools.lru_cache(maxsize=4)
+def _held_out(paths: tuple[str, ...], seed: int) -> torch.Tensor:
+    """load_corpus(paths, seed=seed).val, encoding only the held-out stories (a page asks for them
+    on its first visit: the training stories, most of the corpus, are never encoded for it)."""
+    stories, _ = read_stories(list(paths))
+    if len(stories) < 2:
+        raise ValueError("the corpus needs at least two stories (separated by <|endoftext|> lines)")
+    return _stream(stories, sorted(_held_out_set(len(stories), seed, VAL_FRACTION)))
 
 
 def held_out_stream(meta: dict, *, tokens: int | None = None) -> torch.Tensor | None:
@@ -91,5 +107,5 @@ def held_out_stream(meta: dict, *, tokens: int | None = None) -> torch.Tensor | 
     files = corpus_files(meta)
     if not files or not all(f.is_file() for f in files):
         return None
-    val = load_corpus(files, seed=training_seed(meta)).val
+    val = _held_out(tuple(str(f) for f in files), training_seed(meta))
     return val if tokens is None else val[:tokens]

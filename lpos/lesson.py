@@ -24,7 +24,8 @@ STEPS: tuple[Step, ...] = (
         "each one an id. Each id picks one row of the "
         "token table: a lookup, not a multiplication. Nothing in those rows says where the token sits.",
         "With GPT-2's tokenizer a space belongs to the token after it (“␣dog”), and “The” and “␣the” are "
-        "different ids; a character-level model's tokens are single characters. "
+        "different ids; a character-level model's tokens are single characters, and a model on its own BPE "
+        "splits by its own merges (the chips show the model's own tokens). "
         "Red chips are tokens the model never saw in training: their rows are still random.",
         None,
     ),

@@ -27,7 +27,7 @@ import pandas as pd
 import torch
 
 from lpos import checkpoints, corpus
-from lpos.analysis import heads, lengths, probes, shuffle, streaming, stretch
+from lpos.analysis import heads, lengths, probes, shuffle, streaming, stretch, table_coverage
 from lpos.model import GPT
 from lpos.positions import SCHEMES, RopeScaling
 from lpos.tokenizer import encode
@@ -124,6 +124,10 @@ def curve_key(ids: list[int]) -> str:
     return f"curve|{ids_digest(ids)}"
 
 
+def position_loss_key(stream: torch.Tensor, length: int) -> str:
+    return f"position_loss|{length}|{ids_digest(stream.tolist())}"
+
+
 def shuffle_key(original: list[int], shuffled: list[int]) -> str:
     return f"shuffle|{ids_digest(original)}|{ids_digest(shuffled)}"
 
@@ -165,6 +169,12 @@ def compute(model: GPT, meta: dict, *, held_out_meta: dict | None = None, progre
     views[curve_key(story_ids())] = lengths.loss_along_text(model, story_ids())
     for original, shuffled in shuffle_pairs():
         views[shuffle_key(original, shuffled)] = shuffle.shuffle_experiment(model, original, shuffled=shuffled)
+    if model.max_input_length is not None:  # a table: the loss by position beside a short-window model
+        length = model.config.block_size
+        for stream, name in table_coverage.position_loss_streams(corpus_meta, length=length):
+            progress(f"  loss by position: {name}")
+            views[position_loss_key(stream, length)] = table_coverage.loss_by_position(
+                model, stream, length=length, max_windows=table_coverage.POSITION_WINDOWS)
     return views
 
 

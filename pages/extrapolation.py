@@ -19,21 +19,23 @@ st.caption(
 )
 
 st.subheader("Loss against evaluation length, from the model cards")
-tables = lengths.shipped_loss_tables()
-if not tables:
+cards = lengths.cards_at_one_length()
+if cards is None:
     st.info("No shipped checkpoint is installed yet, so there are no model cards to plot. The live view below "
             "works with any model.", icon=":material/hourglass_empty:")
 else:
-    train_length, unigram = lengths.card_training(next((n for n in tables if n in SCHEMES), next(iter(tables))))
+    tables = cards.tables
     plot_column, reading_column = st.columns([3, 2])
-    plot_column.plotly_chart(lengths.length_curves(tables, train_length=train_length, unigram=unigram),
+    plot_column.plotly_chart(lengths.length_curves(tables, train_length=cards.train_length, unigram=cards.unigram),
                              key="length_curves")
-    plot_column.caption("Left of the dashed line the models read no more than they were trained on; right of it, "
-                        "up to 8× more.\n\nA line that climbs fails to extrapolate; `learned` has no row past 128.")
+    longest = max(length for table in tables.values() for length in table)
+    plot_column.caption(f"Left of the dashed line the models read no more than they were trained on ({cards.train_length:,} "
+                        f"tokens); right of it, up to {longest / cards.train_length:g}× more.\n\nA line that climbs fails "
+                        f"to extrapolate.{cards.table_ends()}{cards.left_out_sentence()}")
     reading_column.markdown("**What the numbers say**")
-    reading_column.markdown(length_reading(tables, train_length=train_length))
+    reading_column.markdown(length_reading(tables, train_length=cards.train_length))
     reading_column.caption(f"Measured on held-out stories, non-overlapping windows. Reference: {PRESS_2021}")
-    missing = [s for s in SCHEMES if s not in tables]
+    missing = [s for s in SCHEMES if s not in tables and s not in cards.left_out]
     if missing:
         st.caption(f"Not shipped yet: {', '.join(missing)}.")
 

@@ -110,8 +110,10 @@ def head_portraits() -> None:
     for line in heads_reading(read, scheme=f"{selection.scheme} · {sidebar_model.label}"
                               + ("" if whole else f", layer {layer} of {config.n_layer}")):
         st.markdown(f"- {line}")
-    sinks = {s: p.table["first token share"].max() for s, p in shown.items()}
-    st.markdown("Largest first-token share per scheme: " + ", ".join(f"{s} {v:.2f}" for s, v in sinks.items()) + ".")
+    sinks = {s: (p.table if whole else p.table[p.table["layer"] == layer])["first token share"].max()
+             for s, p in shown.items()}
+    st.markdown(f"Largest first-token share per scheme{' over all its heads' if whole else f' in layer {layer}'}: "
+                + ", ".join(f"{s} {v:.2f}" for s, v in sinks.items()) + ".")
 
     profiles = {s: p.profiles[layer - 1, head] for s, p in shown.items()
                 if layer <= p.profiles.shape[0] and head < p.profiles.shape[1]}

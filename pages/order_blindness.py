@@ -123,9 +123,13 @@ def looks(models: list, results: list) -> None:
     shown_models = [m for m in models if m.scheme in ("none", selection.scheme)]
     heads = max(m.model.config.n_head for m in shown_models)  # every head of the widest model is offered
     widest = max(shown_models, key=lambda m: m.model.config.n_head).model
-    head = st.segmented_control("Attention head", list(range(heads)), default=0, required=True, key="shuffle_head",
-                                format_func=lambda h: head_label(widest, h))  # with GQA: the key head it shares
-    head = min(head or 0, heads - 1)
+    if heads == 1:  # one head: nothing to choose
+        st.caption(f"Each model has one attention head: {head_label(widest, 0)}.")
+        head = 0
+    else:
+        head = st.segmented_control("Attention head", list(range(heads)), default=0, required=True, key="shuffle_head",
+                                    format_func=lambda h: head_label(widest, h))  # with GQA: the key head it shares
+        head = min(head or 0, heads - 1)
     for column, model in zip(st.columns(len(shown_models)), shown_models):
         result = results[[m.scheme for m in models].index(model.scheme)]
         if head >= model.model.config.n_head:

@@ -66,17 +66,20 @@ def alibi_section(own: bool, layer: int, head: int) -> None:
                "Steep heads look only at the last few tokens; gentle heads can reach far back.")
     lowest = float(effect.bias[head].min()) or -1.0
     st.plotly_chart(matrix_panels([(f"bias, head {head}", effect.bias[head])], tokens=tokens, value_name="bias",
-                                  title=f"ALiBi bias for your sentence, head {head}: −{effect.slopes[head]:.3g} × distance",
+                                  title=f"ALiBi bias: −{effect.slopes[head]:.3g} × distance",
                                   zmin=lowest, zmax=0.0, colorscale=BIAS_COLOURS), key="ra_bias")
     st.caption("Zero on the diagonal, more negative the further back the key is; above the diagonal the causal mask hides keys.\n"
                "The penalty grows linearly with distance, with no table: it works at any length.")
     if own:
-        st.plotly_chart(matrix_panels([("same scores, bias removed", effect.without_bias[head]),
-                                       ("with bias (what the model does)", effect.with_bias[head])],
-                                      tokens=tokens, value_name="weight", zmin=0.0, zmax=1.0,
-                                      title=f"How the bias tilts attention: layer {layer + 1}, head {head}"),
-                        key="ra_tilt")
-        st.caption("Left: softmax of the same query·key scores without the bias. Right: with it.\n"
+        plain, tilted = st.columns(2)  # side by side on a wide screen, stacked on a phone
+        plain.plotly_chart(matrix_panels([(f"layer {layer + 1}, head {head}", effect.without_bias[head])], tokens=tokens,
+                                         value_name="weight", zmin=0.0, zmax=1.0, title="Without the bias"),
+                           key="ra_tilt_plain")
+        tilted.plotly_chart(matrix_panels([(f"layer {layer + 1}, head {head}", effect.with_bias[head])], tokens=tokens,
+                                          value_name="weight", zmin=0.0, zmax=1.0,
+                                          title="How the bias tilts attention: with it"),
+                            key="ra_tilt")
+        st.caption("First: softmax of the same query·key scores without the bias. Then with it, as the model does.\n"
                    "The bias shifts weight towards recent tokens, more strongly in heads with larger slopes.")
 
 

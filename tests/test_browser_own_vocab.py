@@ -9,9 +9,8 @@ import urllib.parse
 import pytest
 from conftest import model_box_text, open_url, start_app, wait_for_app, walk_every_page
 from test_browser_upload import add_files
-from test_courses import CHARS, TEXT, V, lecture_weights
+from test_courses import CHARS, TEXT, V, converted_character_model, lecture_weights
 
-from lpos.cli import main
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -22,14 +21,8 @@ SCREENSHOTS = "/tmp/lpos_own_vocab_{page}_{width}.png"
 @pytest.fixture(scope="module")
 def char_app(tmp_path_factory):
     """The app with the lecture's character model converted into its shared folder."""
-    import torch
-
     folder = tmp_path_factory.mktemp("own_vocab")
-    torch.save(lecture_weights(vocab=V, block=64), folder / "lecture.pt")
-    (folder / "input.txt").write_text(TEXT)
-    shared = folder / "shared"
-    assert main(["convert", str(folder / "lecture.pt"), "--out", str(shared / "chars.pt"),
-                 "--tokenizer", str(folder / "input.txt")]) == 0
+    shared = converted_character_model(folder)
     app = start_app(folder, env={"LPOS_CHECKPOINT_DIR": str(shared)})
     yield app
     app.process.terminate()

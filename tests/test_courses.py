@@ -144,6 +144,18 @@ def lecture_weights(*, vocab, n_layer=2, n_head=4, C=16, block=32, seed=1) -> di
     return w
 
 
+def converted_character_model(folder, *, block: int = 64):
+    """The lecture's character model saved as the lecture saves it, with its training text, then
+    converted with its tokenizer into folder/shared/chars.pt (what a teacher's shared folder holds).
+    Returns the shared folder."""
+    torch.save(lecture_weights(vocab=V, block=block), folder / "lecture.pt")
+    (folder / "input.txt").write_text(TEXT)
+    shared = folder / "shared"
+    assert main(["convert", str(folder / "lecture.pt"), "--out", str(shared / "chars.pt"),
+                 "--tokenizer", str(folder / "input.txt")]) == 0
+    return shared
+
+
 def lecture_logits(w: dict, ids: list[int], *, n_head: int) -> torch.Tensor:
     """BigramLanguageModel.forward of gpt.py: heads concatenated, wei = q k^T * hs^-0.5, ReLU."""
     w = {k: v.double() for k, v in w.items()}

@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 import torch
 from conftest import app_test
-from test_courses import CHARS, TEXT, V, lecture_weights
+from test_courses import CHARS, TEXT, converted_character_model
 
 from lpos.checkpoints import save
 from lpos.cli import main
@@ -43,11 +43,7 @@ def own_bpe(path, vocab_size: int = 300):
 def shared(tmp_path_factory):
     """A shared folder with the lecture's character model (chars.pt) and a random GPT on its own BPE (bpe.pt)."""
     folder = tmp_path_factory.mktemp("own_vocab_sentences")
-    torch.save(lecture_weights(vocab=V, block=64), folder / "lecture.pt")
-    (folder / "input.txt").write_text(TEXT)
-    out = folder / "shared"
-    assert main(["convert", str(folder / "lecture.pt"), "--out", str(out / "chars.pt"),
-                 "--tokenizer", str(folder / "input.txt")]) == 0
+    out = converted_character_model(folder)
     bpe = own_bpe(folder / "tokenizer.json")
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=bpe.vocab_size, block_size=64, n_layer=2, n_head=2, n_embd=32)).eval()

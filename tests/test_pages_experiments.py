@@ -146,3 +146,19 @@ def test_extrapolation_caption_counts_the_gaps_it_draws(text, gaps):
     assert ("gaps are tokens outside" in captions) == bool(gaps), captions
     if gaps:
         assert f"The {gaps:,} gaps are tokens outside the model's vocabulary." in captions
+
+
+def test_extrapolation_cards_plot_only_models_of_one_training_length():
+    """learned-32 trained on 32-token windows: its card curve is left out of the 128-token plot and
+    its reading, and the caption's table end is each plotted table model's own last row."""
+    if "learned-32" not in checkpoints.available():
+        pytest.skip("checkpoints/learned-32.pt is not installed")
+    at = app_test(page=EXTRAPOLATION, scheme="learned", model="learned")
+    assert not at.exception
+    figure = at.get("plotly_chart")[0].proto.spec
+    assert '"learned-32' not in figure  # no trace of it in the cards' figure
+    captions = " ".join(c.value for c in at.caption)
+    assert "`learned` has no row past 128." in captions
+    assert "**learned-32** (trained on 32-token windows) is left out" in captions
+    reading = " ".join(m.value for m in at.markdown)
+    assert "(learned-32)" not in reading and "4.245" not in reading

@@ -20,7 +20,7 @@ MAIN_FIGURES = {
                             "rope": {"sim_positions", "sim_kernel", "sim_tokens"},
                             "alibi": {"sim_tokens"}, "none": {"sim_tokens"}},
     "pages/rope_alibi.py": {s: {"ra_attention", "ra_slopes", "ra_flat"} for s in SCHEMES}
-    | {"alibi": {"ra_attention", "ra_slopes", "ra_bias", "ra_tilt"}},
+    | {"alibi": {"ra_attention", "ra_slopes", "ra_bias", "ra_tilt", "ra_tilt_plain"}},
 }
 
 
@@ -96,7 +96,7 @@ def test_pages_say_when_a_view_does_not_apply():
     at.switch_page("pages/rope_alibi.py").run()
     assert "ra_tilt" in charts(at) and "attention itself is position-free" not in messages(at)
     at = app_test(page="pages/rope_alibi.py", scheme="none", model="untrained")
-    assert not at.exception and "ra_tilt" not in charts(at)  # with/without bias only for an alibi model
+    assert not at.exception and not {"ra_tilt", "ra_tilt_plain"} & set(charts(at))  # with/without bias: alibi only
     assert "gets no position information" in messages(at)
 
 

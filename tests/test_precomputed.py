@@ -18,7 +18,7 @@ import torch
 
 from conftest import app_test
 from lpos import checkpoints, precomputed
-from lpos.analysis import heads, lengths, probes, shuffle, streaming, stretch
+from lpos.analysis import heads, lengths, probes, shuffle, streaming, stretch, table_coverage
 
 SHIPPED = checkpoints.available()
 needs_shipped = pytest.mark.skipif(not SHIPPED, reason="no shipped checkpoint is installed")
@@ -145,17 +145,34 @@ def no_recomputing(monkeypatch):
     st.cache_data.clear()
     st.cache_resource.clear()
     for module, name in ((stretch, "chunk_losses"), (stretch, "attention_profile"), (probes, "position_probes"),
-                         (heads, "head_portraits"), (streaming, "sink_test"), (lengths, "loss_along_text")):
+                         (heads, "head_portraits"), (streaming, "sink_test"), (lengths, "loss_along_text"),
+                                 (table_coverage, "loss_by_position")):
         monkeypatch.setattr(module, name, refuse)
     yield
     st.cache_data.clear()
     st.cache_resource.clear()
 
 
+@needs_shipped
+@pytest.mark.parametrize("name", ["learned", "learned-32"])
+def test_the_loss_by_position_recomputes_to_the_stored_numbers(name):
+    """The Length extrapolation page's second limit: each table model's mean loss at every position,
+    on every text it can read (held-out stories when the corpus is here, the built-in story)."""
+    if name not in SHIPPED:
+        pytest.skip(f"checkpoints/{name}.pt is not installed")
+    model, meta = checkpoints.load(name)
+    entries = current_entries(name)
+    length = model.config.block_size
+    for stream, _ in table_coverage.position_loss_streams(meta, length=length):
+        fresh = table_coverage.loss_by_position(model, stream, length=length, max_windows=table_coverage.POSITION_WINDOWS)
+        same(fresh, precomputed.from_plain(entries[precomputed.position_loss_key(stream, length)]), exact=False)
+
+
 @pytest.mark.skipif("rope" not in SHIPPED, reason="checkpoints/rope.pt is not installed")
-@pytest.mark.parametrize("page", ["pages/stretch.py", "pages/inside.py", "pages/extrapolation.py"])
-def test_pages_read_the_precomputed_views(no_recomputing, page):
-    at = app_test(page=page, model="rope", timeout=300)
+@pytest.mark.parametrize("page, model", [("pages/stretch.py", "rope"), ("pages/inside.py", "rope"),
+                                         ("pages/extrapolation.py", "rope"), ("pages/extrapolation.py", "learned-32")])
+def test_pages_read_the_precomputed_views(no_recomputing, page, model):
+    at = app_test(page=page, model=model, timeout=300)
     assert not at.exception, at.exception
     assert at.get("plotly_chart")
     if page == "pages/inside.py":

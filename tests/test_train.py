@@ -281,3 +281,19 @@ def test_ranks_split_the_global_batch(corpus_file, tmp_path, corpus):
         assert torch.equal(torch.cat([h[0] for h in halves]), x)
         assert torch.equal(torch.cat([h[1] for h in halves]), y)
     assert not torch.equal(lpos.train.batch(corpus.train, 0, args)[0], lpos.train.batch(corpus.train, 1, args)[0])
+
+
+@pytest.mark.parametrize("seed", [1337, 7])
+def test_the_held_out_stream_is_the_corpus_split_encoding_only_held_out_stories(corpus_file, monkeypatch, seed):
+    """corpus.held_out_stream (what pages read) equals load_corpus(...).val, and is encoded once."""
+    from lpos import corpus as corpus_module
+
+    monkeypatch.setenv("LPOS_DATA_DIR", str(corpus_file.parent))
+    meta = {"data_files": [corpus_file.name], "train_args": {"seed": seed}}
+    stream = corpus_module.held_out_stream(meta)
+    assert torch.equal(stream, load_corpus([corpus_file], seed=seed).val)
+    assert torch.equal(corpus_module.held_out_stream(meta, tokens=20), stream[:20])
+    calls = []
+    monkeypatch.setattr(corpus_module, "encode", lambda text: calls.append(text) or [0])
+    corpus_module.held_out_stream(meta)  # kept: nothing encoded again
+    assert calls == []

@@ -17,8 +17,10 @@ import pandas as pd
 import torch
 
 from lpos.analysis.timeline import starting_rows
+from lpos.corpus import held_out_stream, story
 from lpos.model import GPT, GPTConfig, seeded_model
 from lpos.positions import scheme_info
+from lpos.tokenizer import encode
 
 DIRECTION_KEPT = 0.9995  # a cosine at least this high prints as 1.000 (to 3 decimals) and is "direction kept"
 
@@ -123,6 +125,21 @@ def drift_reading(drift: RowDrift, *, upto: int | None = None) -> list[str]:
                 f"never read in training (windows of at most {drift.trained_rows} tokens)")
         lines.append(f"**{rows.capitalize()}**, {what}: {_direction(group)}; {_length(group)}.")
     return lines
+
+
+POSITION_WINDOWS = 64  # windows scored per model for the loss by position
+
+
+def position_loss_streams(meta: dict | None, *, length: int) -> list[tuple[torch.Tensor, str]]:
+    """The texts the loss by position can read, preferred first, each with how a caption names it:
+    the held-out stories of `meta`'s corpus (when on this machine), then the built-in story."""
+    streams = []
+    held_out = held_out_stream(meta or {}, tokens=POSITION_WINDOWS * length + 1)
+    if held_out is not None and len(held_out) > length:
+        streams.append((held_out, "held-out stories the models never trained on"))
+    streams.append((torch.tensor(encode(story()), dtype=torch.long), "the built-in story"
+                    + ("" if streams else " (the corpus is not on this machine)")))
+    return streams
 
 
 @torch.no_grad()

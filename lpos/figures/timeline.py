@@ -77,8 +77,9 @@ def position_map_animation(maps: np.ndarray, timeline: Timeline) -> go.Figure:
     return finish(fig, title=f"Step {timeline.steps[0]}: {MAP_TITLES[timeline.position_kind]}", height=600)
 
 
-def band_figure(bands: dict[str, pd.DataFrame], *, title: str) -> go.Figure:
-    """Mean cosine against distance, one line per labelled table (columns distance, cosine)."""
+def band_figure(bands: dict[str, pd.DataFrame], *, title: str, of: str = "the rows") -> go.Figure:
+    """Mean cosine against distance, one line per labelled table (columns distance, cosine); `of`
+    names what was compared (a table's rows, or what a block adds at each position)."""
     fig = go.Figure()
     lowest = min(float(band["cosine"].min()) for band in bands.values())
     for i, (name, band) in enumerate(bands.items()):
@@ -87,7 +88,7 @@ def band_figure(bands: dict[str, pd.DataFrame], *, title: str) -> go.Figure:
                                  hovertemplate=f"{name}<br>distance %{{x}}<br>mean cosine %{{y:.3f}}<extra></extra>"))
     fig.add_hline(y=0, line=dict(color="grey", width=1, dash="dot"))
     fig.update_xaxes(title_text="distance between positions |i − j|")
-    fig.update_yaxes(title_text="mean cosine of the rows", range=[min(-0.3, lowest - 0.05), 1.05])
+    fig.update_yaxes(title_text=f"mean cosine of {of}", range=[min(-0.3, lowest - 0.05), 1.05])
     return finish(fig, title=title, height=360)
 
 

@@ -7,19 +7,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
-import torch
 
-from lpos import checkpoints
+from lpos import checkpoints, precomputed
 from lpos.analysis import table_coverage
-from lpos.corpus import held_out_stream, story
 from lpos.figures.coverage import position_loss_figure, row_drift_figure
-from lpos.tokenizer import encode
 from lpos.ui.caching import cache_resource
 from lpos.ui.collect import release_memory
 from lpos.ui.models import LoadedModel, label, load_offered
+from lpos.ui.stored import computed
 
 FULL_WINDOW = "learned"  # the learned scheme's representative: trained on full 128-token windows
-WINDOWS = 64  # windows scored per model for the loss by position
+WINDOWS = table_coverage.POSITION_WINDOWS
 
 
 def trained_rows(model: LoadedModel) -> int | None:
@@ -73,13 +71,15 @@ def position_losses(short: LoadedModel, full: LoadedModel) -> PositionLosses:
     stories when the corpus is on this machine, the built-in story otherwise."""
     window = full.model.config.block_size
     limit = trained_rows(short)
-    stream = held_out_stream(short.meta, tokens=WINDOWS * window)
-    text = "held-out stories the models never trained on"
-    if stream is None or len(stream) < window:
-        stream, text = torch.tensor(encode(story()), dtype=torch.long), "the built-in story (the corpus is not on this machine)"
+    stream, text = table_coverage.position_loss_streams(short.meta, length=window)[0]
     windows = min(WINDOWS, len(stream) // window)
-    curves = {m.key: table_coverage.loss_by_position(m.model, stream, length=window, max_windows=WINDOWS)
-              for m in (short, full)}
+
+    def scored(model: LoadedModel):
+        return lambda: table_coverage.loss_by_position(model.model, stream, length=window, max_windows=WINDOWS)
+
+    # the shipped models' are precomputed (checkpoints/<name>.views.pt); others are scored once and kept
+    curves = {m.key: computed(m.model, precomputed.position_loss_key(stream, window), scored(m),
+                              doing="Scoring every position") for m in (short, full)}
     release_memory()
     return PositionLosses(position_loss_figure(curves, limit=limit, window=window),
                           table_coverage.position_loss_reading(curves, short=short.key, full=full.key, trained=limit,

@@ -3,12 +3,15 @@ of every token of a long text, cached per (model, token ids); a model is named b
 (lpos.ui.caching). Figures are kept as built objects (`st.cache_resource`)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import plotly.graph_objects as go
 import streamlit as st
 
 from lpos import checkpoints, precomputed
 from lpos.analysis import lengths
 from lpos.figures.lengths import length_curves_figure, token_loss_figure
+from lpos.positions import SCHEMES
 from lpos.tokenizer import visible
 from lpos.ui.caching import cache_data, cache_resource
 from lpos.ui.collect import release_memory
@@ -42,6 +45,38 @@ def card_training(name: str) -> tuple[int, float | None]:
     """A shipped model's training length and the unigram loss its card states (None if absent)."""
     model, card = load_offered(name)
     return lengths.training_length(card, model), card.get("unigram_val_loss")
+
+
+@dataclass(frozen=True)
+class CardCurves:
+    """The shipped cards that can share one plot: those trained on windows of one length."""
+    tables: dict[str, dict[int, dict]]  # scheme name -> loss by evaluation length
+    train_length: int
+    unigram: float | None  # the card's unigram loss (word frequencies alone)
+    left_out: dict[str, int]  # cards trained on windows of another length -> that length
+
+    def left_out_sentence(self) -> str:
+        """Markdown naming each card left out and why ("" when none is)."""
+        return "".join(f" **{name}** (trained on {length}-token windows) is left out: its curve would not start "
+                       f"at the same training length." for name, length in self.left_out.items())
+
+    def table_ends(self) -> str:
+        """The plotted models whose position table stops, each with its last row, as a sentence."""
+        ends = {name: load_offered(name)[0].max_input_length for name in self.tables}
+        ends = {name: rows for name, rows in ends.items() if rows is not None}
+        return "".join(f" `{name}` has no row past {rows:,}." for name, rows in ends.items())
+
+
+def cards_at_one_length() -> CardCurves | None:
+    """The shipped cards trained at the first scheme's window length (None when nothing is shipped)."""
+    tables = shipped_loss_tables()
+    if not tables:
+        return None
+    first = next((name for name in tables if name in SCHEMES), next(iter(tables)))
+    train_length, unigram = card_training(first)
+    trained = {name: card_training(name)[0] for name in tables}
+    return CardCurves({name: table for name, table in tables.items() if trained[name] == train_length},
+                      train_length, unigram, {name: length for name, length in trained.items() if length != train_length})
 
 
 @cache_resource(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)

@@ -123,16 +123,13 @@ def learned_band(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Fi
 def train_short(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figure:
     """The cards' curves of the shipped models trained at one length (the first scheme's), never the sidebar
     model's block size; a model trained at another length is named and left out (step 4 shows it)."""
-    tables = lengths.shipped_loss_tables()
-    first = next((name for name in tables if name in SCHEMES), next(iter(tables), None))
-    trained_at, unigram = lengths.card_training(first) if first else (model.model.config.block_size, None)
-    trained = {name: lengths.card_training(name)[0] for name in tables}
-    shown = {name: table for name, table in tables.items() if trained[name] == trained_at}
-    left_out = "".join(f" **{name}** (trained on {trained[name]}-token windows) is left out." for name in tables
-                       if name not in shown)
-    return lengths.length_curves(shown, train_length=trained_at, unigram=unigram), (
-        length_analysis.worst_curve_sentence(shown, train_length=trained_at, unigram=unigram) + left_out + "\n\n"
-        + length_analysis.length_reading(shown, train_length=trained_at)
+    cards = lengths.cards_at_one_length()
+    if cards is None:
+        return lengths.length_curves({}, train_length=model.model.config.block_size), "No shipped model card is installed."
+    return lengths.length_curves(cards.tables, train_length=cards.train_length, unigram=cards.unigram), (
+        length_analysis.worst_curve_sentence(cards.tables, train_length=cards.train_length, unigram=cards.unigram)
+        + cards.left_out_sentence() + "\n\n"
+        + length_analysis.length_reading(cards.tables, train_length=cards.train_length)
         + "\n\nThree published ways to stretch a RoPE model's rotations (PI, NTK-aware, YaRN), applied without "
         "fine-tuning and measured: "
         f"[Stretching the context]({same_view('stretch')}).")

@@ -102,17 +102,13 @@ def initial_table(init_seed: int, vocab_size: int, n_embd: int) -> torch.Tensor:
     return initial_token_table(GPTConfig(vocab_size=vocab_size, n_embd=n_embd, n_head=1, init_seed=init_seed))
 
 
-def _seeded(config: GPTConfig) -> GPT:
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        return GPT(config).eval()
-
-
 @st.cache_resource(max_entries=2, show_spinner=False, hash_funcs=HASH_FUNCS)
 def _untrained_weights(model: GPT) -> GPT:
     """One untrained model of `model`'s shape and vocabulary, without positions (drawn after
     torch.manual_seed(0)): the weights every untrained_like model of that shape shares."""
-    return _seeded(dataclasses.replace(model.config, position="none"))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return GPT(dataclasses.replace(model.config, position="none")).eval()
 
 
 @st.cache_resource(max_entries=8, show_spinner="Building untrained models of the same shape…", hash_funcs=HASH_FUNCS)
@@ -121,14 +117,15 @@ def untrained_like(model: GPT, key: str, scheme: str) -> GPT:
     model whose tokenizer the shipped models do not speak. The four schemes' models hold the same
     weight tensors (one float32 copy for all four, not four copies: tests/load/llama_memory.py
     measures it), so they differ only in how they place positions; `learned` adds its own table."""
-    config = dataclasses.replace(model.config, position=scheme)
-    if config.position == "learned":  # its own table drawn as GPT draws it (on the meta device, torch imports sympy: 35 MB)
-        like = _seeded(config)
-    else:
-        with torch.device("meta"):  # the shape only: no weights drawn to be thrown away
-            like = GPT(config, init_weights=False).eval()
+    with torch.device("meta"):  # the shape only: no weights drawn to be thrown away (torch imports sympy for it)
+        like = GPT(dataclasses.replace(model.config, position=scheme), init_weights=False).eval()
     like.load_state_dict(_untrained_weights(model).state_dict(), strict=False, assign=True)  # share, not copy
-    release_memory()  # what `like` was built with is garbage now: give its pages back
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        for module in like.modules():  # what the shared model lacks: the learned scheme's position table
+            for name, weight in list(module.named_parameters(recurse=False)):
+                if weight.is_meta:
+                    setattr(module, name, nn.Parameter(torch.empty(weight.shape).normal_(0.0, 0.02), requires_grad=False))
     return remember(like, f"untrained-like:{key}:{scheme}")
 
 

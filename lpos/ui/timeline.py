@@ -53,6 +53,7 @@ def step_figures(model: LoadedModel, index: int) -> StepFigures:
     line, band, steps = found.timeline, found.band, found.timeline.steps
     shown = {f"step {steps[0]}": band[band.step == steps[0]], f"step {steps[index]}": band[band.step == steps[index]]}
     return StepFigures(loss_curve_figure(line, index), position_map_figure(found.maps, line, index),
-                       band_figure(shown, title="The band, measured: mean cosine by distance"),
+                       band_figure(shown, title="The band, measured: mean cosine by distance",
+                                   of="the rows" if line.position_kind == "table" else "what block 1 adds"),
                        repeated_figure(found.repeated, word=line.repeated_word, index=index), attention_figures(line, index))
 
