@@ -20,9 +20,9 @@ import torch
 from torch.testing import assert_close
 
 from lpos import checkpoints
-from lpos.checkpoints import CheckpointError, NeedsHeadCount, NeedsTokenizer, load, save
+from lpos.checkpoints import CheckpointError, NeedsHeadCount, NeedsTokenizer, load
 from lpos.cli import main
-from lpos.tokenizer import GPT2, load_tokenizer
+from lpos.tokenizer import GPT2
 
 TEXT = "First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak!"
 CHARS = sorted(set(TEXT))
