@@ -18,6 +18,9 @@ st.caption("Cosine similarity compares the direction of two rows: 1 = same direc
            "Random rows are all near 0 to each other; training pulls related rows together.")
 
 
+NO_ROWS = "Nearest positions and the PCA path need position rows; this scheme has none (choose learned or sinusoidal)."
+
+
 def rows_never_trained(length: int) -> None:
     """The table's second limit, for a model trained on windows shorter than its table."""
     limit = coverage.trained_rows(selection.model)
@@ -42,6 +45,13 @@ def rows_never_trained(length: int) -> None:
 def positions() -> None:
     """The position rows: the slider and everything it drives (no sentence in here)."""
     st.subheader("Position × position")
+    if not scheme.adds_rows and config.position != "rope":  # nothing here depends on a length: no slider
+        st.info({"alibi": "ALiBi has no position rows to compare: it subtracts slope × distance from attention scores. "
+                          "See the RoPE & ALiBi page for its bias.",
+                 "none": "This model gets no position information, so there are no position rows to compare."}[config.position],
+                icon=":material/info:")
+        st.info(NO_ROWS, icon=":material/info:")
+        return
     limit = model.max_input_length or 1024
     asked = st.query_params.get("positions", "")  # a link may open the map at its own size
     start = int(asked) if asked.isdigit() and 2 <= int(asked) <= limit else min(128, limit)
@@ -81,11 +91,6 @@ def positions() -> None:
                    "Every diagonal is constant: the kernel depends on m − n only.")
         st.plotly_chart(kernel_line, key="sim_kernel")
         st.caption(kernel_reading)
-    else:
-        st.info({"alibi": "ALiBi has no position rows to compare: it subtracts slope × distance from attention scores. "
-                          "See the RoPE & ALiBi page for its bias.",
-                 "none": "This model gets no position information, so there are no position rows to compare."}[config.position],
-                icon=":material/info:")
 
     if scheme.adds_rows:
         table = position_rows(model, length)
@@ -109,8 +114,7 @@ def positions() -> None:
                 solid_box.plotly_chart(solid, key="sim_pca3")
             st.caption(reading)
     else:
-        st.info("Nearest positions and the PCA path need position rows; this scheme has none "
-                "(choose learned or sinusoidal).", icon=":material/info:")
+        st.info(NO_ROWS, icon=":material/info:")
 
 
 positions()
