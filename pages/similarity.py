@@ -10,15 +10,14 @@ from lpos.ui import coverage, embeddings, similarity
 
 NEAREST_POSITIONS = 10  # rows listed for "nearest positions of position"
 
+NO_ROWS = "Nearest positions and the PCA path need position rows; this scheme has none (choose learned or sinusoidal)."
+
 selection = ui.selection()
 model, config = selection.model.model, selection.model.model.config
 scheme = scheme_info(config.position)
 st.title("Similarity: which rows look alike")
 st.caption("Cosine similarity compares the direction of two rows: 1 = same direction, 0 = unrelated, −1 = opposite. "
            "Random rows are all near 0 to each other; training pulls related rows together.")
-
-
-NO_ROWS = "Nearest positions and the PCA path need position rows; this scheme has none (choose learned or sinusoidal)."
 
 
 def rows_never_trained(length: int) -> None:
