@@ -28,9 +28,8 @@ else:
     plot_column, reading_column = st.columns([3, 2])
     plot_column.plotly_chart(lengths.length_curves(tables, train_length=cards.train_length, unigram=cards.unigram),
                              key="length_curves")
-    longest = max(length for table in tables.values() for length in table)
     plot_column.caption(f"Left of the dashed line the models read no more than they were trained on ({cards.train_length:,} "
-                        f"tokens); right of it, up to {longest / cards.train_length:g}× more.\n\nA line that climbs fails "
+                        f"tokens); right of it, up to {cards.longest / cards.train_length:g}× more.\n\nA line that climbs fails "
                         f"to extrapolate.{cards.table_ends()}{cards.left_out_sentence()}")
     reading_column.markdown("**What the numbers say**")
     reading_column.markdown(length_reading(tables, train_length=cards.train_length))

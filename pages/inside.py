@@ -1,6 +1,4 @@
 """Inside the model: where position lives, layer by layer, and what each head does with it."""
-from dataclasses import replace
-
 import streamlit as st
 
 from lpos import ui
@@ -106,12 +104,11 @@ def head_portraits() -> None:
                "that named its head, or “d” and its mean distance; hover it for all four numbers.")
     if grouping := grouping_sentence(sidebar_model.model):
         st.caption(grouping)
-    read = mine if whole else replace(mine, table=mine.table[mine.table["layer"] == layer])  # a deep model: this layer
-    for line in heads_reading(read, scheme=f"{selection.scheme} · {sidebar_model.label}"
+    shown_layer = None if whole else layer  # a deep model's readings: the layer shown
+    for line in heads_reading(inside.in_layer(mine, shown_layer), scheme=f"{selection.scheme} · {sidebar_model.label}"
                               + ("" if whole else f", layer {layer} of {config.n_layer}")):
         st.markdown(f"- {line}")
-    sinks = {s: (p.table if whole else p.table[p.table["layer"] == layer])["first token share"].max()
-             for s, p in shown.items()}
+    sinks = {s: inside.in_layer(p, shown_layer).table["first token share"].max() for s, p in shown.items()}
     st.markdown(f"Largest first-token share per scheme{' over all its heads' if whole else f' in layer {layer}'}: "
                 + ", ".join(f"{s} {v:.2f}" for s, v in sinks.items()) + ".")
 

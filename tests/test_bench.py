@@ -92,13 +92,18 @@ def test_bench_without_chromium_says_what_to_install():
     assert "Chromium not found at /nonexistent/chromium" in result.stderr and "--model-only" in result.stderr
 
 
+def bench_json(*flags: str, timeout: float) -> dict:
+    """`python -m lpos bench <flags> --json` run as a user runs it; its printed results."""
+    result = subprocess.run([sys.executable, "-m", "lpos", "bench", *flags, "--json"], cwd=ROOT, capture_output=True,
+                            text=True, timeout=timeout)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout)
+
+
 @pytest.mark.slow
 @pytest.mark.browser
 def test_quick_benchmark_reports_every_page():
-    result = subprocess.run([sys.executable, "-m", "lpos", "bench", "--quick", "--json"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=1200)
-    assert result.returncode == 0, result.stderr[-3000:]
-    data = json.loads(result.stdout)
+    data = bench_json("--quick", timeout=1200)
     assert all(entry["tokens_per_s"] > 0 for entry in data["model"]["train"])
     assert data["model"]["eval"]["tokens_per_s"]["128"] > 0
     app = data["app"]
@@ -134,10 +139,7 @@ def check_first_visits(first: dict) -> None:
 @pytest.mark.slow
 @pytest.mark.browser
 def test_quick_first_visit_sections_run_alone():
-    result = subprocess.run([sys.executable, "-m", "lpos", "bench", "--quick", "--first-visit-only", "--json"],
-                            cwd=ROOT, capture_output=True, text=True, timeout=1200)
-    assert result.returncode == 0, result.stderr[-3000:]
-    data = json.loads(result.stdout)
+    data = bench_json("--quick", "--first-visit-only", timeout=1200)
     assert "app" not in data and "model" not in data
     check_first_visits(data["first_visit"])
     assert "First visit on a fresh server" in bench.table(data) and "Seed-size model" in bench.table(data)
@@ -147,10 +149,7 @@ def test_quick_first_visit_sections_run_alone():
 @pytest.mark.browser
 def test_the_memory_walk_visits_every_page_with_a_shared_folder_model():
     """`bench --memory-walk --tiny-model`: the walk's smoke test (a 2-layer model; no figure asserted)."""
-    result = subprocess.run([sys.executable, "-m", "lpos", "bench", "--memory-walk", "--tiny-model", "--json"],
-                            cwd=ROOT, capture_output=True, text=True, timeout=1500)
-    assert result.returncode == 0, result.stderr[-3000:]
-    walk = json.loads(result.stdout)["first_visit"]["big_model"]
+    walk = bench_json("--memory-walk", "--tiny-model", timeout=1500)["first_visit"]["big_model"]
     assert len(walk["pages"]) == len(list((ROOT / "pages").glob("*.py")))
     for name, page in walk["pages"].items():
         assert page["errors"] == 0 and page["rss_after_mb"] > 0, name

@@ -9,7 +9,7 @@ key (lpos.ui.caching).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -177,6 +177,11 @@ def head_grid(models: list[LoadedModel], chosen: Text, *, sidebar: str, layer: i
     layer, or only `layer` (1-based) of each model when given."""
     shown = {(f"{s} (sidebar)" if s == sidebar else s): p for s, p in portraits(models, chosen).items()}
     return head_grid_figure(shown) if layer is None else head_layer_figure(shown, layer=layer)
+
+
+def in_layer(portraits: heads.HeadPortraits, layer: int | None) -> heads.HeadPortraits:
+    """`portraits` with its table cut to one layer (1-based), or whole when `layer` is None."""
+    return portraits if layer is None else replace(portraits, table=portraits.table[portraits.table["layer"] == layer])
 
 
 def first_tokens(chosen: Text, tokens: int) -> str:

@@ -55,6 +55,11 @@ class CardCurves:
     unigram: float | None  # the card's unigram loss (word frequencies alone)
     left_out: dict[str, int]  # cards trained on windows of another length -> that length
 
+    @property
+    def longest(self) -> int:
+        """The longest evaluation length on any plotted card."""
+        return max(length for table in self.tables.values() for length in table)
+
     def left_out_sentence(self) -> str:
         """Markdown naming each card left out and why ("" when none is)."""
         return "".join(f" **{name}** (trained on {length}-token windows) is left out: its curve would not start "
