@@ -4,22 +4,31 @@ Every case below runs a shipped checkpoint, an untrained model built as the app 
 analysis function a page shows, and reduces the result to a few exact numbers: logits at chosen
 cells, sums of all logits, losses, attention weights, embedding rows, the order-blindness
 experiment, similarity maps, loss by length, RoPE scaling, probes. `pinned_numbers.json` holds the
-same numbers from the code before the restructuring; they are compared with no tolerance at all.
+same numbers from the code before the restructuring.
 
-The reference was written with `python tests/test_pinned_numbers.py --write` run against a git
+They are compared with a tolerance (ATOL, RTOL below) that another processor's order of summation stays
+far inside and a changed formula far exceeds (issue 32: on another processor of the same kind a
+bit-for-bit comparison failed 61 cases by their last bits); integers, strings and numbers exact by
+construction are compared exactly. `test_a_last_bits_change_passes` and `test_a_changed_formula_fails`
+show both sides. The reference was written with `python tests/test_pinned_numbers.py --write` run against a git
 worktree of 6f0641e, the last commit before issue 21's first (cwd and PYTHONPATH the worktree; the
-shipped checkpoints are tracked, so they are there): see `_recorded` in the JSON. Bit-identical numbers hold for one build of torch on
-one kind of CPU, so a run elsewhere (another torch, another vector unit) is skipped, not failed.
-Everything runs on one thread: a parallel sum adds in another order.
+shipped checkpoints are tracked, so they are there): see `_recorded` in the JSON. Another build of torch
+may change an algorithm, not only an order, so a run with another torch is skipped, not failed; the
+processor is recorded, not checked. Everything runs on one thread.
 
 Names that may move in the restructuring are looked up in each place they may live
 (`_first_importable`); only public names are used.
 """
 from __future__ import annotations
 
+import copy as copy_module
+import dataclasses
 import functools
 import importlib
 import json
+import math
+import platform
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -341,37 +350,74 @@ def compute(name: str) -> dict:
         return json.loads(json.dumps(CASES[name]()))  # as the JSON holds it: tuples become lists, inf stays inf
 
 
+def processor() -> str:
+    """The processor's model name (Linux: /proc/cpuinfo), for the record: numbers are compared across
+    processors of one kind, so it is written down, not checked."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def recorded_on() -> dict:
-    return {"torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability(), "threads": 1}
+    return {"torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability(), "threads": 1,
+            "processor": processor()}
 
 
-def mismatches(expected, actual, path: str = "") -> list[str]:
-    """Every place where actual differs from expected by a single bit (NaN equals NaN)."""
+# How far a number may move. Float32 kernels sum in an order of their own, one per vector unit (AVX-512,
+# AVX2, SSE; MKL and oneDNN pick theirs by processor): measured, with the JSON recorded on an AVX-512
+# EPYC, the same numbers on this machine's AVX-512 path, under ATEN_CPU_CAPABILITY=avx2 and under
+# MKL_ENABLE_INSTRUCTIONS=SSE4_2 ONEDNN_MAX_CPU_ISA=SSE41 ATEN_CPU_CAPABILITY=default differ by at most
+# 1.1e-6 absolute where a value is near zero and by at most 1.7e-7 of its scale where it is large (issue 32).
+# So: ATOL absolute plus RTOL of the number's scale, the largest magnitude among the numbers it was pinned
+# beside (a list of cells, a sum and its absolute sum): six times the worst drift measured, and a
+# thousandth of what a changed formula moves (test_a_changed_formula_fails).
+ATOL = 1e-5
+RTOL = 1e-6
+ROUNDING = 1e-4  # losses the analysis rounds to 4 decimals: a drift can tip the last digit
+ROUNDED = re.compile(r"(by_length|analysis/chunk_losses\.\w+)\[\d+\]\[1\]$")
+EXACT = re.compile(r"\.(slopes|penalty)\[\d+\]$")  # ALiBi's powers of two, the probes' grid: exact by construction
+
+
+def _scale(expected: float, siblings) -> float:
+    magnitudes = [abs(v) for v in siblings if isinstance(v, float) and math.isfinite(v)]
+    return max([abs(expected), *magnitudes]) if math.isfinite(expected) else 0.0
+
+
+def mismatches(expected, actual, path: str = "", siblings=()) -> list[str]:
+    """Every place where actual differs from expected by more than ATOL + RTOL * its scale (NaN equals
+    NaN, infinities must match); integers, strings, booleans and EXACT numbers must be equal."""
     if isinstance(expected, dict) and isinstance(actual, dict):
         if sorted(expected) != sorted(actual):
             return [f"{path or '.'}: keys {sorted(expected)} pinned, {sorted(actual)} now"]
-        return [m for key in expected for m in mismatches(expected[key], actual[key], f"{path}.{key}")]
+        found = []
+        for key in expected:
+            paired = expected.get(key.replace("_sum", "_abs_sum")) if key.endswith("_sum") else None
+            found += mismatches(expected[key], actual[key], f"{path}.{key}", () if paired is None else (paired,))
+        return found
     if isinstance(expected, list) and isinstance(actual, list):
         if len(expected) != len(actual):
             return [f"{path}: {len(expected)} values pinned, {len(actual)} now: {expected!r} -> {actual!r}"]
-        return [m for i, (e, a) in enumerate(zip(expected, actual)) for m in mismatches(e, a, f"{path}[{i}]")]
-    if isinstance(expected, (int, float)) and isinstance(actual, (int, float)) and not isinstance(expected, bool) \
-            and not isinstance(actual, bool):
-        try:
-            torch.testing.assert_close(torch.tensor(actual, dtype=torch.float64), torch.tensor(expected, dtype=torch.float64),
-                                       rtol=0, atol=0, equal_nan=True)
-        except AssertionError:
-            return [f"{path}: pinned {expected!r} ({float(expected).hex()}), now {actual!r} ({float(actual).hex()})"]
-        return []
-    return [] if expected == actual else [f"{path}: pinned {expected!r}, now {actual!r}"]
+        return [m for i, (e, a) in enumerate(zip(expected, actual)) for m in mismatches(e, a, f"{path}[{i}]", expected)]
+    if isinstance(expected, float) and isinstance(actual, (int, float)) and not isinstance(actual, bool):
+        if EXACT.search(path):
+            allowed = 0.0
+        else:
+            allowed = ATOL + RTOL * _scale(expected, siblings) + (ROUNDING if ROUNDED.search(path) else 0.0)
+        same = (math.isnan(expected) and math.isnan(actual)) or expected == actual or abs(actual - expected) <= allowed
+        return [] if same else [f"{path}: pinned {expected!r}, now {actual!r} (allowed {allowed:.2g})"]
+    return [] if expected == actual and type(expected) is type(actual) else [f"{path}: pinned {expected!r}, now {actual!r}"]
 
 
 @pytest.fixture(scope="module")
 def pinned() -> dict:
     values = json.loads(PINNED.read_text(encoding="utf-8"))
-    here, there = recorded_on(), {k: values["_recorded"][k] for k in recorded_on()}
-    if here != there:
-        pytest.skip(f"the pinned numbers were recorded with {there}; this is {here}: bits may differ")
+    here, there = torch.__version__, values["_recorded"]["torch"]
+    if here != there:  # another build may change an algorithm, not only an order of summation
+        pytest.skip(f"the pinned numbers were recorded with torch {there}; this is {here}")
     return values
 
 
@@ -382,8 +428,41 @@ def test_every_case_is_pinned(pinned):
 @pytest.mark.parametrize("name", list(CASES))
 def test_pinned(pinned, name):
     assert name in pinned, f"{name} has no pinned numbers: write them from the reference commit (module docstring)"
-    wrong = mismatches(pinned[name], compute(name))
+    wrong = mismatches(pinned[name], compute(name), name)
     assert not wrong, f"{name}: {len(wrong)} numbers moved:\n" + "\n".join(wrong[:40])
+
+
+def _nudged(model, ulps: int):
+    """A copy of `model` with every weight moved `ulps` float32 steps up: what another order of summation
+    does to a result, applied to the weights themselves."""
+    copy = copy_module.deepcopy(model)
+    with torch.no_grad():
+        for p in copy.parameters():
+            for _ in range(ulps):
+                p.copy_(torch.nextafter(p, torch.full_like(p, math.inf)))
+    return copy
+
+
+def test_a_last_bits_change_passes(pinned):
+    """Weights one float32 step off (every one of them) give numbers the comparison accepts."""
+    with one_thread():
+        numbers = json.loads(json.dumps(forward_numbers(_nudged(trained("rope"), 1), encode(SENTENCES["story"]))))
+    assert numbers != pinned["trained/rope/story"], "the nudge changed nothing: it tests nothing"
+    assert not mismatches(pinned["trained/rope/story"], numbers, "trained/rope/story")
+
+
+def test_a_changed_formula_fails(pinned):
+    """RoPE's base 5% off, or ALiBi's bias a thousandth steeper: both caught, in many numbers."""
+    rope = trained("rope")
+    rebased = type(rope)(dataclasses.replace(rope.config, rope_base=10500.0)).eval()
+    rebased.load_state_dict(rope.state_dict())
+    with one_thread():
+        numbers = json.loads(json.dumps(forward_numbers(rebased, encode(SENTENCES["story"]))))
+    assert len(mismatches(pinned["trained/rope/story"], numbers, "trained/rope/story")) > 10
+    assert mismatches([1.0, 2.0], [1.0, 2.0 + 1e-4]), "a change of 5e-5 of the scale is caught"
+    assert not mismatches([1.0, 2.0], [1.0, 2.0 + 2e-6]), "a change of 1e-6 of the scale is not"
+    assert mismatches({"slopes": [0.25]}, {"slopes": [0.25 + 2**-30]}), "exact numbers are exact"
+    assert mismatches({"argmax": [3]}, {"argmax": [3.0]}), "an integer stays an integer"
 
 
 def write_reference() -> None:
