@@ -1,7 +1,8 @@
 """The one attention path of every block, as named steps analysis can call.
 
-`project` gives queries, keys and values (RoPE rotates q and k by their positions), `scores` the
-pre-softmax scores (scaled dot products, ALiBi's distance bias, the causal mask), and `forward`
+`project` gives queries, keys and values (the scheme's `rotate` hook: RoPE turns q and k by their
+positions), `scores` the pre-softmax scores (scaled dot products, the scheme's `bias` hook, the causal
+mask, the scheme's `score_term` hook), and `forward`
 composes them with a cache, the softmax and the output projection. Pages that show queries, keys,
 scores or weights call these steps, so a change here changes every view with it.
 """
@@ -14,12 +15,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from lpos.kv_cache import LayerCache
-from lpos.positions import RopeScaling, alibi_bias, rope_rotate, rotation_frequencies
+from lpos.positions import RopeScaling, alibi_bias, scheme_info
 
 
 class CausalSelfAttention(nn.Module):
-    """The one attention path: `project` (queries, keys, values; RoPE rotates q and k), `scores`
-    (scaled dot products, ALiBi's bias, the causal mask), then softmax and the output projection.
+    """The one attention path: `project` (queries, keys, values; the scheme may rotate q and k),
+    `scores` (scaled dot products, the scheme's bias and score term, the causal mask), then softmax and
+    the output projection.
     Analysis calls the same steps, so it shows exactly the numbers the model computes."""
 
     def __init__(self, config):  # a GPTConfig: n_embd, n_head, n_kv_head, bias, dropout, position, rope_base
@@ -34,8 +36,12 @@ class CausalSelfAttention(nn.Module):
         self.attn_dropout = nn.Dropout(config.dropout)
         self.resid_dropout = nn.Dropout(config.dropout)
         self.rope_base = config.rope_base
-        self.rotates = config.position == "rope"  # RoPE turns q and k by their position
-        self.biased = config.position == "alibi"  # ALiBi tilts the scores by distance
+        self.config = config
+        self.scheme = scheme_info(config.position)
+        for name, module in self.scheme.layer_parameters(config).items():  # a bias function, a count table
+            self.add_module(name, module)
+        # the model-wide modules of the scheme (a bias table every layer shares), set by GPT; not registered here
+        self.__dict__["model_parts"] = {}
 
     def project(self, x: torch.Tensor, *, positions: torch.Tensor | None,
                 rope_scaling: RopeScaling | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -50,11 +56,8 @@ class CausalSelfAttention(nn.Module):
         q = q.view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
         k = k.view(B, T, nkv, hs).transpose(1, 2)  # (B, nkv, T, hs)
         v = v.view(B, T, nkv, hs).transpose(1, 2)  # (B, nkv, T, hs)
-        if self.rotates and positions is not None:
-            frequencies = rotation_frequencies(hs, rope_scaling, self.rope_base)  # (hs/2,), built once per scaling
-            magnitude = rope_scaling.attention_factor if rope_scaling is not None else 1.0
-            q = rope_rotate(q, positions, frequencies=frequencies, magnitude=magnitude)
-            k = rope_rotate(k, positions, frequencies=frequencies, magnitude=magnitude)
+        if positions is not None:
+            q, k = self.scheme.rotate(self, q, k, positions, rope_scaling)
         if nkv != nh:
             k = k.repeat_interleave(nh // nkv, dim=1)  # (B, nh, T, hs): key head h // group for query head h
             v = v.repeat_interleave(nh // nkv, dim=1)  # (B, nh, T, hs)
@@ -67,16 +70,23 @@ class CausalSelfAttention(nn.Module):
     def scores(self, q: torch.Tensor, k: torch.Tensor, *, first_query: int = 0,
                alibi: bool | None = None) -> torch.Tensor:
         """Pre-softmax scores (B, nh, T, S) of queries q (B, nh, T, hs) at positions
-        first_query..first_query+T-1 against keys k (B, nh, S, hs) at 0..S-1: q·k / sqrt(hs), plus
-        ALiBi's bias, -inf where a key comes after its query. `alibi` adds the bias (True) or
-        leaves it out (False) whatever the scheme, to show what it does; None: as the model does."""
+        first_query..first_query+T-1 against keys k (B, nh, S, hs) at 0..S-1: q·k / sqrt(hs), plus the
+        scheme's bias, -inf where a key comes after its query, plus the scheme's score term (computed
+        from those masked scores). `alibi=None`: as the model does; False leaves the scheme's bias and
+        term out (what the scores would be without them); True adds ALiBi's bias instead, whatever the
+        scheme, to show what it would do."""
         T, S, hs = q.shape[2], k.shape[2], q.shape[3]
         scores = (q @ k.transpose(-2, -1)) / math.sqrt(hs)  # (B, nh, T, S)
-        add_bias = self.biased if alibi is None else alibi
-        if add_bias:  # distances only: an offset cancels
-            scores = scores + alibi_bias(self.n_head, S, first_query=first_query).to(scores)  # (nh, T, S) over B
+        if alibi is None:
+            bias = self.scheme.bias(self, first_query, T, S)
+        else:
+            bias = alibi_bias(self.n_head, S, first_query=first_query) if alibi else None
+        if bias is not None:
+            scores = scores + bias.to(scores)  # (nh, T, S) over B
         causal = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(diagonal=first_query)
-        return scores.masked_fill(~causal, float("-inf"))
+        scores = scores.masked_fill(~causal, float("-inf"))
+        term = self.scheme.score_term(self, scores, q) if alibi is None else None
+        return scores if term is None else scores + term  # -inf stays -inf
 
     def forward(self, x: torch.Tensor, *, offset: int = 0, rope_scaling: RopeScaling | None = None,
                 cache: LayerCache | None = None) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,10 +1,11 @@
 """A small GPT with a pluggable position scheme (nanoGPT's module names and maths).
 
-Pre-LayerNorm blocks, `transformer.wte` (tied to `lm_head` unless `tied=False`), `transformer.wpe`
-only for the learned scheme, and one attention path that can hand back its weights, because the
-app draws them (`lpos.attention`). The five schemes differ in exactly two places: `embed_parts`
-(learned, sinusoidal add a position row) and the attention's steps (rope rotates q and k, alibi
-biases scores). `GPT.trace` runs the blocks once and keeps what analysis reads (weights, residual
+Pre-LayerNorm blocks, `transformer.wte` (tied to `lm_head` unless `tied=False`), the position
+scheme's own modules (`transformer.wpe` for the learned table, `transformer.relative_bias` for T5's),
+and one attention path that can hand back its weights, because the app draws them
+(`lpos.attention`). The schemes differ only through their hooks (`lpos.positions.base`):
+`embed_parts` asks for the rows they add, the attention's steps for what they do to q, k and the
+scores; nothing here compares a scheme's name. `GPT.trace` runs the blocks once and keeps what analysis reads (weights, residual
 streams), so no analysis writes the layer loop again. `offset` starts the positions at k instead
 of 0, as a cache continuing a sequence does; a `KVCache` keeps each layer's keys and values so
 generation reads one new position at a time. `untrained_model` is the one untrained model the app
@@ -25,11 +26,8 @@ from lpos.corpus import SHIPPED_SEED
 from lpos.attention import CausalSelfAttention
 from lpos.kv_cache import KVCache, LayerCache
 from lpos.layers import SwiGLU, check_block_fields, norm_layer
-from lpos.positions import SCHEMES, RopeScaling, check_scheme, scheme_info, sinusoidal_table
-from lpos.token_table import INIT_STD, SharedTokenTable, initial_token_table
-
-# a sinusoidal row has norm sqrt(C/2); times this it has INIT_STD * sqrt(C), an initial token row's norm
-SINUSOID_SCALE = INIT_STD * math.sqrt(2)
+from lpos.positions import REGISTRY, RopeScaling, check_scheme, scheme_info
+from lpos.token_table import SharedTokenTable, initial_token_table
 INFERENCE_LOSS_ROWS = 128  # positions scored at once by vocab_loss without gradients
 
 
@@ -42,7 +40,7 @@ class GPTConfig:
     n_embd: int = 128  # the width the app draws
     dropout: float = 0.0
     bias: bool = True  # biases in Linear and LayerNorm, as GPT-2
-    position: str = "learned"  # learned | sinusoidal | rope | alibi | none
+    position: str = "learned"  # a registered scheme (lpos.positions.SCHEMES)
     activation: str = "gelu"  # gelu (exact) | gelu_tanh (GPT-2 checkpoints)
     init_seed: int = 0  # seeds the token table, so rows training never touches can be rebuilt
     tied: bool = True  # the output head is the token table (GPT-2); False: lm_head has rows of its own
@@ -54,6 +52,12 @@ class GPTConfig:
     rope_base: float = 10000.0  # RoPE's base: pair i turns by base^(-2i/hs) per position (Llama: rope_theta)
     qkv_bias: bool | None = None  # biases in the q/k/v projection; None: follow `bias` (Karpathy's lecture: False)
     head_bias: bool = False  # the output head adds a bias per token (Karpathy's lecture's lm_head); needs tied=False
+    # what some schemes need (lpos.positions: each module says what it reads)
+    num_buckets: int = 32  # t5: distance buckets, half of them exact
+    max_distance: int = 128  # t5: the last bucket starts here
+    npos_max: int = 128  # cope: rows of each layer's count table
+    random_positions: bool = False  # learned: read the table at a sorted random subset of its rows (Ruoss et al. 2023)
+    position_seed: int = 0  # learned with random_positions: the generator of the evaluation positions
 
     def __post_init__(self) -> None:
         check_scheme(self.position)
@@ -63,8 +67,7 @@ class GPTConfig:
             raise ValueError("head_bias needs an untied head (tied=False)")
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
-        if self.position == "rope" and (self.n_embd // self.n_head) % 2:
-            raise ValueError("rope needs an even head size")
+        scheme_info(self.position).check_config(self)
         check_block_fields(self)
 
     @classmethod
@@ -128,9 +131,11 @@ class GPT(nn.Module):
             h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
             ln_f=norm_layer(config),
         )
-        if scheme_info(config.position).has_table:
-            modules["wpe"] = nn.Embedding(config.block_size, config.n_embd)
+        self.scheme = scheme_info(config.position)
+        modules.update(self.scheme.model_parameters(config))  # a position table, a shared bias table
         self.transformer = nn.ModuleDict(modules)
+        for block in self.transformer.h:  # every layer reads the model-wide ones (not registered twice)
+            block.attn.__dict__["model_parts"] = self.transformer
         # Empty and tied: the head's weight is replaced by the token table at once, so it is never
         # allocated. (Initialised, it is drawn as before, so the random stream, and with it training,
         # stays what built the shipped checkpoints.)
@@ -221,14 +226,20 @@ class GPT(nn.Module):
     def max_input_length(self) -> int | None:
         """The longest input this model takes: a scheme with a table stops at its last row
         (block_size); None when positions go on for ever."""
-        return self.config.block_size if scheme_info(self.config.position).has_table else None
+        return self.scheme.max_length(self.config)
+
+    @property
+    def caches_positions(self) -> bool:
+        """Whether a key/value cache can continue an input: False when a longer input draws every
+        position anew (a table read at random positions)."""
+        return not self.config.random_positions
 
     def check_length(self, T: int, *, offset: int = 0) -> None:
         if offset < 0:
             raise ValueError(f"offset must be 0 or more, got {offset}")
         rows = self.max_input_length
         if rows is not None and offset + T > rows:
-            extending = [s for s in SCHEMES if not scheme_info(s).has_table]
+            extending = [name for name, scheme in REGISTRY.items() if scheme.max_length(self.config) is None]
             needs = f" from position {offset}, so it needs {offset + T} rows" if offset else ""
             raise ValueError(
                 f"the {self.config.position} position table has {rows} rows; this sequence "
@@ -236,35 +247,33 @@ class GPT(nn.Module):
                 f"that extends to any length: {', '.join(extending)}"
             )
 
-    def embed_parts(self, idx: torch.Tensor, *, offset: int = 0) -> EmbedParts:
+    def embed_parts(self, idx: torch.Tensor, *, offset: int = 0, positions: torch.Tensor | None = None) -> EmbedParts:
         """Token rows, position rows (or None) and their sum for ids `idx` (B, T) at positions
-        offset..offset+T-1."""
+        offset..offset+T-1 (the scheme's `input_positions`), or at `positions` (T,) or (B, T), as
+        training with random positions gives them."""
         T = idx.shape[1]
         self.check_length(T, offset=offset)
         token = self.transformer.wte(idx)  # (B, T, C)
-        info = scheme_info(self.config.position)
-        if not info.adds_rows:
+        if not self.scheme.adds_rows:
             return EmbedParts(token, None, token)
-        if info.has_table:
-            position = self.transformer.wpe(torch.arange(offset, offset + T, device=idx.device))  # (T, C)
-        else:
-            # The table's +-1 values would drown token rows initialised at 0.02 (measured: 0.4
-            # nats worse). Scaled, a position row has the norm of an initial token row, as a
-            # learned table starts; the rows shown are the rows added.
-            table = sinusoidal_table(offset + T, self.config.n_embd)[offset:]  # (T, C): rows offset..offset+T-1
-            position = SINUSOID_SCALE * table.to(token)
+        if positions is None:
+            positions = self.scheme.input_positions(self.config, T, offset, idx.device)
+        position = self.scheme.position_rows(self, positions).to(token)  # (T, C) or (B, T, C)
         return EmbedParts(token, position, token + position)
 
     def trace(self, idx: torch.Tensor, *, offset: int = 0, rope_scaling: RopeScaling | None = None,
-              cache: KVCache | None = None, keep_attention: bool = True, keep_residual: bool = False) -> Trace:
+              cache: KVCache | None = None, keep_attention: bool = True, keep_residual: bool = False,
+              positions: torch.Tensor | None = None) -> Trace:
         """Run the blocks on ids `idx` (B, T), keeping what analysis reads: the final normalised
         hidden states, each layer's attention weights (keep_attention; at 1,024 tokens each layer's
         take nh × 4 MB) and each block's input residual stream plus the one entering ln_f
         (keep_residual)."""
-        if rope_scaling is not None and self.config.position != "rope":
+        if rope_scaling is not None and not self.scheme.shows("rotation"):
             raise ValueError(f"rope_scaling rescales RoPE's rotations; this model uses {self.config.position!r}")
         past = cache.length if cache is not None else 0
-        x = self.transformer.drop(self.embed_parts(idx, offset=offset + past).total)  # (B, T, C)
+        if cache is not None and past and not self.caches_positions:
+            raise ValueError("this model draws every position anew for a longer input: a cache cannot continue it")
+        x = self.transformer.drop(self.embed_parts(idx, offset=offset + past, positions=positions).total)  # (B, T, C)
         attention, residual = [], []
         for i, block in enumerate(self.transformer.h):
             if keep_residual:
@@ -279,9 +288,10 @@ class GPT(nn.Module):
 
     def hidden_states(self, idx: torch.Tensor, *, keep_attention: bool = True, offset: int = 0,
                       rope_scaling: RopeScaling | None = None,
-                      cache: KVCache | None = None) -> tuple[torch.Tensor, list[torch.Tensor]]:
+                      cache: KVCache | None = None, positions: torch.Tensor | None = None) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """Final normalised hidden states (B, T, C) and per-layer attention weights (see `trace`)."""
-        traced = self.trace(idx, offset=offset, rope_scaling=rope_scaling, cache=cache, keep_attention=keep_attention)
+        traced = self.trace(idx, offset=offset, rope_scaling=rope_scaling, cache=cache, keep_attention=keep_attention,
+                            positions=positions)
         return traced.hidden, traced.attention
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, return_attention: bool = False, *,
@@ -303,13 +313,13 @@ class GPT(nn.Module):
         return logits, loss
 
     def vocab_loss(self, idx: torch.Tensor, targets: torch.Tensor, reduction: str = "mean", *, offset: int = 0,
-                   rope_scaling: RopeScaling | None = None) -> torch.Tensor:
+                   rope_scaling: RopeScaling | None = None, positions: torch.Tensor | None = None) -> torch.Tensor:
         """Cross-entropy of next-token `targets` (token ids) with the softmax over
         `output_vocab` only, without building full-vocabulary logits (what training and
         evaluation use; equal to `forward`'s loss). Targets outside the vocabulary are left
         out of the mean (NaN with reduction="none"): the model gives them probability zero.
         """
-        h, _ = self.hidden_states(idx, keep_attention=False, offset=offset, rope_scaling=rope_scaling)
+        h, _ = self.hidden_states(idx, keep_attention=False, offset=offset, rope_scaling=rope_scaling, positions=positions)
         vocab = self.output_vocab if self.output_vocab is not None else torch.arange(self.config.vocab_size)
         lookup = torch.full((self.config.vocab_size,), -1, dtype=torch.long, device=idx.device)
         lookup[vocab] = torch.arange(len(vocab), device=idx.device)
@@ -342,7 +352,5 @@ def seeded_model(config: GPTConfig, *, seed: int, wpe_init_std: float) -> GPT:
     table with it."""
     torch.manual_seed(seed)
     model = GPT(config)
-    if scheme_info(config.position).has_table:
-        with torch.no_grad():
-            model.transformer.wpe.weight.normal_(0.0, wpe_init_std)
+    model.scheme.initialise(model, table_std=wpe_init_std)
     return model

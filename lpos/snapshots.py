@@ -16,7 +16,6 @@ import torch
 import torch.nn.functional as F
 
 from lpos.model import GPT
-from lpos.positions import scheme_info
 from lpos.tokenizer import encode
 
 SNAPSHOT_COUNT = 16
@@ -57,10 +56,12 @@ def eval_windows(stream: torch.Tensor, block_size: int) -> tuple[torch.Tensor, t
 
 @torch.no_grad()
 def position_rows(model: GPT, x: torch.Tensor) -> tuple[str, torch.Tensor]:
-    """(kind, rows (T, C)): the learned table, or the first block's mean output at each position
-    over the windows `x`, minus its mean over positions (what block 1 adds that depends on where)."""
-    if scheme_info(model.config.position).has_table:
-        return "table", model.transformer.wpe.weight.detach().clone()
+    """(kind, rows (T, C)): the table's rows a window of T tokens reads (the whole table of a shipped
+    learned model; a randomized table's evaluation positions), or the first block's mean output at each
+    position over the windows `x`, minus its mean over positions (what block 1 adds that depends on where)."""
+    if model.scheme.has_table:
+        positions = model.scheme.input_positions(model.config, x.shape[1], 0)
+        return "table", model.scheme.position_rows(model, positions).detach().clone()
     block = model.transformer.h[0]
     h = model.embed_parts(x).total
     out, _ = block(h)

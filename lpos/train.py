@@ -29,6 +29,7 @@ from lpos import checkpoints, snapshots
 from lpos.analysis import length_losses, unigram_loss
 from lpos.corpus import SHIPPED_SEED, Corpus, load_corpus
 from lpos.model import GPT, GPTConfig, seeded_model
+from lpos.positions import scheme_info
 
 EVAL_LENGTHS = (64, 128, 256, 512, 1024)
 
@@ -55,6 +56,9 @@ class TrainArgs:
     # The longest training window (None: block_size). Shorter windows, more of them, the same tokens
     # per step: rows of the learned table at and after max_length then never receive a gradient.
     max_length: int | None = None
+    # Randomized positions (Ruoss et al. 2023): a table of this many rows, each window reading a sorted
+    # random subset of them (lpos.positions.learned); None: rows 0..T-1.
+    random_positions: int | None = None
     save_every: int = 100
     eval_lengths: tuple[int, ...] = EVAL_LENGTHS
     resume: bool = False
@@ -83,6 +87,19 @@ def batch(stream: torch.Tensor, step: int, args: TrainArgs, rank: int = 0, world
     return windows[:, :-1], windows[:, 1:]
 
 
+def window_positions(step: int, args: TrainArgs, rank: int = 0, world: int = 1) -> torch.Tensor | None:
+    """With random_positions L, the positions of this process's windows of batch `step` (b, T): for each
+    window a sorted random subset of the table's L rows, from a generator of their own seeded by
+    (seed, step), so the batches themselves are those of any other run. None without."""
+    if args.random_positions is None:
+        return None
+    count, length = window_shape(args)
+    g = torch.Generator().manual_seed((args.seed * 1_000_003 + step) * 2 + 1)
+    drawn = torch.stack([torch.randperm(args.random_positions, generator=g)[:length].sort().values for _ in range(count)])
+    per_rank = count // world
+    return drawn[rank * per_rank : (rank + 1) * per_rank]
+
+
 def learning_rate(step: int, args: TrainArgs) -> float:
     if step < args.warmup:
         return args.lr * (step + 1) / args.warmup
@@ -104,8 +121,9 @@ def make_optimizer(model: GPT, args: TrainArgs) -> torch.optim.AdamW:
 
 def initial_model(args: TrainArgs) -> GPT:
     """The model as training starts it: seeded, with the learned table drawn at wpe_init_std."""
-    config = GPTConfig(block_size=args.block_size, n_layer=args.n_layer, n_head=args.n_head,
-                       n_embd=args.n_embd, position=args.scheme, init_seed=args.seed)
+    rows = args.random_positions or args.block_size
+    config = GPTConfig(block_size=rows, n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd,
+                       position=args.scheme, init_seed=args.seed, random_positions=args.random_positions is not None)
     return seeded_model(config, seed=args.seed, wpe_init_std=args.wpe_init_std)
 
 
@@ -115,7 +133,12 @@ def train(args: TrainArgs, corpus: Corpus | None = None, *, progress: bool = Tru
     rank = int(os.environ.get("RANK", "0"))
     if world > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    windows, _ = window_shape(args)
+    windows, length = window_shape(args)
+    if args.random_positions is not None:
+        if not scheme_info(args.scheme).has_table:
+            raise ValueError(f"--random-positions samples the rows of a table; {args.scheme} has none")
+        if args.random_positions < length:
+            raise ValueError(f"--random-positions {args.random_positions} must be at least the window length {length}")
     if windows % world:
         raise ValueError(f"the {windows} windows of a step must be divisible by the {world} processes")
     if args.threads:
@@ -153,7 +176,7 @@ def train(args: TrainArgs, corpus: Corpus | None = None, *, progress: bool = Tru
         seen += torch.bincount(x.reshape(-1), minlength=config.vocab_size)
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, args)
-        loss = model.vocab_loss(x, y)
+        loss = model.vocab_loss(x, y, positions=window_positions(step, args, rank, world))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if world > 1:

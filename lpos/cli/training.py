@@ -26,6 +26,9 @@ def add_commands(commands) -> None:
     train.add_argument("--max-length", type=int, default=d.max_length, help="longest training window (default: the "
                        "block size); the same tokens a step in more, shorter windows, so learned rows from here on "
                        "never train")
+    train.add_argument("--random-positions", type=int, default=d.random_positions, metavar="L",
+                       help="a table of L rows, each window reading a sorted random subset of them (Ruoss et al. "
+                       "2023; learned only), e.g. 1024")
     train.add_argument("--lr", type=float, default=d.lr)
     train.add_argument("--seed", type=int, default=d.seed)
     train.add_argument("--layers", type=int, default=d.n_layer)
@@ -65,7 +68,8 @@ def run_train(args) -> int:
     steps = args.steps or (-(-args.tokens // tokens_per_step) if args.tokens else TRAIN_DEFAULTS.steps)
     options = TrainArgs(scheme=args.scheme, data=tuple(args.data), out=args.out, steps=steps, batch_size=args.batch_size,
                         lr=args.lr, seed=args.seed, n_layer=args.layers, n_head=args.heads, n_embd=args.width,
-                        block_size=args.block_size, max_length=args.max_length, save_every=args.save_every,
+                        block_size=args.block_size, max_length=args.max_length, random_positions=args.random_positions,
+                        save_every=args.save_every,
                         resume=args.resume, threads=args.threads)
     _, meta = train(options, progress=not args.no_progress)
     if meta:

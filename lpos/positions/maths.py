@@ -1,15 +1,8 @@
-"""The five position schemes, as plain functions.
+"""The maths the position schemes share: sinusoid frequencies and tables, RoPE's rotation and its
+rescalings for reading past the training length (Position Interpolation, NTK-aware, YaRN).
 
-- learned:    a trainable table `wpe[t]` added to the token row (GPT-2).
-- sinusoidal: a fixed table added to the token row (Vaswani et al. 2017), interleaved:
-              column 2i = sin(t / base^(2i/width)), column 2i+1 = cos of the same angle.
-- rope:       nothing added; queries and keys are rotated pair by pair inside attention
-              (Su et al. 2021, RoFormer): pair (2i, 2i+1) turns by t * base^(-2i/d).
-              At inference its frequencies can be rescaled to read past the training length:
-              Position Interpolation, NTK-aware scaling or YaRN (`rope_frequencies`).
-- alibi:      nothing added; attention scores get -slope_h * (distance) per head
-              (Press et al. 2021, "Train Short, Test Long").
-- none:       no position information at all.
+Scheme modules (learned.py, sinusoidal.py, rope.py, ...) build on these; they are public through
+`lpos.positions` (`sinusoidal_table`, `rope_rotate`, `rope_frequencies`, `RopeScaling`, ...).
 """
 from __future__ import annotations
 
@@ -19,41 +12,6 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 import torch
-
-Scheme = Literal["learned", "sinusoidal", "rope", "alibi", "none"]
-SCHEMES: tuple[str, ...] = get_args(Scheme)
-
-
-@dataclass(frozen=True)
-class SchemeInfo:
-    """What one position scheme does: the single place pages, analysis and the model ask."""
-
-    name: str
-    adds_rows: bool  # adds a position row to each token row before the first block
-    has_table: bool  # a table with one row per position, so inputs stop at its last row (block_size)
-    in_attention: bool  # acts inside attention (rotates queries and keys, or biases scores)
-    hint: str  # one line for the sidebar
-
-
-SCHEME_INFO: dict[str, SchemeInfo] = {
-    "learned": SchemeInfo("learned", True, True, False, "a trained table of position rows, added to token rows (GPT-2)"),
-    "sinusoidal": SchemeInfo("sinusoidal", True, False, False, "a fixed table of sines and cosines, added to token rows"),
-    "rope": SchemeInfo("rope", False, False, True, "rotates queries and keys by their position inside attention"),
-    "alibi": SchemeInfo("alibi", False, False, True, "subtracts a per-head distance penalty from attention scores"),
-    "none": SchemeInfo("none", False, False, False, "no position information in the input (the causal mask lets later layers infer some)"),
-}
-HINTS: dict[str, str] = {name: info.hint for name, info in SCHEME_INFO.items()}
-
-
-def scheme_info(name: str) -> SchemeInfo:
-    """The registry entry of a scheme; an unknown name raises ValueError."""
-    return SCHEME_INFO[check_scheme(name)]
-
-
-def check_scheme(name: str) -> str:
-    if name not in SCHEMES:
-        raise ValueError(f"unknown position scheme {name!r}; choose one of {sorted(SCHEMES)}")
-    return name
 
 
 def _check_even(width: int, what: str) -> None:
@@ -212,37 +170,3 @@ def rotation_frequencies(dim: int, scaling: RopeScaling | None = None, base: flo
     call, so the model does not rebuild them per layer and step: read it, never write to it."""
     with torch.inference_mode(False):  # a tensor made under inference_mode could not serve training later
         return pair_frequencies(dim, base) if scaling is None else scaling.frequencies(dim, base)
-
-
-def alibi_slopes(n_heads: int) -> torch.Tensor:
-    """Per-head slopes of Press et al. 2021.
-
-    For a power of two n: the geometric sequence starting at 2^(-8/n) with that same ratio
-    (8 heads: 1/2, 1/4, ..., 1/256). Otherwise: the slopes of the closest lower power of two,
-    then every other slope of the next power of two, as in the authors' reference code.
-    """
-    if n_heads <= 0:
-        raise ValueError(f"n_heads must be positive, got {n_heads}")
-
-    def power_of_two(n: int) -> list[float]:
-        start = 2 ** (-8 / n)
-        return [start ** (i + 1) for i in range(n)]
-
-    if math.log2(n_heads).is_integer():
-        slopes = power_of_two(n_heads)
-    else:
-        closest = 2 ** math.floor(math.log2(n_heads))
-        slopes = power_of_two(closest) + power_of_two(2 * closest)[0::2][: n_heads - closest]
-    return torch.tensor(slopes, dtype=torch.float32)
-
-
-def alibi_bias(n_heads: int, length: int, *, first_query: int = 0) -> torch.Tensor:
-    """Bias added to causal attention scores: -slope_h * (i - j) for key j <= query i.
-
-    Shape [n_heads, length - first_query, length]: the queries are positions first_query..length-1
-    (later tokens read against a cache of earlier keys), the keys 0..length-1. Entries above the
-    diagonal are 0 (the causal mask hides them).
-    """
-    queries, keys = torch.arange(first_query, length), torch.arange(length)
-    distance = (queries[:, None] - keys[None, :]).clamp(min=0).float()  # (T, S)
-    return -alibi_slopes(n_heads)[:, None, None] * distance[None]  # (nh, T, S)

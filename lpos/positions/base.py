@@ -1,0 +1,114 @@
+"""What a position scheme is, as hooks: the one interface the model, the attention path, analysis,
+figures, pages, the CLI, training, the card and precompute ask.
+
+A scheme module in this folder defines `SCHEME`, an instance of a `PositionScheme` subclass; the
+registry (`lpos.positions`) finds it by itself. Nothing outside this folder compares a scheme's
+name: it asks the scheme (`adds_rows`, `max_length`, `shows(view)`, `colour`, ...).
+
+Hooks, in the order a forward pass meets them:
+- `model_parameters(config)`: modules the whole model holds (a learned table, a bias table shared by
+  every layer), registered in `GPT.transformer` under their names;
+- `input_positions(config, T, offset)`: where an input's tokens sit (0..T-1 unless a scheme samples);
+- `position_rows(model, positions)`: the rows added to the token rows, or None;
+- `layer_parameters(config)`: modules each attention layer holds (a bias function, a table);
+- `rotate(attention, q, k, positions, rope_scaling)`: how queries and keys change;
+- `bias(attention, first_query, T, S)`: added to the scaled scores before the causal mask;
+- `score_term(attention, scores, q)`: added after the mask, computed from the masked scores and
+  the queries (a contextual scheme's count).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+
+# The views a page can draw for a scheme; a scheme says which apply to it (`views`).
+VIEWS = (
+    "rows",  # position rows added to token rows (Embeddings, Similarity, the PCA)
+    "table",  # those rows are a table with a last row (Length extrapolation's coverage, learned-32)
+    "sinusoids",  # a fixed sin/cos table (Sinusoids' bands)
+    "rotation",  # queries and keys rotated (RoPE's angles, its scalings on Stretching)
+    "bias",  # a bias on the scores that depends on distance (ALiBi's lines, T5's buckets, FIRE's curve)
+    "contextual",  # positions counted from the content (CoPE's gates and counts)
+)
+
+
+@dataclass(frozen=True)
+class Paper:
+    title: str
+    authors: str  # "Press et al. 2021"
+    url: str
+
+
+class PositionScheme:
+    """One position scheme: what it says about itself and what it does, through hooks. Subclasses
+    set the class attributes and override the hooks that apply; the defaults do nothing."""
+
+    name: str = ""
+    order: int = 100  # where it comes in lists (the five classic schemes first)
+    label: str = ""  # as a title: "ALiBi"
+    colour: str = "#7f7f7f"  # its line and bar colour on every chart
+    hint: str = ""  # one line for the sidebar
+    explanation: str = ""  # one paragraph: what it does and where it acts
+    paper: Paper | None = None
+    adds_rows: bool = False  # adds a position row to each token row before the first block
+    has_table: bool = False  # one row per position: inputs stop at its last row
+    in_attention: bool = False  # acts inside attention (rotates q and k, biases or adds to scores)
+    views: frozenset[str] = frozenset()
+    # where it acts, in a sentence that follows "It ": for Embeddings' empty panel and the attention page
+    acts: str = ""
+
+    # ------------------------------------------------------------ what it says
+
+    def shows(self, view: str) -> bool:
+        if view not in VIEWS:
+            raise ValueError(f"unknown view {view!r}; views are {VIEWS}")
+        return view in self.views
+
+    def max_length(self, config) -> int | None:
+        """The longest input (offset included) a model of this scheme reads; None: any length."""
+        return config.block_size if self.has_table else None
+
+    def check_config(self, config) -> None:
+        """ValueError for a GPTConfig this scheme cannot run."""
+
+    def parameter_count(self, config) -> int:
+        """Weights this scheme adds to a model of `config`, counted before anything is built."""
+        model = sum(p.numel() for m in self.model_parameters(config).values() for p in m.parameters())
+        layer = sum(p.numel() for m in self.layer_parameters(config).values() for p in m.parameters())
+        return model + config.n_layer * layer
+
+    def initialise(self, model, *, table_std: float) -> None:
+        """Redraw this scheme's own weights as training starts them (after GPT-2's initialisation)."""
+
+    # ------------------------------------------------------------ what it does
+
+    def model_parameters(self, config) -> dict[str, nn.Module]:
+        return {}
+
+    def layer_parameters(self, config) -> dict[str, nn.Module]:
+        return {}
+
+    def input_positions(self, config, T: int, offset: int, device=None) -> torch.Tensor:
+        """The positions (T,) an input of T tokens reads from `offset` on: offset..offset+T-1."""
+        return torch.arange(offset, offset + T, device=device)
+
+    def position_rows(self, model, positions: torch.Tensor) -> torch.Tensor | None:
+        """The rows (T, C), or (B, T, C) for per-sequence positions (B, T), added at `positions`."""
+        return None
+
+    def rotate(self, attention, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor,
+               rope_scaling=None) -> tuple[torch.Tensor, torch.Tensor]:
+        return q, k
+
+    def bias(self, attention, first_query: int, T: int, S: int) -> torch.Tensor | None:
+        """Added to the scaled scores (nh, T, S) of queries first_query..first_query+T-1 against keys 0..S-1."""
+        return None
+
+    def score_term(self, attention, scores: torch.Tensor, q: torch.Tensor) -> torch.Tensor | None:
+        """Added to the masked scores (B, nh, T, S), from them and the queries (B, nh, T, hs)."""
+        return None
+
+    def __repr__(self) -> str:
+        return f"<position scheme {self.name}>"
