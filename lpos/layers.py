@@ -1,5 +1,5 @@
-"""The norms and the Llama feed-forward a block is built from: GPT-2's LayerNorm, Llama's RMSNorm
-and SwiGLU (GPT-2's MLP is in lpos.model).
+"""The norms and feed-forwards a block is built from: GPT-2's LayerNorm and MLP, Llama's RMSNorm
+and SwiGLU.
 
 A Llama (llama2.c, Meta's Llama, Hugging Face's LlamaForCausalLM) is lpos's GPT with
 `norm="rmsnorm"`, `mlp="swiglu"`, no biases and `position="rope"`; grouped-query attention
@@ -12,6 +12,8 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from lpos.positions import scheme_info
 
 NORMS = ("layernorm", "rmsnorm")
 MLPS = ("standard", "swiglu")  # standard: GPT-2's c_fc, activation, c_proj; swiglu: Llama's w1, w2, w3
@@ -43,6 +45,20 @@ class RMSNorm(nn.Module):
         x32 = x.float()
         normed = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)  # (..., C)
         return (normed * self.weight.float()).to(x.dtype)
+
+
+class MLP(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        hidden = config.mlp_hidden or 4 * config.n_embd
+        self.c_fc = nn.Linear(config.n_embd, hidden, bias=config.bias)
+        self.gelu = (nn.ReLU() if config.activation == "relu"  # Karpathy's lecture; the name keeps nanoGPT's keys
+                     else nn.GELU(approximate="tanh" if config.activation == "gelu_tanh" else "none"))
+        self.c_proj = nn.Linear(hidden, config.n_embd, bias=config.bias)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
 
 
 class SwiGLU(nn.Module):
@@ -87,11 +103,12 @@ def check_block_fields(config) -> None:
 
 def parameter_count(config) -> int:
     """Weights of a GPTConfig's model, counted from its shapes before anything is built (the
-    memory check of a file that declares its sizes)."""
+    memory check of a file that declares its sizes): the token table(s), the blocks and what the
+    position scheme adds (a learned table, a bias table)."""
     C, hs = config.n_embd, config.n_embd // config.n_head
     kv_width = (config.n_kv_head or config.n_head) * hs
     attention = C * (C + 2 * kv_width) + C * C
     hidden = config.mlp_hidden or 4 * C
     mlp = (3 if config.mlp == "swiglu" else 2) * C * hidden
     table = (1 if config.tied else 2) * config.vocab_size * C
-    return table + config.n_layer * (attention + mlp)
+    return table + config.n_layer * (attention + mlp) + scheme_info(config.position).parameter_count(config)

@@ -5,8 +5,8 @@ scheme's own modules (`transformer.wpe` for the learned table, `transformer.rela
 and one attention path that can hand back its weights, because the app draws them
 (`lpos.attention`). The schemes differ only through their hooks (`lpos.positions.base`):
 `embed_parts` asks for the rows they add, the attention's steps for what they do to q, k and the
-scores; nothing here compares a scheme's name. `GPT.trace` runs the blocks once and keeps what analysis reads (weights, residual
-streams), so no analysis writes the layer loop again. `offset` starts the positions at k instead
+scores; nothing here compares a scheme's name. `GPT.trace` runs the blocks once and keeps what
+analysis reads (weights, residual streams), so no analysis writes the layer loop again. `offset` starts the positions at k instead
 of 0, as a cache continuing a sequence does; a `KVCache` keeps each layer's keys and values so
 generation reads one new position at a time. `untrained_model` is the one untrained model the app
 and the CLI show.
@@ -25,9 +25,11 @@ import torch.nn.functional as F
 from lpos.corpus import SHIPPED_SEED
 from lpos.attention import CausalSelfAttention
 from lpos.kv_cache import KVCache, LayerCache
-from lpos.layers import SwiGLU, check_block_fields, norm_layer
-from lpos.positions import REGISTRY, RopeScaling, check_scheme, scheme_info
+from lpos.layers import MLP, SwiGLU, check_block_fields, norm_layer
+from lpos.positions import DEFAULT_SCHEME, REGISTRY, RopeScaling, check_scheme, scheme_info
+from lpos.positions.sinusoidal import SINUSOID_SCALE  # noqa: F401  (public here since issue 1: the sinusoid rows' scale)
 from lpos.token_table import SharedTokenTable, initial_token_table
+
 INFERENCE_LOSS_ROWS = 128  # positions scored at once by vocab_loss without gradients
 
 
@@ -40,7 +42,7 @@ class GPTConfig:
     n_embd: int = 128  # the width the app draws
     dropout: float = 0.0
     bias: bool = True  # biases in Linear and LayerNorm, as GPT-2
-    position: str = "learned"  # a registered scheme (lpos.positions.SCHEMES)
+    position: str = DEFAULT_SCHEME  # a registered scheme (lpos.positions.SCHEMES)
     activation: str = "gelu"  # gelu (exact) | gelu_tanh (GPT-2 checkpoints)
     init_seed: int = 0  # seeds the token table, so rows training never touches can be rebuilt
     tied: bool = True  # the output head is the token table (GPT-2); False: lm_head has rows of its own
@@ -86,20 +88,6 @@ class EmbedParts(NamedTuple):
     token: torch.Tensor  # (B, T, C) the rows looked up for each token id
     position: torch.Tensor | None  # (T, C) the rows added for each position, None if nothing is added
     total: torch.Tensor  # (B, T, C) what enters the first block
-
-
-class MLP(nn.Module):
-    def __init__(self, config: GPTConfig):
-        super().__init__()
-        hidden = config.mlp_hidden or 4 * config.n_embd
-        self.c_fc = nn.Linear(config.n_embd, hidden, bias=config.bias)
-        self.gelu = (nn.ReLU() if config.activation == "relu"  # Karpathy's lecture; the name keeps nanoGPT's keys
-                     else nn.GELU(approximate="tanh" if config.activation == "gelu_tanh" else "none"))
-        self.c_proj = nn.Linear(hidden, config.n_embd, bias=config.bias)
-        self.dropout = nn.Dropout(config.dropout)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
 
 
 class Block(nn.Module):

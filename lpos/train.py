@@ -29,14 +29,14 @@ from lpos import checkpoints, snapshots
 from lpos.analysis import length_losses, unigram_loss
 from lpos.corpus import SHIPPED_SEED, Corpus, load_corpus
 from lpos.model import GPT, GPTConfig, seeded_model
-from lpos.positions import scheme_info
+from lpos.positions import DEFAULT_SCHEME, scheme_info
 
 EVAL_LENGTHS = (64, 128, 256, 512, 1024)
 
 
 @dataclass(frozen=True)
 class TrainArgs:
-    scheme: str = "learned"
+    scheme: str = DEFAULT_SCHEME
     data: tuple[str, ...] = ()
     out: str = "checkpoints/model.pt"
     steps: int = 1100

@@ -17,6 +17,8 @@ import pandas as pd
 import torch
 
 from lpos.model import GPT
+from lpos.positions import REGISTRY
+from lpos.positions.alibi import Alibi
 
 
 def output_count(model: GPT) -> int:
@@ -190,7 +192,7 @@ def length_reading(tables: dict[str, dict[int, dict]], *, train_length: int) -> 
         steadiest, frailest = min(change, key=change.get), max(change, key=change.get)
         verdict = (f"Here **{steadiest}** holds up best and **{frailest}** degrades most from {train_length} to "
                    f"{longest} tokens.")
-        if steadiest == "alibi":
+        if isinstance(REGISTRY.get(steadiest), Alibi):
             verdict += " That echoes Press et al. (2021): ALiBi extrapolates where added positions do not."
         else:
             verdict += (" Press et al. (2021) found ALiBi best on a far larger model and corpus; this small, briefly "

@@ -17,7 +17,7 @@ import torch
 
 from lpos import corpus
 from lpos.model import GPT
-from lpos.positions import SCHEME_INFO
+from lpos.positions import REGISTRY, PositionScheme
 from lpos.tokenizer import END_OF_TEXT_ID, GPT2, Tokenizer
 
 WINDOW = 128  # tokens per probe window: the shipped models' training length
@@ -155,8 +155,26 @@ def position_probes(model: GPT, text: ProbeText, *, tokenizer: Tokenizer = GPT2)
     return pd.DataFrame(rows)
 
 
-def _acts_in_attention(name: str) -> bool:
-    return name in SCHEME_INFO and SCHEME_INFO[name].in_attention
+def _scheme_of(name: str, schemes: dict[str, str] | None) -> PositionScheme | None:
+    """The scheme of a model shown under `name`: from `schemes` (name -> scheme), else the registry's
+    scheme of that name (a shipped model named after its scheme), else None."""
+    scheme = (schemes or {}).get(name, name)
+    return REGISTRY.get(scheme)
+
+
+def _blind(scheme: PositionScheme | None) -> bool:
+    """A scheme that gives the model no position at all: no rows, nothing in attention."""
+    return scheme is not None and not scheme.adds_rows and not scheme.in_attention
+
+
+def _attention_clause(schemes: list[PositionScheme | None]) -> str:
+    """": RoPE, ALiBi hand attention ..." when every one of these schemes acts inside attention."""
+    if not schemes or not all(s is not None and s.in_attention for s in schemes):
+        return "."
+    labels = list(dict.fromkeys(s.label for s in schemes))
+    names = " and ".join(labels) if len(labels) < 3 else ", ".join(labels[:-1]) + " and " + labels[-1]
+    return (f": {names} act inside attention, on the distance or the count between tokens, so nothing needs to "
+            "write down where a token sits.")
 
 
 def _series(frame: pd.DataFrame, target: str) -> pd.Series:
@@ -183,8 +201,10 @@ def _no_signal(trained: dict[str, pd.DataFrame], names: list[str]) -> str:
             "the strongest at every layer, a probe that predicts the mean position: no linear position signal")
 
 
-def probe_reading(trained: dict[str, pd.DataFrame], untrained: dict[str, pd.DataFrame]) -> list[str]:
-    """Sentences from the probe scores of trained and untrained models, grouped by what the numbers show."""
+def probe_reading(trained: dict[str, pd.DataFrame], untrained: dict[str, pd.DataFrame], *,
+                  schemes: dict[str, str] | None = None) -> list[str]:
+    """Sentences from the probe scores of trained models (by name) and untrained ones (by scheme), grouped by
+    what the numbers show; `schemes` names each trained model's scheme where its name is not one."""
     absolute = {n: _series(f, "absolute position") for n, f in trained.items()}
     absolute = {n: a for n, a in absolute.items() if not a.isna().all()}
     if not absolute:
@@ -208,13 +228,13 @@ def probe_reading(trained: dict[str, pd.DataFrame], untrained: dict[str, pd.Data
                      "linearly at any layer (best R² "
                      f"{_r2(max(blank[n].max() for n in never))})"
                      + _no_signal(trained, never)
-                     + (": RoPE and ALiBi hand attention the distance between tokens, so nothing needs to write "
-                        "down where a token sits." if all(_acts_in_attention(n) for n in never) else "."))
-    none = next((n for n in blank if n == "none"), None)
-    fresh = _series(untrained["none"], "absolute position") if "none" in untrained else None
+                     + _attention_clause([_scheme_of(n, schemes) for n in never]))
+    none = next((n for n in blank if _blind(_scheme_of(n, schemes))), None)
+    fresh_name = next((n for n in untrained if _blind(_scheme_of(n, None))), None)
+    fresh = _series(untrained[fresh_name], "absolute position") if fresh_name is not None else None
     if none is not None and fresh is not None:
         strength = "strongly" if absolute[none].max() >= 0.7 else "partly" if absolute[none].max() >= 0.2 else "barely"
-        lines.append(f"`none` has no position scheme at all, yet a read-out finds R² {_r2(absolute[none].max())} at "
+        lines.append(f"`{none}` has no position scheme at all, yet a read-out finds R² {_r2(absolute[none].max())} at "
                      f"its best layer, against at most {_r2(fresh.max())} in the same model untrained: training taught "
                      f"it, {strength}, to count through the causal mask, as Haviv et al. (2022) found in larger models.")
     drops = {n: a.max() - a.iloc[-1] for n, a in absolute.items()}

@@ -25,8 +25,9 @@ SCORED = 512  # predictions past the first window, where the two streams differ
 MIN_SCORED = 32  # what the largest uploads get
 STREAM_BUDGET = 40e9  # multiply-adds per stream (the shipped models need ~3e10 at W = 64): large uploads stream less
 # A gain counts beyond this many standard errors of the mean per-token difference (its noise band). The
-# page compares five schemes at once: at two, one of five models with no effect crosses the band by chance
-# about one time in five; at three, about one in seventy-five.
+# page compares every shipped model at once: a model with no effect crosses a band of three standard errors
+# by chance 0.27% of the time (two-sided normal), so with the ten shipped models about one test in 37 shows a
+# false gain somewhere (at two standard errors, 4.6% each: one test in 2.7).
 NOISE_ERRORS = 3
 
 

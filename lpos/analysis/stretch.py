@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 from lpos import corpus
 from lpos.model import GPT
-from lpos.positions import ROPE_METHOD_NAMES, ROPE_METHODS, RopeScaling, pair_frequencies, scheme_info, yarn_ramp
+from lpos.positions import REGISTRY, ROPE_METHOD_NAMES, ROPE_METHODS, RopeScaling, pair_frequencies, scheme_info, yarn_ramp
 
 LENGTHS = (128, 256, 512, 1024)
 CHUNK = 1024  # tokens per chunk; every evaluation length divides it
@@ -69,9 +69,10 @@ def chunk_losses(model: GPT, texts: torch.Tensor, *, lengths=LENGTHS, rope_scali
 
 
 def curve_name(scheme: str, method: str = "none", factor: float = 1.0) -> str:
-    if scheme != "rope":
+    """A loss curve's name: the scheme's, and for a scheme that rotates, the scaling applied to it."""
+    if not scheme_info(scheme).shows("rotation") or method == "none":
         return scheme
-    return "rope" if method == "none" else f"rope + {ROPE_METHOD_NAMES[method]} ×{factor:g}"
+    return f"{scheme} + {ROPE_METHOD_NAMES[method]} ×{factor:g}"
 
 
 def loss_frame(results: dict[str, dict[int, dict]], *, text: str) -> pd.DataFrame:
@@ -86,28 +87,30 @@ def loss_reading(frame: pd.DataFrame, *, train_length: int, factor: float) -> st
     lines = []
     for text, rows in frame.groupby("text", sort=False):
         table = rows.pivot(index="length", columns="curve", values="loss")
-        if "rope" not in table:
+        rotating = [c for c in table if c in REGISTRY and REGISTRY[c].shows("rotation")]
+        if not rotating:
             continue
+        rotated = rotating[0]
         longest = int(table.index.max())
-        base = table["rope"]
-        lines.append(f"**{text}**, at {longest} tokens: rope as trained **{base[longest]:.3f}**.")
+        base = table[rotated]
+        lines.append(f"**{text}**, at {longest} tokens: {rotated} as trained **{base[longest]:.3f}**.")
         for method in ROPE_METHODS[1:]:
-            name = curve_name("rope", method, factor)
+            name = curve_name(rotated, method, factor)
             if name not in table:
                 continue
             change = table[name] - base  # (lengths,)
             past = change[change.index > train_length]
             helped = [int(length) for length, delta in past.items() if delta < -0.005]
             verdict = (f"helps at {', '.join(map(str, helped))} tokens" if helped else
-                       "helps at no length past training: at each it is worse than plain RoPE or within 0.005 of it")
+                       f"helps at no length past training: at each it is worse than plain {rotated} or within 0.005 of it")
             within = change.get(train_length)
             cost = f"; at {train_length} tokens it costs {within:+.3f}" if within is not None and within > 0.005 else ""
             lines.append(f"- {ROPE_METHOD_NAMES[method]} ×{factor:g}: {table[name][longest]:.3f} "
                          f"({change[longest]:+.3f}); {verdict}{cost}.")
-        for other in ("alibi", "sinusoidal"):
-            if other in table:
+        for other in table:
+            if other in REGISTRY and not REGISTRY[other].shows("rotation"):
                 lines.append(f"- {other} (for reference): {table[other][longest]:.3f}.")
-    return "\n".join(lines) or "No RoPE curve was measured."
+    return "\n".join(lines) or "No curve of a rotating scheme was measured."
 
 
 def wavelength_frame(dim: int, base: float = 10000.0, *, factor: float, original_length: int) -> pd.DataFrame:
@@ -180,11 +183,14 @@ def shift_sentence(changes: list[tuple[str, float | None]], *, tokens: int, offs
     said = [f"Your sentence ({tokens} tokens) at offset 0 and at offset {offset}."]
     if relative:
         largest = max(c for _, c in relative)
+        moving = [s for s, c in relative if c >= ROUNDING]
         said.append(f"{_listed([s for s, _ in relative])} add{'s' if len(relative) == 1 else ''} nothing at an "
-                    "absolute position (rope and alibi use "
-                    "only differences between positions, none uses no positions), so "
-                    + (f"their change is at most {largest:.1e}: float rounding." if largest < ROUNDING else
-                       f"yet their change reaches {largest:.2e}, more than float rounding."))
+                    "absolute position, so "
+                    + (f"their change is at most {largest:.1e}: float rounding (what they read is the differences "
+                       "between positions, or nothing)." if not moving else
+                       f"their change reaches {largest:.2e} ({_listed(moving)}), more than float rounding: "
+                       f"{_listed(moving)} read{'s' if len(moving) == 1 else ''} more than the differences between "
+                       "positions."))
     if moved:
         each = ", ".join(f"{s} {c:.2f}" for s, c in moved)
         said.append(f"{_listed([s for s, _ in moved])} add{'s' if len(moved) == 1 else ''} a row for each absolute "

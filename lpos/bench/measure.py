@@ -9,7 +9,7 @@ from pathlib import Path
 from lpos.bench.browser import SCHEME_LABELS, Server, Tab, check_browser, page_paths, peak_memory
 from lpos.bench.common import CHROMIUM, CHROMIUM_ARGS, MEMORY_LIMIT_MB, ROOT, spread
 from lpos.bench.interactions import measure_controls, measure_idle, measure_walk
-from lpos.positions import SCHEMES
+from lpos.positions import DEFAULT_SCHEME, SCHEMES, schemes_with
 
 # The floor: the cheapest page that has the same two sidebar controls. Written to a temp dir at bench time.
 FLOOR_APP = f'''import streamlit as st
@@ -74,8 +74,9 @@ def measure_big_map(browser, server: Server, path: str, runs: int) -> dict:
 
 def measure_sessions(browser, server: Server, paths: dict[str, str], sessions: int) -> int:
     """Open several sessions at once on the heaviest views; returns how many were drawn without error."""
-    heavy = [(page, scheme) for page, scheme in (("extrapolation", "sinusoidal"), ("order_blindness", "learned"),
-                                                 ("similarity", "sinusoidal"), ("rope_alibi", "rope")) if page in paths]
+    sinusoids, rotation = schemes_with("sinusoids")[0], schemes_with("rotation")[0]
+    heavy = [(page, scheme) for page, scheme in (("extrapolation", sinusoids), ("order_blindness", DEFAULT_SCHEME),
+                                                 ("similarity", sinusoids), ("rope_alibi", rotation)) if page in paths]
     tabs = [Tab(browser) for _ in heavy[:sessions]]
     for tab, (page, scheme) in zip(tabs, heavy):
         tab.page.goto(f"{server.url}/{paths[page]}?scheme={scheme}&model={scheme}")

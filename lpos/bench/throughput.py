@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from lpos.positions import SCHEMES
+from lpos.positions import DEFAULT_SCHEME, SCHEMES
 
 
 def synthetic_corpus(*, tokens: int, vocab: int, seed: int = 0):
@@ -27,12 +27,12 @@ def shipped_vocab(default: int = 10_000) -> int:
     """How many distinct tokens the shipped learned model's softmax runs over."""
     from lpos import checkpoints
 
-    if "learned" not in checkpoints.available():
+    if DEFAULT_SCHEME not in checkpoints.available():
         return default
-    return checkpoints.load("learned")[1].get("vocab_trained", default)
+    return checkpoints.load(DEFAULT_SCHEME)[1].get("vocab_trained", default)
 
 
-def training_speed(*, scheme: str = "learned", steps: int = 20, vocab: int | None = None) -> dict:
+def training_speed(*, scheme: str = DEFAULT_SCHEME, steps: int = 20, vocab: int | None = None) -> dict:
     """Tokens/s of `lpos.train.train` at the shipped size (TrainArgs defaults) on a synthetic corpus."""
     from lpos.train import TrainArgs, train
 
@@ -67,7 +67,7 @@ def evaluation_speed(*, scheme: str = "sinusoidal", lengths=(128, 1024), tokens:
 
 
 def model_side(*, quick: bool = False) -> dict:
-    schemes = ["learned"] if quick else list(SCHEMES)
+    schemes = [DEFAULT_SCHEME] if quick else list(SCHEMES)
     vocab = shipped_vocab()
     return {"train": [training_speed(scheme=s, steps=3 if quick else 20, vocab=vocab) for s in schemes],
             "eval": evaluation_speed(tokens=4096 if quick else 16_384, vocab=vocab)}

@@ -67,9 +67,7 @@ def model_config(values: dict, label: str, max_bytes: int, *,
 def _check_memory(config: GPTConfig, label: str, max_bytes: int) -> None:
     """Refuse, before building anything, a configuration whose float32 weights exceed the cap:
     a small file may declare a huge model (lpos rebuilds untrained token rows from a seed)."""
-    parameters = parameter_count(config)  # table(s) and blocks: 12 C^2 a block for GPT-2's shape
-    if config.position == "learned":
-        parameters += config.block_size * config.n_embd
+    parameters = parameter_count(config)  # table(s), blocks (12 C^2 each for GPT-2's shape), the scheme's own
     if 4 * parameters > max_bytes:
         raise CheckpointError(f"{label} declares a model of {parameters / 1e6:,.0f} million parameters "
                               f"({4 * parameters / 2**20:,.0f} MB in memory), over the {max_bytes / 2**20:.0f} MB limit")

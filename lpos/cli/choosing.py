@@ -10,7 +10,7 @@ import argparse
 import sys
 from dataclasses import dataclass
 
-from lpos.positions import SCHEMES
+from lpos.positions import DEFAULT_SCHEME, SCHEMES
 
 CHECKPOINT_HELP = "a shipped name, a file of any layout lpos reads, or a Hugging Face folder"
 TOKENIZER_HELP = ("the model's tokenizer, when it is not GPT-2's and the file does not carry it: nanoGPT's meta.pkl, "
@@ -59,7 +59,7 @@ def chosen_model(args: argparse.Namespace) -> Chosen:
     from lpos import checkpoints
     from lpos.model import untrained_model
 
-    scheme = args.scheme or "learned"
+    scheme = args.scheme or DEFAULT_SCHEME
     if args.checkpoint:
         model, meta = load_checkpoint(args.checkpoint, n_head=args.n_head, tokenizer=args.tokenizer)
         if args.scheme is not None and model.config.position != args.scheme:

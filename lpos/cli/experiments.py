@@ -41,8 +41,9 @@ def run_extend(args) -> int:
     model, meta = load_checkpoint(args.checkpoint)
     scheme, trained_at = model.config.position, training_length(meta, model)
     scaling = RopeScaling(args.method, args.factor, trained_at)
-    if scheme != "rope" and args.method != "none":
-        raise ValueError(f"{args.checkpoint} uses the {scheme!r} scheme; RoPE scaling needs a rope model (or --method none)")
+    if not model.scheme.shows("rotation") and args.method != "none":
+        raise ValueError(f"{args.checkpoint} uses the {scheme!r} scheme, which rotates nothing; RoPE scaling needs a "
+                         "scheme that rotates queries and keys (or --method none)")
     texts = {"story": stretch.chunks(torch.tensor(encode(story())), count=1)}
     held_out = held_out_stream(meta)
     if held_out is None:

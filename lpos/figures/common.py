@@ -2,11 +2,36 @@
 from __future__ import annotations
 
 import html
+import textwrap
+import zlib
 
 import plotly.graph_objects as go
 
+from lpos.positions import REGISTRY, scheme_info
+
 DIVERGING = "RdBu_r"  # negative blue, zero white, positive red
 SEQUENTIAL = "Viridis"
+# models that are not named after their scheme (learned-32, learned-rand, an upload): colours no scheme uses
+OTHER_COLOURS = ("#bcbd22", "#8c564b", "#393b79", "#ad494a", "#637939")
+
+
+def colour_of(name: str) -> str:
+    """A model's line colour: its scheme's when it is named after one, else one of OTHER_COLOURS, the same for
+    the same name every time."""
+    scheme = REGISTRY.get(name)
+    if scheme is not None:
+        return scheme.colour
+    return OTHER_COLOURS[zlib.crc32(name.encode("utf-8")) % len(OTHER_COLOURS)]
+
+
+def nothing_added(scheme: str, *, width: int = 30) -> str:
+    """Why a scheme's position panel is empty, in short lines for a panel ("<br>" between them)."""
+    info = scheme_info(scheme)
+    if info.in_attention:
+        text = f"{info.label} adds nothing here: it {info.acts}."
+    else:
+        text = "No position rows: the model gets no position information."
+    return "<br>".join(textwrap.wrap(safe(text), width))
 
 
 def safe(text: str) -> str:

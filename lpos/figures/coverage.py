@@ -8,8 +8,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from lpos.analysis.table_coverage import RowDrift
-from lpos.figures.common import finish, safe
-from lpos.figures.lengths import OTHER_COLOUR, SCHEME_COLOURS
+from lpos.figures.common import colour_of, finish, safe
 
 TRAINED, UNTRAINED = "#1f77b4", "#d62728"
 
@@ -48,7 +47,7 @@ def position_loss_figure(losses: dict[str, np.ndarray], *, limit: int, window: i
     `limit` on (rows one model never trained) shaded."""
     fig = go.Figure()
     for name, curve in losses.items():
-        colour = SCHEME_COLOURS.get(name, OTHER_COLOUR)
+        colour = colour_of(name)
         fig.add_trace(go.Scatter(x=np.arange(len(curve)), y=curve, mode="lines", name=safe(name),
                                  line=dict(color=colour, width=2),
                                  hovertemplate=f"{safe(name)}<br>position %{{x}}<br>mean loss %{{y:.3f}}<extra></extra>"))

@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from lpos.analysis.embeddings import EmbeddingView, lookalike_tokens
-from lpos.figures.common import DIVERGING, finish, position_labels, tick_step
+from lpos.figures.common import DIVERGING, finish, nothing_added, position_labels, tick_step
 from lpos.tokenizer import Tokenizer, visible
 
 CHIP_LIMIT = 200  # more chips than this is a wall, not a picture; the table has every token
@@ -30,11 +30,6 @@ CHIP_CSS = """
 .lpos-chip-never .lpos-chip-meta {opacity: 1; font-weight: 600;}
 """
 NEVER_SEEN = "never seen in training: this row is still its random initial value"
-EMPTY_PANEL_REASONS = {
-    "rope": "RoPE adds nothing here:<br>it rotates queries and keys<br>inside attention.",
-    "alibi": "ALiBi adds nothing here:<br>it subtracts a distance penalty<br>from attention scores.",
-    "none": "No position rows:<br>the model gets no<br>position information.",
-}
 PANEL_NAMES = ("token rows", "position rows", "summed rows")
 
 
@@ -182,7 +177,7 @@ def embedding_panels(view: EmbeddingView, *, scheme: str) -> list[go.Figure]:
     for col, ((name, rows), title) in enumerate(zip(panels.items(), PANEL_TITLES), start=1):
         fig = go.Figure()
         if rows is None:
-            fig.add_annotation(text=EMPTY_PANEL_REASONS.get(scheme, "nothing added"), xref="paper", yref="paper",
+            fig.add_annotation(text=nothing_added(scheme), xref="paper", yref="paper",
                                x=0.5, y=0.5, showarrow=False, font=dict(size=13))
             fig.update_xaxes(visible=False)
             fig.update_yaxes(visible=False)
@@ -217,7 +212,7 @@ def embedding_heatmaps(view: EmbeddingView, *, scheme: str) -> go.Figure:
             left, right = fig.layout[f"xaxis{col}"].domain
             fig.add_shape(type="rect", xref="paper", yref="paper", x0=left, x1=right, y0=0, y1=1,
                           fillcolor="#f4f4f4", line=dict(width=0), layer="below")
-            fig.add_annotation(text=EMPTY_PANEL_REASONS.get(scheme, "nothing added"), xref="paper", yref="paper",
+            fig.add_annotation(text=nothing_added(scheme), xref="paper", yref="paper",
                                x=(left + right) / 2, y=0.5, showarrow=False, font=dict(size=13))
             continue
         fig.add_trace(

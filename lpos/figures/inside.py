@@ -9,8 +9,7 @@ from plotly.subplots import make_subplots
 
 from lpos.analysis.heads import BEHAVIOURS, SHARES, HeadPortraits
 from lpos.analysis.streaming import NOISE_ERRORS, SinkTest
-from lpos.figures.common import finish, safe
-from lpos.figures.lengths import OTHER_COLOUR, SCHEME_COLOURS
+from lpos.figures.common import colour_of, finish, safe
 
 TARGETS = ("absolute position", "tokens since sentence end")
 BEHAVIOUR_COLOURS = {"first token (sink)": "#d62728", "previous token": "#1f77b4", "itself": "#2ca02c",
@@ -18,7 +17,7 @@ BEHAVIOUR_COLOURS = {"first token (sink)": "#d62728", "previous token": "#1f77b4
 
 
 def _colour(name: str) -> str:
-    return SCHEME_COLOURS.get(name, OTHER_COLOUR)
+    return colour_of(name)
 
 
 def probe_figure(panels: dict[str, dict[str, pd.DataFrame]], *,

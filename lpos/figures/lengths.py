@@ -8,11 +8,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from lpos.analysis.lengths import LossCurve
-from lpos.figures.common import finish, safe
+from lpos.figures.common import colour_of, finish, safe
 
-SCHEME_COLOURS = {"learned": "#1f77b4", "sinusoidal": "#ff7f0e", "rope": "#2ca02c", "alibi": "#d62728",
-                  "none": "#7f7f7f"}
-OTHER_COLOUR = "#9467bd"
 
 
 def length_curves_figure(tables: dict[str, dict[int, dict]], *, train_length: int,
@@ -25,7 +22,7 @@ def length_curves_figure(tables: dict[str, dict[int, dict]], *, train_length: in
         measured = [(length, entry["loss"]) for length, entry in table.items() if entry.get("loss") is not None]
         if not measured:
             continue
-        colour = SCHEME_COLOURS.get(name, OTHER_COLOUR)
+        colour = colour_of(name)
         lengths, losses = zip(*measured)
         missing = [entry.get("note", "n/a") for length, entry in table.items() if entry.get("loss") is None]
         label = safe(name) + (f": stops at {lengths[-1]}, {safe(missing[0].removeprefix('n/a: '))}" if missing else "")

@@ -9,8 +9,7 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from lpos.analysis.shuffle import ORDER_BLIND_TOLERANCE, ShuffleResult, moved_from
-from lpos.figures.common import finish, safe
-from lpos.figures.lengths import SCHEME_COLOURS, OTHER_COLOUR
+from lpos.figures.common import colour_of, finish, safe
 from lpos.tokenizer import GPT2, Tokenizer, visible
 
 LOG_FLOOR = 1e-12  # an exact zero has no place on a log axis; it is drawn here and labelled as zero
@@ -20,7 +19,7 @@ def change_figure(table: pd.DataFrame) -> go.Figure:
     """Layer-1 change per scheme on a log axis, with the float-error line: `none` sits below it."""
     changes = table["layer-1 attention output, max |change|"].to_numpy(dtype=float)
     shown = np.maximum(changes, LOG_FLOOR)
-    colours = [SCHEME_COLOURS.get(s, OTHER_COLOUR) for s in table["scheme"]]
+    colours = [colour_of(s) for s in table["scheme"]]
     fig = go.Figure(go.Bar(x=list(table["scheme"]), y=shown, marker_color=colours, customdata=changes,
                            text=[f"{c:.1e}" for c in changes], textposition="outside",
                            hovertemplate="%{x}<br>max |change| %{customdata:.3g}<extra></extra>"))

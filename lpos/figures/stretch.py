@@ -9,18 +9,18 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from lpos.figures.common import finish, safe
+from lpos.positions import REGISTRY
 from lpos.positions import ROPE_METHOD_NAMES
 
 METHOD_COLOURS = {"none": "#2ca02c", "pi": "#1f77b4", "ntk": "#9467bd", "yarn": "#d62728"}
-REFERENCE_COLOURS = {"alibi": "#8c564b", "sinusoidal": "#ff7f0e"}
 REGION_FILLS = {"left alone": "rgba(44,160,44,0.10)", "ramp": "rgba(255,187,0,0.14)",
                 "interpolated": "rgba(214,39,40,0.10)"}
 
 
 def curve_style(name: str) -> dict:
     """Colour and dash of a loss curve named as lpos.analysis.stretch.curve_name names it."""
-    if name in REFERENCE_COLOURS:
-        return dict(color=REFERENCE_COLOURS[name], dash="dash")
+    if name in REGISTRY and not REGISTRY[name].shows("rotation"):  # a model beside the rotating one, for reference
+        return dict(color=REGISTRY[name].colour, dash="dash")
     method = next((m for m, title in ROPE_METHOD_NAMES.items() if title in name), "none")
     return dict(color=METHOD_COLOURS[method], dash="solid")
 

@@ -61,6 +61,7 @@ def _discover() -> dict[str, PositionScheme]:
 
 REGISTRY: dict[str, PositionScheme] = _discover()
 SCHEMES: tuple[str, ...] = tuple(REGISTRY)
+DEFAULT_SCHEME = SCHEMES[0]  # what a link without a scheme shows: the first in order (learned)
 SCHEME_INFO = REGISTRY  # the name it had when it held three booleans: the scheme objects answer the same questions
 HINTS: dict[str, str] = {name: scheme.hint for name, scheme in REGISTRY.items()}
 SchemeInfo = PositionScheme
@@ -86,7 +87,7 @@ def schemes_with(view: str) -> tuple[str, ...]:
 
 
 __all__ = [
-    "REGISTRY", "SCHEMES", "SCHEME_INFO", "HINTS", "VIEWS", "Paper", "PositionScheme", "SchemeInfo", "check_scheme",
+    "REGISTRY", "SCHEMES", "DEFAULT_SCHEME", "SCHEME_INFO", "HINTS", "VIEWS", "Paper", "PositionScheme", "SchemeInfo", "check_scheme",
     "scheme_info", "get", "schemes_with", "alibi_bias", "alibi_slopes", "ROPE_METHOD_NAMES", "ROPE_METHODS",
     "YARN_BETA_FAST", "YARN_BETA_SLOW", "RopeMethod", "RopeScaling", "check_rope_method", "pair_frequencies",
     "rope_angles", "rope_attention_factor", "rope_frequencies", "rope_rotate", "rotation_frequencies",

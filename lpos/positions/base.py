@@ -74,9 +74,11 @@ class PositionScheme:
         """ValueError for a GPTConfig this scheme cannot run."""
 
     def parameter_count(self, config) -> int:
-        """Weights this scheme adds to a model of `config`, counted before anything is built."""
-        model = sum(p.numel() for m in self.model_parameters(config).values() for p in m.parameters())
-        layer = sum(p.numel() for m in self.layer_parameters(config).values() for p in m.parameters())
+        """Weights this scheme adds to a model of `config`, counted on the meta device (nothing allocated: a
+        file may declare a huge table)."""
+        with torch.device("meta"):
+            model = sum(p.numel() for m in self.model_parameters(config).values() for p in m.parameters())
+            layer = sum(p.numel() for m in self.layer_parameters(config).values() for p in m.parameters())
         return model + config.n_layer * layer
 
     def initialise(self, model, *, table_std: float) -> None:
