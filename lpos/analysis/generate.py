@@ -5,7 +5,9 @@ stay in a `lpos.model.KVCache`. Temperature 0 is greedy (the most likely token);
 softmax of logits / temperature, cut to the top k, is sampled with a generator seeded by
 `seed`, so one seed always writes the same text. The learned model stops at its last table row:
 it has no row for the next position, and sliding a window instead would quietly forget the
-prompt, hiding the wall this experiment is about.
+prompt, hiding the wall this experiment is about. A model whose longer inputs draw every position
+anew (a table read at random positions: `GPT.caches_positions` False) cannot be continued from a
+cache, so it reads the whole sequence again for every token.
 """
 from __future__ import annotations
 
@@ -68,7 +70,7 @@ def stream(model: GPT, prompt: list[int], *, max_new_tokens: int, sampling: Samp
     """Yield each new token as it is chosen: at most `max_new_tokens`, fewer at the learned wall.
 
     use_cache=False recomputes the whole sequence for every token (the reference the cache is
-    tested against).
+    tested against, and the only way for a model that draws its positions anew for each length).
     """
     if not prompt:
         raise ValueError("the prompt is empty: give at least one token to continue")
@@ -78,6 +80,7 @@ def stream(model: GPT, prompt: list[int], *, max_new_tokens: int, sampling: Samp
     wall = room(model, len(prompt))
     budget = max_new_tokens if wall is None else min(max_new_tokens, wall)
     generator = torch.Generator().manual_seed(sampling.seed)
+    use_cache = use_cache and model.caches_positions
     cache = KVCache(model.config.n_layer) if use_cache else None
     ids = list(prompt)
     step = torch.tensor([ids], dtype=torch.long)  # (1, T): the prompt first, then one token at a time

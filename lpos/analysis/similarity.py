@@ -16,7 +16,7 @@ import torch
 
 from lpos.analysis.sinusoids import block_average
 from lpos.model import GPT
-from lpos.positions import pair_frequencies, scheme_info, sinusoidal_table
+from lpos.positions import pair_frequencies, sinusoidal_table
 from lpos.tokenizer import GPT2, Tokenizer, visible
 
 FULL_RESOLUTION = 256  # maps up to this size are drawn cell by cell; larger ones are block-averaged
@@ -52,13 +52,16 @@ def similarity_map(rows: np.ndarray | torch.Tensor, *, title: str, max_size: int
 
 
 def position_rows(model: GPT, length: int) -> np.ndarray | None:
-    """The rows this model adds for positions 0..length-1, or None when it adds none (rope, alibi, none)."""
-    info = scheme_info(model.config.position)
-    if not info.adds_rows:
+    """The rows this model's scheme adds at positions 0..length-1 (a table's stop at its last row), or None
+    when it adds none. A sinusoidal table is returned unscaled: no cosine or nearest row sees the scale."""
+    scheme = model.scheme
+    if not scheme.adds_rows:
         return None
-    if info.has_table:
-        return model.transformer.wpe.weight.detach()[: min(length, model.max_input_length)].numpy()
-    return sinusoidal_table(length, model.config.n_embd).numpy()
+    if scheme.shows("sinusoids"):
+        return sinusoidal_table(length, model.config.n_embd).numpy()
+    rows = min(length, model.max_input_length or length)
+    with torch.no_grad():
+        return scheme.position_rows(model, torch.arange(rows)).detach().numpy()
 
 
 def initial_position_rows(length: int, width: int, *, seed: int = 0) -> np.ndarray:

@@ -19,7 +19,6 @@ import torch
 from lpos.analysis.timeline import starting_rows
 from lpos.corpus import held_out_stream, story
 from lpos.model import GPT, GPTConfig, seeded_model
-from lpos.positions import scheme_info
 from lpos.tokenizer import encode
 
 DIRECTION_KEPT = 0.9995  # a cosine at least this high prints as 1.000 (to 3 decimals) and is "direction kept"
@@ -27,9 +26,10 @@ DIRECTION_KEPT = 0.9995  # a cosine at least this high prints as 1.000 (to 3 dec
 
 def trained_rows(meta: dict, model: GPT) -> int | None:
     """L when the model's learned table has more rows than its longest training window L (rows L
-    onwards never trained); None for full-window training, other schemes, or no record."""
+    onwards never trained); None for full-window training, a table read at random positions (any row
+    can be drawn), other schemes, or no record."""
     args = meta.get("train_args") if isinstance(meta, dict) else None
-    if not isinstance(args, dict) or not scheme_info(model.config.position).has_table:
+    if not isinstance(args, dict) or not model.scheme.has_table or model.config.random_positions:
         return None
     length = args.get("max_length")
     if isinstance(length, int) and 2 <= length < model.config.block_size:
@@ -40,19 +40,25 @@ def trained_rows(meta: dict, model: GPT) -> int | None:
 def starting_table(meta: dict, model: GPT) -> tuple[np.ndarray, str] | None:
     """The learned table as training started it, (T, C), and how it was obtained: rebuilt exactly
     from the recorded seed (when that rebuild rounds to the stored float16 step-0 snapshot bit
-    for bit), else the snapshot itself; None without a step-0 snapshot."""
-    snapshot = starting_rows(meta, model.config.block_size)
+    for bit, at the rows the snapshot holds: a randomized table's snapshot holds the rows a window
+    reads), else the snapshot itself when it is the whole table; None without a step-0 snapshot."""
+    c = model.config
+    snapshot = starting_rows(meta, c.block_size)
     if snapshot is None:
         return None
-    args, c = meta.get("train_args", {}), model.config
+    args = meta.get("train_args", {})
     if {"seed", "wpe_init_std"} <= set(args):
         config = GPTConfig(block_size=c.block_size, n_layer=c.n_layer, n_head=c.n_head, n_embd=c.n_embd,
-                           position=c.position, init_seed=int(args["seed"]))
+                           position=c.position, init_seed=int(args["seed"]), random_positions=c.random_positions,
+                           position_seed=c.position_seed)
         with torch.random.fork_rng(devices=[]):
             start = seeded_model(config, seed=int(args["seed"]), wpe_init_std=float(args["wpe_init_std"]))
         rows = start.transformer.wpe.weight.detach()
-        if torch.equal(rows.half(), torch.as_tensor(snapshot).half()):
+        read = model.scheme.input_positions(c, len(snapshot), 0)  # the rows the snapshot took
+        if torch.equal(rows[read].half(), torch.as_tensor(snapshot).half()):
             return rows.numpy(), "rebuilt from the training seed, matching the stored step-0 snapshot"
+    if len(snapshot) != c.block_size:
+        return None
     return snapshot, "the step-0 snapshot (float16)"
 
 
@@ -65,8 +71,9 @@ class RowDrift:
 
 def row_drift(model: GPT, meta: dict) -> RowDrift | None:
     """How far every row of the learned table moved from its step-0 row; None unless the model
-    trained on windows shorter than its table and kept its step-0 snapshot."""
-    length = trained_rows(meta, model)
+    trained on windows shorter than its table, or read it at random positions (every row can be drawn:
+    all count as trained), and kept its step-0 snapshot."""
+    length = model.config.block_size if model.config.random_positions else trained_rows(meta, model)
     found = starting_table(meta, model) if length is not None else None
     if found is None:
         return None
