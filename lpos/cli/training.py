@@ -50,9 +50,11 @@ def add_commands(commands) -> None:
 
     card = commands.add_parser("card", help="rewrite checkpoints/README.md from the shipped checkpoints' meta")
     card.add_argument("--out", default=str(CARD_PATH))
+    card.add_argument("--checkpoints", metavar="DIR", help="the folder of the checkpoints to describe (default: the "
+                      "shipped checkpoints/; LPOS_CHECKPOINT_DIR is the app's shared folder and does not change it)")
     card.add_argument("--rebuild-seconds", type=float, help="measured wall time of checkpoints/rebuild.sh")
-    card.add_argument("--rebuild-models", type=int, help="how many models that rebuild trained (the five schemes "
-                      "first, then the others; default: every shipped model)")
+    card.add_argument("--rebuild-models", type=int, help="how many models that rebuild trained (the card's first N: "
+                      "the per-scheme models in registry order, then the variants; default: every model)")
     card.set_defaults(run=run_card)
 
     views = commands.add_parser("precompute", help="write checkpoints/<name>.views.pt: what the pages draw from "
@@ -144,7 +146,7 @@ def keep_rebuild_line(card: str, old: Path) -> tuple[str, bool]:
 def run_card(args) -> int:
     from lpos.card import model_card
 
-    card = model_card(rebuild_seconds=args.rebuild_seconds, rebuilt_models=args.rebuild_models)
+    card = model_card(rebuild_seconds=args.rebuild_seconds, rebuilt_models=args.rebuild_models, folder=args.checkpoints)
     card, kept = keep_rebuild_line(card, Path(args.out))
     Path(args.out).write_text(card)
     print(f"wrote {args.out}" + ("; kept its measured rebuild time (pass --rebuild-seconds to replace it)" if kept else ""))
