@@ -14,7 +14,7 @@ PAGES = {
     "What each scheme is": [
         st.Page("pages/sinusoids.py", title="Sinusoids", icon=":material/waves:"),
         st.Page("pages/similarity.py", title="Similarity and neighbours", icon=":material/explore:"),
-        st.Page("pages/rope_alibi.py", title="RoPE & ALiBi in attention", icon=":material/rotate_right:"),
+        st.Page("pages/rope_alibi.py", title="Positions in attention", icon=":material/rotate_right:"),
     ],
     "Experiments": [
         st.Page("pages/order_blindness.py", title="Order blindness (shuffle)", icon=":material/shuffle:"),

@@ -1,28 +1,32 @@
-"""RoPE & ALiBi: the two schemes that act inside attention instead of adding rows."""
+"""Positions in attention: every scheme that acts inside attention, each through the views it shows
+(a rotation of queries and keys, a bias against distance, counts from the content). A scheme that
+acts elsewhere is said in one line, and the two with no weights (RoPE, ALiBi) can be tried on any model."""
 import streamlit as st
 
 from lpos import ui
 from lpos.analysis.attention import rotating_pair
+from lpos.analysis.biases import MAX_DISTANCE, QUERY_POSITIONS, look_back
+from lpos.analysis.counts import count_sentence, listed, units_so_far
 from lpos.analysis.heads import head_sentence
 from lpos.figures.attention import BIAS_COLOURS, matrix_panels, rope_arrow_figure
+from lpos.figures.biases import bias_curves_figure
+from lpos.figures.common import DIVERGING
+from lpos.figures.counts import count_heatmap, running_count_figure
+from lpos.positions import REGISTRY
 from lpos.tokenizer import visible
 from lpos.ui import attention
 
-INSTEAD = {
-    "learned": "The learned scheme adds a trained row per position to each token row before the first block; "
-               "attention itself is position-free and reads position from those rows.",
-    "sinusoidal": "The sinusoidal scheme adds a fixed sin/cos row per position to each token row before the first "
-                  "block (see the Sinusoids page); attention itself is position-free.",
-    "none": "This model gets no position information: attention sees only the causal mask, which hides later tokens.",
-}
-
 selection = ui.selection()
 model, config = selection.model.model, selection.model.model.config
-st.title("RoPE & ALiBi: positions inside attention")
-st.caption("RoPE rotates queries and keys by their position, so q·k depends on m − n. ALiBi subtracts "
-           "slope × distance from each head's scores. Neither adds anything to the token rows.")
+scheme = model.scheme
+fixed_bias = scheme.shows("bias") and not scheme.parameter_count(config)  # no weights: the same lines on any model
+inside = [s for s in REGISTRY.values() if s.in_attention]
+st.title("Positions in attention")
+st.caption(" ".join(f"{s.label} {s.acts}." for s in inside)
+           + (" None of them adds anything to the token rows." if not any(s.adds_rows for s in inside) else ""))
 ids = ui.usable_ids(selection)
-tokens = [visible(t) for t in selection.model.tokenizer.token_strings(ids)]  # the model's own tokens
+raw_tokens = selection.model.tokenizer.token_strings(ids)  # the model's own tokens
+tokens = [visible(t) for t in raw_tokens]
 head_dim = config.n_embd // config.n_head
 
 
@@ -59,6 +63,16 @@ def rope_section(own: bool, layer: int, head: int) -> None:
                "Every line is flat: moving both by the same amount changes nothing, only m − n counts.")
 
 
+def tilt_panels(without, with_, *, layer: int, head: int, key: str) -> None:
+    """Softmax of the same scores without the bias and with it, side by side (stacked on a phone)."""
+    plain, tilted = st.columns(2)
+    name = f"layer {layer + 1}, head {head}"
+    plain.plotly_chart(matrix_panels([(name, without[head])], tokens=tokens, value_name="weight", zmin=0.0, zmax=1.0,
+                                     title="Without the bias"), key=f"{key}_plain")
+    tilted.plotly_chart(matrix_panels([(name, with_[head])], tokens=tokens, value_name="weight", zmin=0.0, zmax=1.0,
+                                      title="How the bias tilts attention: with it"), key=key)
+
+
 def alibi_section(own: bool, layer: int, head: int) -> None:
     effect = attention.alibi_effect(model, ids, layer=layer)
     st.plotly_chart(attention.alibi_slopes_chart(config.n_head), key="ra_slopes")
@@ -71,16 +85,74 @@ def alibi_section(own: bool, layer: int, head: int) -> None:
     st.caption("Zero on the diagonal, more negative the further back the key is; above the diagonal the causal mask hides keys.\n"
                "The penalty grows linearly with distance, with no table: it works at any length.")
     if own:
-        plain, tilted = st.columns(2)  # side by side on a wide screen, stacked on a phone
-        plain.plotly_chart(matrix_panels([(f"layer {layer + 1}, head {head}", effect.without_bias[head])], tokens=tokens,
-                                         value_name="weight", zmin=0.0, zmax=1.0, title="Without the bias"),
-                           key="ra_tilt_plain")
-        tilted.plotly_chart(matrix_panels([(f"layer {layer + 1}, head {head}", effect.with_bias[head])], tokens=tokens,
-                                          value_name="weight", zmin=0.0, zmax=1.0,
-                                          title="How the bias tilts attention: with it"),
-                            key="ra_tilt")
+        tilt_panels(effect.without_bias, effect.with_bias, layer=layer, head=head, key="ra_tilt")
         st.caption("First: softmax of the same query·key scores without the bias. Then with it, as the model does.\n"
                    "The bias shifts weight towards recent tokens, more strongly in heads with larger slopes.")
+
+
+def bias_curves_section(layer: int, head: int) -> None:
+    """The model's own bias against distance, per head, beside ALiBi's lines."""
+    curves = attention.bias_curves(model, layer=layer)
+    st.plotly_chart(bias_curves_figure(curves, label=scheme.label, colour=scheme.colour), key="ra_bias_curves")
+    if curves.same_in_every_layer:
+        where = ("It has no weights, and the bias is the same in every layer." if not curves.parameters else
+                 f"Its {curves.parameters:,} learned numbers serve every layer: the bias is the same in each layer.")
+    else:
+        where = (f"Each layer has a bias of its own ({curves.parameters:,} learned numbers in all): this is "
+                 f"layer {layer + 1}'s; choose another layer above.")
+    if curves.depends_on_query:
+        shares = [f"{listed([str(q) for q in g])} share one line" if len(g) > 1 else f"{g[0]} has its own"
+                  for g in curves.same_line]
+        when = (f"Queries at {listed(shares)}: the bias depends on where the query sits, not only on the "
+                f"distance. Each line reaches back to its farthest query's position or distance {MAX_DISTANCE}.")
+    else:
+        when = f"It depends on the distance alone: queries at {listed([str(q) for q in QUERY_POSITIONS])} get the same line."
+    changes, last = curves.changes(head), curves.last_change(head)
+    steps = (f"Head {head}'s bias is the same at every distance 0–{MAX_DISTANCE}." if not changes else
+             f"Head {head}'s bias changes value {changes} time{'s' if changes > 1 else ''} over distances 0–{MAX_DISTANCE}"
+             + (f", the last time at distance {last}: it stays the same from there on." if last < MAX_DISTANCE else
+                ", up to the last distance drawn."))
+    dashed = ("" if curves.is_alibi else "\nDashed: ALiBi's fixed line for the same head, for comparison; the y axis "
+              "fits this model's own bias, so an ALiBi line steeper than that leaves the panel.")
+    start = " Untrained: the learned bias is still its random start." if curves.parameters and not selection.model.trained else ""
+    st.caption(f"{where} {when} {steps}{start}{dashed}")
+
+
+def own_bias_section(layer: int, head: int) -> None:
+    """A learned bias over the sentence, and how it tilts the attention weights."""
+    effect = attention.bias_effect(model, ids, layer=layer)
+    reach = float(abs(effect.bias[head]).max()) or 1.0
+    st.plotly_chart(matrix_panels([(f"bias, head {head}", effect.bias[head])], tokens=tokens, value_name="bias",
+                                  title=f"{scheme.label} bias over this sentence, layer {layer + 1}", zmin=-reach,
+                                  zmax=reach, colorscale=DIVERGING), key="ra_own_bias")
+    st.caption("Row = query, column = key; red raises a score, blue lowers it; above the diagonal the causal mask hides keys.")
+    tilt_panels(effect.without_bias, effect.with_bias, layer=layer, head=head, key="ra_own_tilt")
+    distances = look_back(effect)
+    measured = ("" if distances is None else f"\nWith it head {head}'s queries look back {distances[0][head]:.2f} tokens "
+                f"on average; without it, {distances[1][head]:.2f}.")
+    st.caption("First: softmax of the same query·key scores without the bias. Then with it, as the model does." + measured)
+
+
+def counts_section(layer: int) -> None:
+    """What each head counts: every token's position from the last token, the running count, and a measurement."""
+    found = attention.contextual_counts(model, ids, layer=layer)
+    st.plotly_chart(count_heatmap(found, tokens=tokens), key="ra_counts")
+    st.caption(f"Row = head, column = an earlier token; the colour is that token's position as the last token counts "
+               f"it: the sum of the head's gates (each between 0 and 1) from that token to the last. Counts stop at "
+               f"{found.npos_max - 1}, the last row of the layer's count table.")
+    st.plotly_chart(running_count_figure(found, tokens=tokens, references=units_so_far(raw_tokens)), key="ra_count_lines")
+    st.caption("Each head's count from the first token up to each token, as that token's query counts it. Grey: how "
+               "many tokens, word starts and sentence ends there are so far; a head that counts words runs along the "
+               "words line, one that counts full stops along the sentences line.")
+    summary = attention.count_table(selection.model, ids, layer=layer)
+    st.dataframe(summary.table.style.format({"per token": "{:.2f}", "tokens": "{:.3f}", "words": "{:.3f}",
+                                             "sentences": "{:.3f}"}, na_rep="—"), hide_index=True, key="ra_count_table")
+    untrained = " Untrained: the gates have not learned what to count yet." if not selection.model.trained else ""
+    st.caption(f"Correlation (r) of each head's count from the last token back with the number of tokens, words and "
+               f"sentence ends back; per token: the whole text's count divided by its tokens. Layer {layer + 1}, "
+               f"measured now.\nOn the built-in story ({summary.windows} windows of {summary.window} tokens, each "
+               f"read alone): {count_sentence(summary, text='story')} On your text: "
+               f"{count_sentence(summary, text='sentence')}{untrained}")
 
 
 @st.fragment
@@ -91,16 +163,23 @@ def attention_views() -> None:
                            format_func=lambda i: str(i + 1))  # 0-based index, shown 1-based as on every page
     head = right.selectbox("Head", range(config.n_head), key=f"ra_head_{config.n_head}",
                            format_func=lambda h: attention.head_label(model, h))  # every head of the chosen layer
-    if selection.scheme in INSTEAD:
-        st.info(INSTEAD[selection.scheme] + " Below: this model's attention, then what RoPE and ALiBi would do instead.",
-                icon=":material/info:")
+    if not scheme.in_attention:
+        st.info(f"This model's scheme, {scheme.label}, does not act inside attention: it {scheme.acts}. Below: this "
+                "model's attention, then what RoPE and ALiBi would do instead.", icon=":material/info:")
 
-    if selection.scheme == "rope":
-        st.header("RoPE in this model")
+    if scheme.shows("rotation"):
+        st.header(f"{scheme.label} in this model")
         rope_section(True, layer, head)
-    elif selection.scheme == "alibi":
-        st.header("ALiBi in this model")
-        alibi_section(True, layer, head)
+    if scheme.shows("bias"):
+        st.header(f"{scheme.label} in this model")
+        bias_curves_section(layer, head)
+        if fixed_bias:
+            alibi_section(True, layer, head)
+        else:
+            own_bias_section(layer, head)
+    if scheme.shows("contextual"):
+        st.header(f"{scheme.label} in this model: what each head counts")
+        counts_section(layer)
 
     st.header("This model's attention weights")
     weights = attention.attention_maps(model, ids, layer=layer)
@@ -108,16 +187,16 @@ def attention_views() -> None:
                                   zmin=0.0, zmax=1.0, title=f"Attention weights, {selection.model.label}"), key="ra_attention")
     st.caption("Each row is one query token's attention over the keys up to itself; each row sums to 1.\n"
                + ("Untrained: random, small scores spread the weights evenly over the visible keys"
-                  + (", tilted towards recent keys by the bias." if selection.scheme == "alibi" else ".")
+                  + (", tilted towards recent keys by the bias." if fixed_bias else ".")
                   if not selection.model.trained else head_sentence(weights, layer=layer + 1, head=head)))
 
     # closed, an expander computes nothing: opening it reruns this fragment, which then draws it
-    if selection.scheme != "rope":
+    if not scheme.shows("rotation"):
         rope_box = st.expander("What RoPE would do (not what this model does)", key="ra_rope_open", on_change="rerun")
         if rope_box.open:
             with rope_box:
                 rope_section(False, layer, head)
-    if selection.scheme != "alibi":
+    if not fixed_bias:
         alibi_box = st.expander("What ALiBi would do (not what this model does)", key="ra_alibi_open", on_change="rerun")
         if alibi_box.open:
             with alibi_box:

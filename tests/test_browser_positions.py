@@ -11,8 +11,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 PAGES = [  # (navigation title, query, a title the main figure must show)
     ("Sinusoids", "scheme=sinusoidal&model=untrained", "Sinusoidal table: 128 positions"),
     ("Similarity and neighbours", "scheme=learned&model=untrained", ": learned rows"),
-    ("RoPE & ALiBi in attention", "scheme=alibi&model=untrained", "How the bias tilts attention"),
-    ("RoPE & ALiBi in attention", "scheme=rope&model=untrained", "q·k depends only on m − n"),
+    ("Positions in attention", "scheme=alibi&model=untrained", "How the bias tilts attention"),
+    ("Positions in attention", "scheme=rope&model=untrained", "q·k depends only on m − n"),
 ]
 IGNORED = ("favicon", "ERR_NAME_NOT_RESOLVED", "status of 500")  # page icons the offline sandbox cannot fetch
 

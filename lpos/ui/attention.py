@@ -1,5 +1,7 @@
-"""The RoPE & ALiBi views: attention weights, ALiBi's bias, one token's query and key, and the
-figures that depend on a model's size only (RoPE's angles, ALiBi's slopes).
+"""The views of the attention page (every scheme that acts inside attention): attention weights,
+RoPE's query and key, ALiBi's bias, a bias scheme's curves against distance and its effect, CoPE's
+counts and what they follow, and the figures that depend on a model's size only (RoPE's angles,
+ALiBi's slopes).
 
 Per-sentence results are cached per (model, token ids, options); a model is named by its key
 (lpos.ui.caching). The size-only figures are built once per size and kept for the process.
@@ -11,11 +13,13 @@ import plotly.graph_objects as go
 import streamlit as st
 import torch
 
-from lpos.analysis import attention
+from lpos.analysis import attention, biases, counts
+from lpos.corpus import story
 from lpos.figures.attention import alibi_slopes_figure, offset_scores_figure, rope_angle_figure
 from lpos.model import GPT
 from lpos.positions import alibi_slopes
 from lpos.ui.caching import cache_data
+from lpos.ui.models import LoadedModel
 from lpos.ui.sinusoids import FIGURES, LIFETIME
 
 
@@ -47,6 +51,31 @@ def attention_maps(model: GPT, ids: list[int], *, layer: int) -> np.ndarray:
 @cache_data(max_entries=32, show_spinner=False)
 def alibi_effect(model: GPT, ids: list[int], *, layer: int) -> attention.AlibiEffect:
     return attention.alibi_effect(model, list(ids), layer=layer)
+
+
+@cache_data(max_entries=32, show_spinner=False)
+def bias_curves(model: GPT, *, layer: int) -> biases.BiasCurves:
+    """A bias scheme's bias per head against distance (the sentence does not enter)."""
+    return biases.bias_curves(model, layer=layer)
+
+
+@cache_data(max_entries=32, show_spinner=False)
+def bias_effect(model: GPT, ids: list[int], *, layer: int) -> biases.BiasEffect:
+    return biases.bias_effect(model, list(ids), layer=layer)
+
+
+@cache_data(max_entries=32, show_spinner=False)
+def contextual_counts(model: GPT, ids: list[int], *, layer: int) -> counts.ContextualCounts:
+    return counts.contextual_counts(model, list(ids), layer=layer)
+
+
+@cache_data(max_entries=32, show_spinner=False)
+def count_table(loaded: LoadedModel, ids: list[int], *, layer: int) -> counts.CountSummary:
+    """What each head's count follows, on the sentence and on the built-in story, in the model's own tokens."""
+    tokenizer = loaded.tokenizer
+    story_ids, _ = tokenizer.encode_known(story())
+    return counts.count_table(loaded.model, layer=layer, sentence=(list(ids), tokenizer.token_strings(list(ids))),
+                              story=(story_ids, tokenizer.token_strings(story_ids)))
 
 
 @cache_data(max_entries=64, show_spinner=False)

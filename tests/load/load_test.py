@@ -38,7 +38,7 @@ from lpos.tokenizer import encode  # noqa: E402
 
 VARIANTS = ["tree", "house", "river", "hill", "road", "lake", "garden", "field"]  # one GPT-2 token each
 OTHER_PAGES = [("Sinusoids", "/sinusoids"), ("Similarity and neighbours", "/similarity"),
-               ("RoPE & ALiBi in attention", "/rope_alibi"), ("Order blindness (shuffle)", "/order_blindness"),
+               ("Positions in attention", "/rope_alibi"), ("Order blindness (shuffle)", "/order_blindness"),
                ("Length extrapolation", "/extrapolation"), ("Lesson: the story of positions", "/lesson")]
 HOME = ("Embeddings: token + position", "/")
 TIMEOUT_MS = 120_000

@@ -1,0 +1,156 @@
+"""Bias schemes (the "bias" view: ALiBi, T5, FIRE): each head's bias against the distance from query
+to key, read through the scheme's own hook, beside ALiBi's fixed lines (as the attention path adds
+them with `alibi=True`), and what the bias does to the sentence's attention.
+
+A bias is asked for exactly as the attention path asks for it, `scheme.bias(attn, first_query, T, S)`,
+one query at a time: the query at position i against keys 0..i gives the bias at distances i..0.
+Whether the bias depends on where the query sits (FIRE's normaliser does, past its threshold) and
+whether every layer has the same one (T5's table is shared) is measured, not assumed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from lpos.analysis.attention import check_layer, queries_and_keys
+from lpos.analysis.heads import head_statistics
+from lpos.model import GPT
+
+MAX_DISTANCE = 256  # the distance axis every bias scheme is drawn on: 0..256
+QUERY_POSITIONS = (16, 64, 127, 512)  # where the query sits: short, mid, the last of a 128-token window, far past it
+SAME = 1e-6  # two biases closer than this (in score units) are the same number
+
+
+@dataclass(frozen=True)
+class BiasCurves:
+    """One layer's bias per head against distance. `frame`: head, query, distance, bias (the model's
+    own, through its scheme's hook); `alibi`: head, distance, bias (ALiBi's lines for as many heads)."""
+
+    layer: int
+    frame: pd.DataFrame
+    alibi: pd.DataFrame
+    same_line: tuple[tuple[int, ...], ...]  # query positions grouped by the line they get (one group: distance alone)
+    same_in_every_layer: bool  # every layer's bias equals this one's
+    is_alibi: bool  # the model's bias is ALiBi's lines themselves
+    parameters: int  # learned numbers behind the bias (0: fixed)
+
+    @property
+    def depends_on_query(self) -> bool:
+        """The bias at one distance differs between query positions."""
+        return len(self.same_line) > 1
+
+    @property
+    def heads(self) -> int:
+        return int(self.frame["head"].nunique())
+
+    def head_curve(self, head: int) -> pd.Series:
+        """The head's bias against distance from the farthest query (distance-indexed)."""
+        part = self.frame[(self.frame["head"] == head) & (self.frame["query"] == self.frame["query"].max())]
+        return part.set_index("distance")["bias"]
+
+    def changes(self, head: int) -> int:
+        """How often the head's bias changes value from one distance to the next over 0..MAX_DISTANCE
+        (T5: once per new bucket; ALiBi: at every distance)."""
+        return int((np.abs(np.diff(self.head_curve(head).to_numpy())) > SAME).sum())
+
+    def last_change(self, head: int) -> int:
+        """The distance from which on the head's bias stays at its last value."""
+        values = self.head_curve(head).to_numpy()
+        changes = np.flatnonzero(np.abs(np.diff(values)) > SAME)
+        return int(changes[-1] + 1) if len(changes) else 0
+
+
+@torch.no_grad()
+def bias_at(model: GPT, *, layer: int, query: int, max_distance: int = MAX_DISTANCE) -> torch.Tensor | None:
+    """The bias (nh, D + 1) the layer adds for a query at position `query` against keys at
+    distances 0..D, D = min(query, max_distance); None for a scheme that adds no bias."""
+    check_layer(model, layer)
+    attn = model.transformer.h[layer].attn
+    bias = attn.scheme.bias(attn, query, 1, query + 1)  # (nh, 1, query + 1): keys 0..query
+    if bias is None:
+        return None
+    reach = min(query, max_distance)
+    return bias[:, 0, query - reach:].flip(-1).float()  # (nh, reach + 1): distance 0 first
+
+
+@torch.no_grad()
+def alibi_lines(model: GPT, *, layer: int, query: int, max_distance: int = MAX_DISTANCE) -> torch.Tensor:
+    """ALiBi's bias (nh, D + 1) at distances 0..D for a query at `query`, as the attention path adds it
+    (`scores(..., alibi=True)`) to zero scores: the lines ALiBi would draw for this model's heads."""
+    attn = model.transformer.h[layer].attn
+    hs = model.config.n_embd // model.config.n_head
+    q, k = torch.zeros(1, attn.n_head, 1, hs), torch.zeros(1, attn.n_head, query + 1, hs)  # q·k = 0 everywhere
+    scores = attn.scores(q, k, first_query=query, alibi=True)[0, :, 0]  # (nh, query + 1): keys 0..query
+    reach = min(query, max_distance)
+    return scores[:, query - reach:].flip(-1)  # distance 0 first
+
+
+@torch.no_grad()
+def bias_curves(model: GPT, *, layer: int, queries: tuple[int, ...] = QUERY_POSITIONS,
+                max_distance: int = MAX_DISTANCE) -> BiasCurves:
+    """Every head's bias against distance at each query position, and how it compares."""
+    check_layer(model, layer)
+    if not model.scheme.shows("bias"):
+        raise ValueError(f"{model.scheme.label} adds no bias to attention scores: it {model.scheme.acts}")
+    curves = {query: bias_at(model, layer=layer, query=query, max_distance=max_distance) for query in queries}
+    rows = [pd.DataFrame({"head": head, "query": query, "distance": np.arange(curve.shape[1]),
+                          "bias": curve[head].numpy()})
+            for query, curve in curves.items() for head in range(curve.shape[0])]
+    nh = next(iter(curves.values())).shape[0]
+    farthest = curves[max(queries)]  # (nh, D + 1)
+    groups: list[list[int]] = []
+    for query in queries:  # with the first group whose first query's line agrees on the distances both reach
+        near = curves[query]
+        group = next((g for g in groups if torch.allclose(curves[g[0]][:, :near.shape[1]],
+                                                          near[:, :curves[g[0]].shape[1]], atol=SAME, rtol=0)), None)
+        if group is None:
+            groups.append([query])
+        else:
+            group.append(query)
+    same = all(torch.allclose(bias_at(model, layer=other, query=max(queries), max_distance=max_distance), farthest,
+                              atol=SAME, rtol=0) for other in range(model.config.n_layer))
+    distances = torch.arange(farthest.shape[1])
+    lines = alibi_lines(model, layer=layer, query=max(queries), max_distance=max_distance)  # (nh, D + 1)
+    alibi = pd.concat([pd.DataFrame({"head": head, "distance": distances.numpy(), "bias": lines[head].numpy()})
+                       for head in range(nh)], ignore_index=True)
+    return BiasCurves(layer=layer, frame=pd.concat(rows, ignore_index=True), alibi=alibi,
+                      same_line=tuple(tuple(g) for g in groups),
+                      same_in_every_layer=same,
+                      is_alibi=torch.allclose(farthest, lines, atol=SAME, rtol=0),
+                      parameters=model.scheme.parameter_count(model.config))
+
+
+@dataclass(frozen=True)
+class BiasEffect:
+    bias: np.ndarray  # (nh, T, T) the model's own bias over the sentence, 0 above the diagonal
+    with_bias: np.ndarray  # (nh, T, T) the model's attention weights
+    without_bias: np.ndarray  # (nh, T, T) softmax of the same scores with the bias left out
+
+
+@torch.no_grad()
+def bias_effect(model: GPT, ids: list[int], *, layer: int) -> BiasEffect:
+    """The layer's own bias over the sentence, and its weights with and without it."""
+    q, k = queries_and_keys(model, ids, layer=layer, rotate=True)  # (nh, T, hs) as the model reads them
+    attn = model.transformer.h[layer].attn
+    T = len(ids)
+    bias = attn.scheme.bias(attn, 0, T, T)  # (nh, T, T)
+    if bias is None:
+        raise ValueError(f"{model.scheme.label} adds no bias to attention scores: it {model.scheme.acts}")
+    scores = {own: attn.scores(q[None], k[None], alibi=None if own else False)[0] for own in (True, False)}  # (nh, T, T)
+    visible = torch.isfinite(scores[False])  # the model's causal mask: -inf after each query
+    return BiasEffect(bias=bias.float().masked_fill(~visible, 0.0).numpy(),
+                      with_bias=F.softmax(scores[True], dim=-1).numpy(),
+                      without_bias=F.softmax(scores[False], dim=-1).numpy())
+
+
+def look_back(effect: BiasEffect) -> tuple[np.ndarray, np.ndarray] | None:
+    """How far back each head looks on average (nh,), with the bias and without it (the head
+    portraits' mean distance, over queries 1..T-1); None for a sentence of one token."""
+    if effect.with_bias.shape[-1] < 2:
+        return None
+    return tuple(head_statistics(torch.from_numpy(w[None]))["mean distance"].numpy()
+                 for w in (effect.with_bias, effect.without_bias))
