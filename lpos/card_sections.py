@@ -16,9 +16,9 @@ import torch
 
 from lpos.analysis.lengths import training_length
 from lpos.analysis.similarity import initial_position_rows
-from lpos.analysis.table_coverage import DIRECTION_KEPT, RowDrift, drift_summary
+from lpos.analysis.table_coverage import DIRECTION_KEPT, RowDrift, drift_summary, starting_table
 from lpos.analysis.timeline import BAND_DISTANCES, table_structure
-from lpos.model import GPT, seeded_model
+from lpos.model import GPT
 from lpos.positions.alibi import Alibi
 from lpos.positions.fire import Fire
 from lpos.positions.rope import Rope
@@ -259,19 +259,13 @@ def goal_lines(models: list[ShippedModel]) -> list[str]:
 
 def random_start(model: ShippedModel) -> tuple[torch.Tensor, torch.Tensor | None, str]:
     """The randomized table's step-0 rows and which rows those are (None: all), with how they were found:
-    rebuilt from the training seed when that rebuild rounds to the step-0 snapshot (which holds only the rows
-    a window of the training length reads), else the snapshot itself at those rows."""
-    config, args = model.model.config, model.args
-    with torch.random.fork_rng(devices=[]):
-        start = seeded_model(config, seed=int(args["seed"]), wpe_init_std=float(args["wpe_init_std"]))
-    rows = model.scheme.position_rows(start, torch.arange(config.block_size)).detach()  # (rows, C)
-    if "timeline" not in model.meta:
-        return rows, None, "rebuilt from the training seed; the file keeps no step-0 snapshot to check it against"
+    `table_coverage.starting_table`'s rebuild from the training seed (checked against the step-0 snapshot at
+    the rows it holds), else the snapshot itself at those rows."""
+    found = starting_table(model.meta, model.model)
+    if found is not None:
+        return torch.as_tensor(found[0]), None, f"{found[1]}, at the rows it holds"
     snapshot = torch.as_tensor(model.meta["timeline"]["position_rows"][0]).float()  # (T, C)
-    read = model.scheme.input_positions(config, len(snapshot), 0)  # the rows the snapshot holds
-    if torch.equal(rows[read].half(), snapshot.half()):
-        return rows, None, (f"rebuilt from the training seed, matching the stored step-0 snapshot at the {len(read)} "
-                            "rows it holds")
+    read = model.scheme.input_positions(model.model.config, len(snapshot), 0)  # the rows the snapshot holds
     return snapshot, read, f"the step-0 snapshot (float16), which holds only the {len(read)} rows a {len(read)}-token input reads"
 
 

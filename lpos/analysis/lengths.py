@@ -188,7 +188,7 @@ def length_reading(tables: dict[str, dict[int, dict]], *, train_length: int) -> 
         if table.get(longest, {}).get("loss") is None and name in at_train:
             note = table.get(longest, {}).get("note", "n/a").removeprefix("n/a: ")
             lines.append(f"- **{name}** has no number past its wall: {note}.")
-    if change:
+    if len(change) > 1:
         steadiest, frailest = min(change, key=change.get), max(change, key=change.get)
         verdict = (f"Here **{steadiest}** holds up best and **{frailest}** degrades most from {train_length} to "
                    f"{longest} tokens.")

@@ -1,8 +1,9 @@
 """t5: T5's relative position bias (Raffel et al. 2020, "Exploring the Limits of Transfer Learning
 with a Unified Text-to-Text Transformer", section 2.1). Nothing is added to the token rows; every
 score of query i and key j gets a learned scalar per head, looked up by the bucket of the distance
-i - j: the first half of the buckets are exact distances 0, 1, ..., the rest log-spaced up to
-`max_distance`, and every distance beyond it shares the last bucket. One table (buckets × heads) is
+i - j: the first half of the buckets are exact distances 0, 1, ..., the rest log-spaced towards
+`max_distance` (bucket 16 + floor(16 · log(d / 16) / log(128 / 16)) at the defaults, so the last bucket
+already starts at distance 113 and holds every distance beyond). One table (buckets × heads) is
 shared by every layer, as in T5.
 
 Choices: the causal buckets (T5's `bidirectional=False`: only i - j >= 0 occurs), the config's
