@@ -15,10 +15,16 @@ from pathlib import Path
 import pytest
 import torch
 
+import lpos.positions
 from lpos.bench import CHROMIUM, CHROMIUM_ARGS  # one place for the browser and its flags
+from lpos.corpus import data_dir
 
 ROOT = Path(__file__).resolve().parent.parent
-SCHEMES = ["learned", "sinusoidal", "rope", "alibi", "none"]
+SCHEMES = list(lpos.positions.SCHEMES)  # every registered scheme, in the registry's order
+# The five schemes with a shipped trained model since the first release, for tests of those models and their
+# pinned numbers; a test about every scheme reads SCHEMES.
+CLASSIC_SCHEMES = ["learned", "sinusoidal", "rope", "alibi", "none"]
+DATA_DIR = data_dir()  # the corpus folder: LPOS_DATA_DIR, else shared/data beside the checkout
 
 
 def untrained_model(scheme: str, **config):
@@ -35,6 +41,18 @@ def tiny_model():
         defaults = dict(n_layer=2, n_head=4, n_embd=32, block_size=64)
         return untrained_model(scheme, **{**defaults, **config})
     return make
+
+
+@pytest.fixture(scope="session")
+def small_stories(tmp_path_factory) -> Path:
+    """The first 120 stories of the shared TinyStories file (about 90 kB): enough for a two-step CLI run."""
+    source = DATA_DIR / "tinystories_part01.txt"
+    if not source.is_file():
+        pytest.skip(f"{source} is not on this machine (LPOS_DATA_DIR names the corpus folder)")
+    stories = source.read_text(encoding="utf-8").split("\n<|endoftext|>\n")[:120]
+    path = tmp_path_factory.mktemp("stories") / "stories.txt"
+    path.write_text("\n<|endoftext|>\n".join(stories) + "\n", encoding="utf-8")
+    return path
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -7,10 +7,8 @@ import pytest
 from lpos.analysis.embeddings import (cosine, embedding_view, lookalike_tokens, never_seen, repeated_tokens,
                                       row_norms, rows_frame, token_counts)
 from lpos.model import SINUSOID_SCALE
-from lpos.positions import sinusoidal_table
+from lpos.positions import SCHEMES, sinusoidal_table
 from lpos.tokenizer import encode
-
-SCHEMES = ["learned", "sinusoidal", "rope", "alibi", "none"]
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)

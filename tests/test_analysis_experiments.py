@@ -13,28 +13,36 @@ from lpos.analysis.lengths import (curve_reading, length_losses, length_reading,
 from lpos.analysis.shuffle import (ORDER_BLIND_TOLERANCE, can_shuffle, moved_from, predictions_table,
                                    shuffle_earlier, shuffle_experiment, shuffle_table)
 from lpos.corpus import story
+from lpos.positions import SCHEMES
 from lpos.tokenizer import encode
 
-SCHEMES = ["learned", "sinusoidal", "rope", "alibi", "none"]
+# Untrained, the first layer of these cannot tell orders apart beyond the tolerance: none has no positions,
+# cope's count tables start at 0 (it adds nothing until trained), fire's bias function starts near 0 (its
+# MLP at N(0, 0.02)), so its change, though above float rounding, stays under ORDER_BLIND_TOLERANCE.
+BLIND_UNTRAINED = ("none", "cope", "fire")
 SENTENCES = ["The dog bit the man.", "Once upon a time there was a little girl who loved the sea",
              "a b c d e f g h"]
 SEEDS = [0, 1, 7]
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
-def test_only_none_is_order_blind_at_layer_one(tiny_model, scheme):
+def test_only_schemes_without_position_information_yet_are_order_blind_at_layer_one(tiny_model, scheme):
     # head size 32: an untrained rope model's scores are tiny, and narrower heads move even less
     model = tiny_model(scheme, n_layer=1, n_head=2, n_embd=64)
     for sentence in SENTENCES:
         for seed in SEEDS:
             result = shuffle_experiment(model, encode(sentence), seed=seed)
             assert result.shuffled != result.original
-            if scheme == "none":
+            if scheme in ("none", "cope"):  # nothing depends on order: float rounding only
+                assert result.attention_change < 1e-7, (sentence, seed)
+            if scheme in BLIND_UNTRAINED:
                 assert result.attention_change < ORDER_BLIND_TOLERANCE, (sentence, seed)
                 assert result.order_blind
             else:
                 assert result.attention_change > ORDER_BLIND_TOLERANCE, (sentence, seed)
                 assert not result.order_blind
+            if scheme == "fire":  # near zero, not zero: the order reaches it
+                assert result.attention_change > 1e-8, (sentence, seed)
 
 
 @pytest.mark.parametrize("sentence", SENTENCES)
@@ -113,11 +121,11 @@ def test_tables_have_one_row_per_scheme(tiny_model):
     ids = encode("The dog bit the man.")
     results = [shuffle_experiment(tiny_model(s), ids, seed=1) for s in SCHEMES]
     table = shuffle_table(results, labels=[f"model {s}" for s in SCHEMES])
-    assert table["scheme"].tolist() == SCHEMES
+    assert table["scheme"].tolist() == list(SCHEMES)
     assert table["model"].tolist() == [f"model {s}" for s in SCHEMES]
-    assert table["order-blind at layer 1"].tolist() == [False, False, False, False, True]
+    assert table["order-blind at layer 1"].tolist() == [s in BLIND_UNTRAINED for s in SCHEMES]
     predictions = predictions_table(results)
-    assert len(predictions) == 5
+    assert len(predictions) == len(SCHEMES)
     assert all(len(cell.split("  ")) == 5 for cell in predictions["top-5 next tokens, original order"])
 
 

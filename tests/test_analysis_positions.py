@@ -6,9 +6,7 @@ import pytest
 import torch
 
 from lpos.analysis import attention, similarity, sinusoids
-from lpos.positions import alibi_slopes, rope_rotate, sinusoidal_table
-
-SCHEMES = ["learned", "sinusoidal", "rope", "alibi", "none"]
+from lpos.positions import SCHEMES, alibi_slopes, rope_rotate, sinusoidal_table
 
 
 @pytest.mark.parametrize("width,base", [(8, 10000.0), (128, 10000.0), (1024, 10000.0), (64, 500.0)])

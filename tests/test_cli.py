@@ -15,6 +15,7 @@ import torch
 from lpos import checkpoints
 from lpos.cli import main
 from lpos.model import untrained_model
+from lpos.positions import SCHEMES
 
 ROOT = Path(__file__).resolve().parent.parent
 SENTENCE = "The dog bit the man"
@@ -64,7 +65,7 @@ def test_inspect_json_sinusoidal(capsys):
     assert records[0]["sum_norm"] == pytest.approx(float((table[464] + position_0).norm()), rel=1e-5)
 
 
-@pytest.mark.parametrize("scheme", ["rope", "alibi", "none"])
+@pytest.mark.parametrize("scheme", [s for s in SCHEMES if s not in ("learned", "sinusoidal")])
 def test_inspect_json_without_position_rows(capsys, scheme):
     records = inspect_json(capsys, "--scheme", scheme)
     assert [r["id"] for r in records] == IDS
@@ -88,11 +89,20 @@ def test_shuffle_none_is_order_blind_at_layer_one(capsys):
     assert "scheme:   none" in out and "original: 'The dog bit the man'" in out
 
 
-@pytest.mark.parametrize("scheme", ["learned", "sinusoidal", "rope", "alibi"])
+# untrained, every other scheme already carries order into layer 1; cope (count tables at 0) and fire (a bias
+# function near 0) do not yet, below
+@pytest.mark.parametrize("scheme", ["learned", "sinusoidal", "rope", "alibi", "t5"])
 def test_shuffle_other_schemes_change(capsys, scheme):
     first, _, out = shuffle_change(capsys, scheme)
     assert first > 1e-4
     assert "blind to the order" not in out
+
+
+@pytest.mark.parametrize("scheme", ["cope", "fire"])
+def test_shuffle_untrained_cope_and_fire_are_not_called_position_free(capsys, scheme):
+    first, full, out = shuffle_change(capsys, scheme)
+    assert first < 1e-5 and full > 1e-3  # untrained, they add (almost) nothing at layer 1 yet
+    assert "With no positions" not in out, out  # they have positions: their tables are untrained
 
 
 def test_shuffle_json(capsys):

@@ -10,9 +10,11 @@ from lpos.analysis.lengths import LossCurve, loss_along_text
 from lpos.analysis.shuffle import ORDER_BLIND_TOLERANCE, moved_from, shuffle_experiment, shuffle_table
 from lpos.figures.lengths import length_curves_figure, token_loss_figure
 from lpos.figures.shuffle import LOG_FLOOR, attention_bars, change_figure
+from lpos.positions import SCHEMES
 from lpos.tokenizer import encode
 
-SCHEMES = ["learned", "sinusoidal", "rope", "alibi", "none"]
+# untrained and under the tolerance at layer 1: no positions, cope's zero count tables, fire's near-zero bias
+BLIND_UNTRAINED = ("none", "cope", "fire")
 
 
 @pytest.fixture(scope="module")
@@ -28,16 +30,16 @@ def test_change_figure_draws_each_scheme_on_a_log_axis_with_the_float_error_line
     table = shuffle_table(results)
     fig = change_figure(table)
     bar = fig.data[0]
-    assert list(bar.x) == SCHEMES
+    assert list(bar.x) == list(SCHEMES)
     np.testing.assert_allclose(bar.y, np.maximum(table.iloc[:, 1].to_numpy(float), LOG_FLOOR))
     assert fig.layout.yaxis.type == "log"
     assert fig.layout.shapes[0].y0 == ORDER_BLIND_TOLERANCE
-    assert bar.y[-1] < ORDER_BLIND_TOLERANCE < min(bar.y[:-1])
+    assert [y < ORDER_BLIND_TOLERANCE for y in bar.y] == [s in BLIND_UNTRAINED for s in SCHEMES]
     assert fig.layout.title.text and fig.layout.xaxis.title.text and fig.layout.yaxis.title.text
 
 
 def test_attention_bars_show_both_orders_with_colours_that_follow_tokens(results):
-    result = results[-1]
+    result = results[SCHEMES.index("none")]
     fig = attention_bars(result, head=1)
     before, after = fig.data
     np.testing.assert_allclose(before.y, result.weights_before[1])

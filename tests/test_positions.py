@@ -1,4 +1,4 @@
-"""The five position schemes: table values worked out by hand, the relative-position
+"""The position schemes' shared maths: table values worked out by hand, the relative-position
 properties the app teaches, RoPE against a slow loop, and ALiBi's published slopes."""
 from __future__ import annotations
 
@@ -25,15 +25,16 @@ from lpos.positions import (
 
 
 def test_scheme_registry():
-    assert SCHEMES == ("learned", "sinusoidal", "rope", "alibi", "none")
+    assert SCHEMES == ("learned", "sinusoidal", "rope", "alibi", "none", "t5", "fire", "cope")  # the classic five first
     assert set(HINTS) == set(SCHEMES) == set(SCHEME_INFO)
     assert [s for s in SCHEMES if SCHEME_INFO[s].adds_rows] == ["learned", "sinusoidal"]
     assert [s for s in SCHEMES if SCHEME_INFO[s].has_table] == ["learned"]
-    assert [s for s in SCHEMES if SCHEME_INFO[s].in_attention] == ["rope", "alibi"]
+    assert [s for s in SCHEMES if SCHEME_INFO[s].in_attention] == ["rope", "alibi", "t5", "fire", "cope"]
 
 
 def test_unknown_scheme_message():
-    expected = "unknown position scheme 'absolute'; choose one of ['alibi', 'learned', 'none', 'rope', 'sinusoidal']"
+    expected = ("unknown position scheme 'absolute'; choose one of "
+                "['alibi', 'cope', 'fire', 'learned', 'none', 'rope', 'sinusoidal', 't5']")
     with pytest.raises(ValueError) as error:
         check_scheme("absolute")
     assert str(error.value) == expected

@@ -16,7 +16,7 @@ import pytest
 import streamlit as st
 import torch
 
-from conftest import app_test
+from conftest import SCHEMES, app_test
 from lpos import checkpoints, precomputed
 from lpos.analysis import heads, lengths, probes, shuffle, streaming, stretch, table_coverage
 
@@ -107,8 +107,8 @@ def test_every_shipped_model_has_a_current_small_sidecar(name):
 def test_the_untrained_sidecar_covers_every_scheme():
     entries = precomputed.load(precomputed.sidecar(precomputed.UNTRAINED), source_digest=precomputed.untrained_digest())
     story = precomputed.inside_texts(None)[precomputed.INSIDE_STORY]
-    for scheme in ("learned", "sinusoidal", "rope", "alibi", "none"):
-        assert f"{scheme}|{precomputed.inside_key('probes', story)}" in entries
+    for scheme in SCHEMES:
+        assert f"{scheme}|{precomputed.inside_key('probes', story)}" in entries, scheme
 
 
 @pytest.mark.skipif("rope" not in SHIPPED, reason="checkpoints/rope.pt is not installed")

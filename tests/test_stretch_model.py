@@ -8,13 +8,16 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import CLASSIC_SCHEMES
 from torch.testing import assert_close
 
 from lpos import checkpoints
 from lpos.model import SINUSOID_SCALE, GPT, KVCache
 from lpos.positions import SCHEMES, RopeScaling, alibi_slopes, sinusoidal_table
 
-RELATIVE = ["rope", "alibi", "none"]
+# Shifting every position changes nothing for these (fire: while each query's i + 1 stays within its L, 128,
+# as in the tests below); it moves the rows the other two add.
+RELATIVE = ["rope", "alibi", "none", "t5", "fire", "cope"]
 ABSOLUTE = ["learned", "sinusoidal"]
 
 
@@ -93,7 +96,7 @@ def shipped_models():
     return {name: checkpoints.load(name)[0] for name in checkpoints.available()}
 
 
-@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("scheme", CLASSIC_SCHEMES)  # the old forward knows these five
 def test_defaults_give_the_old_logits_bit_for_bit(tiny_model, scheme):
     model = tiny_model(scheme)
     idx = random_ids(2, 40)
@@ -102,7 +105,7 @@ def test_defaults_give_the_old_logits_bit_for_bit(tiny_model, scheme):
         assert torch.equal(model(idx, offset=0, rope_scaling=None)[0], old_forward(model, idx))
 
 
-@pytest.mark.parametrize("scheme", [shipped(s) for s in SCHEMES])
+@pytest.mark.parametrize("scheme", [shipped(s) for s in CLASSIC_SCHEMES])
 def test_shipped_defaults_give_the_old_logits_bit_for_bit(shipped_models, scheme):
     model, idx = shipped_models[scheme], random_ids(1, 128, seed=3)
     with torch.no_grad():
@@ -193,3 +196,7 @@ def test_a_cache_stops_the_learned_model_at_its_table(tiny_model):
         model(random_ids(1, 64), cache=cache)
         with pytest.raises(ValueError, match="from position 64, so it needs 65 rows"):
             model(random_ids(1, 1), cache=cache)
+
+
+def test_every_scheme_is_relative_or_absolute():
+    assert sorted(RELATIVE + ABSOLUTE) == sorted(SCHEMES)

@@ -1,5 +1,5 @@
 """Server-side memory, step by step, in one process, the way the server holds its models: imports,
-the five shipped models, the five untrained ones, then scoring 1,024 tokens.
+the shipped models, one untrained model per scheme, then scoring 1,024 tokens.
 
 Run: python tests/load/memory_steps.py            (the server's settings)
      python tests/load/memory_steps.py --plain    (glibc's default heap, a dense table per model)
@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from lpos import checkpoints  # noqa: E402
 from lpos.analysis.lengths import story, token_losses  # noqa: E402
 from lpos.model import GPT, GPTConfig, initial_token_table  # noqa: E402
+from lpos.positions import SCHEMES  # noqa: E402
 from lpos.tokenizer import encode  # noqa: E402
 from lpos.ui.collect import map_large_allocations  # noqa: E402
 
@@ -51,15 +52,15 @@ if not plain:
 gc.collect()
 print(f"{len(models)} shipped: {mb():.0f} MB")
 untrained = []
-for scheme in ["learned", "sinusoidal", "rope", "alibi", "none"]:
+for scheme in SCHEMES:
     torch.manual_seed(0)
     model = GPT(GPTConfig(position=scheme, init_seed=checkpoints.SHIPPED_SEED)).eval()
-    if untrained or not plain:  # as lpos.ui.models.untrained: one table for all five (and, with sharing, the shipped ones)
+    if untrained or not plain:  # as lpos.ui.models.untrained: one table for all (and, with sharing, the shipped ones)
         table = untrained[0].transformer.wte.weight if plain else torch.nn.Parameter(bases[checkpoints.SHIPPED_SEED])
         model.transformer.wte.weight = model.lm_head.weight = table
     untrained.append(model)
 gc.collect()
-print(f"+ five untrained (one table): {mb():.0f} MB, peak {peak():.0f}")
+print(f"+ {len(untrained)} untrained (one table): {mb():.0f} MB, peak {peak():.0f}")
 ids = torch.tensor(encode(story())[:1024])
 before = peak()
 with torch.no_grad():
