@@ -1,10 +1,12 @@
 """Precomputed views: what the pages draw from a shipped model and fixed texts, computed once.
 
 Stretching's loss curves (every RoPE method and factor) and attention profiles, Inside's position
-probes, head portraits and sink test, Length extrapolation's loss along the story, and Order
-blindness's preset shuffles depend only on a model and on texts that never change. `compute`
-runs the same analysis functions the pages would, and `save` writes the result beside the
-checkpoint as `checkpoints/<name>.views.pt` (`untrained.views.pt` for the five untrained models):
+probes, head portraits and sink test, Length extrapolation's loss along the story and by position,
+and Order blindness's preset shuffles depend only on a model and on texts that never change. Each
+kind is one `View` in `VIEWS`: its key, its analysis call and the parameters written, read by the
+pages (lpos.ui.stored.computed) and by `compute`, so the two cannot drift apart. `save` writes the
+result beside the checkpoint as `checkpoints/<name>.views.pt` (`untrained.views.pt` for every
+scheme's untrained model):
 a sidecar, not the checkpoint's meta, so a rebuild of the views never rewrites the weights the
 pinned numbers are read from, and each file stays far under 8 MB. It holds plain data only
 (dicts, lists, strings, numbers, tensors), so `load` reads it with `torch.load(weights_only=True)`,
@@ -20,6 +22,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from array import array
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -28,9 +32,9 @@ import torch
 
 from lpos import checkpoints, corpus
 from lpos.analysis import heads, lengths, probes, shuffle, streaming, stretch, table_coverage
-from lpos.model import GPT
-from lpos.positions import SCHEMES, RopeScaling
-from lpos.tokenizer import encode
+from lpos.model import GPT, untrained_model
+from lpos.positions import ROPE_METHODS, SCHEMES, RopeScaling
+from lpos.tokenizer import GPT2, encode
 
 VERSION = 1  # bump when an analysis function's output changes: older files are then ignored
 SUFFIX = ".views.pt"
@@ -132,81 +136,117 @@ def shuffle_key(original: list[int], shuffled: list[int]) -> str:
     return f"shuffle|{ids_digest(original)}|{ids_digest(shuffled)}"
 
 
-# --- computing -----------------------------------------------------------------------------------
+# --- the views: each said once, for the pages that read it and for precompute ---------------------
+
+@dataclass(frozen=True)
+class View:
+    """One kind of precomputed view. `key(**parameters)` names an entry by what decides its numbers;
+    `compute(model, **parameters)` is the analysis call a page makes for it; `written(model, meta,
+    corpus_meta)` yields the parameter sets `python -m lpos precompute` writes for a model of that meta
+    (held-out texts from corpus_meta's corpus). Parameters in `context` decide nothing a key must name
+    (the model's own training length, the tokenizer it speaks): they go to `compute` only."""
+
+    name: str
+    key: Callable[..., str]
+    compute: Callable[..., object]
+    written: Callable[[GPT, dict, dict | None], Iterable[dict]]
+    context: tuple[str, ...] = ()
+    untrained: bool = False  # written for every scheme's untrained model too (Inside draws them beside the trained)
+    may_refuse: bool = False  # a ValueError means this model cannot (the page says why): nothing is written
+
+    def key_of(self, parameters: dict) -> str:
+        return self.key(**{name: value for name, value in parameters.items() if name not in self.context})
+
 
 def scaling(method: str, factor: float, train_length: int) -> RopeScaling | None:
     return RopeScaling(method, factor, train_length) if method != "none" else None
 
 
 def methods(model: GPT) -> list[tuple[str, float]]:
-    """(method, factor) pairs Stretching measures: every method and factor for RoPE, none for others."""
-    if model.config.position != "rope":
-        return [("none", 1.0)]
-    return [("none", 1.0)] + [(m, float(f)) for f in FACTORS for m in ("pi", "ntk", "yarn")]
+    """(method, factor) pairs Stretching measures: every method and factor for a model that rotates, none for others."""
+    rescaled = [(m, float(f)) for f in FACTORS for m in ROPE_METHODS if m != "none"]
+    return [("none", 1.0)] + (rescaled if model.scheme.shows("rotation") else [])
 
 
-def compute(model: GPT, meta: dict, *, held_out_meta: dict | None = None, progress=print) -> dict[str, object]:
-    """Every view of one model, {key: result}, each from the same analysis call a page makes.
-    `held_out_meta` names the corpus of the held-out texts (the model's own meta by default)."""
-    corpus_meta = meta if held_out_meta is None else held_out_meta
+def probe_text(model: GPT, parts) -> probes.ProbeText:
+    return probes.probe_text({name: list(ids) for name, ids in parts}, model=model)
+
+
+def stream_ids(model: GPT, parts, *, window: int) -> list[int]:
+    """The parts one after another, as long as the streaming test of `model` needs."""
+    return [t for _, part in parts for t in part][: streaming.streamed_tokens(model, window=window)]
+
+
+def _losses_written(model, meta, corpus_meta):
     train_length = lengths.training_length(meta, model)
-    views: dict[str, object] = {}
-    for text in (STRETCH_STORY, STRETCH_HELD_OUT):
-        chunks = stretch_chunks(text, corpus_meta)
-        if chunks is None:
-            continue
-        for method, factor in methods(model):
-            progress(f"  losses: {text}, {method} ×{factor:g}")
-            views[loss_key(method, factor, chunks)] = stretch.chunk_losses(
-                model, chunks, rope_scaling=scaling(method, factor, train_length))
-    if model.config.position == "rope":
-        ids = profile_ids()
-        for method, factor in methods(model):
-            progress(f"  attention profile: {method} ×{factor:g}")
-            views[profile_key(method, factor, ids)] = stretch.attention_profile(
-                model, ids, rope_scaling=scaling(method, factor, train_length))
-    views.update(compute_inside(model, corpus_meta, progress=progress))
-    views[curve_key(story_ids())] = lengths.loss_along_text(model, story_ids())
-    for original, shuffled in shuffle_pairs():
-        views[shuffle_key(original, shuffled)] = shuffle.shuffle_experiment(model, original, shuffled=shuffled)
-    if model.max_input_length is not None:  # a table: the loss by position beside a short-window model
-        length = model.config.block_size
-        for stream, name in table_coverage.position_loss_streams(corpus_meta, length=length):
-            progress(f"  loss by position: {name}")
-            views[position_loss_key(stream, length)] = table_coverage.loss_by_position(
-                model, stream, length=length, max_windows=table_coverage.POSITION_WINDOWS)
-    return views
+    chunked = (stretch_chunks(text, corpus_meta) for text in (STRETCH_STORY, STRETCH_HELD_OUT))
+    return (dict(method=method, factor=factor, chunks=chunks, train_length=train_length)
+            for chunks in chunked if chunks is not None for method, factor in methods(model))
 
 
-def compute_inside(model: GPT, corpus_meta: dict | None, *, progress=print) -> dict[str, object]:
-    """Inside's probes, head portraits and sink test (default window) for every text offered."""
-    views: dict[str, object] = {}
-    sinks: dict[str, streaming.SinkTest] = {}  # by the ids streamed: texts that start alike share a test
-    for name, parts in inside_texts(corpus_meta).items():
-        progress(f"  inside: {name}")
-        text = probes.probe_text({part: list(ids) for part, ids in parts}, model=model)
-        views[inside_key("probes", parts)] = probes.position_probes(model, text)
-        views[inside_key("portraits", parts)] = heads.head_portraits(model, text)
-        ids = [t for _, part in parts for t in part]
-        streamed = ids[: streaming.streamed_tokens(model, window=SINK_WINDOW)]
+def _profiles_written(model, meta, corpus_meta):
+    if not model.scheme.shows("rotation"):  # section 3 reads only the model sections 1 to 3 rescale
+        return ()
+    ids, train_length = profile_ids(), lengths.training_length(meta, model)
+    return (dict(method=method, factor=factor, ids=ids, train_length=train_length) for method, factor in methods(model))
+
+
+def _inside_written(**fixed):
+    return lambda model, meta, corpus_meta: (dict(parts=parts, **fixed) for parts in inside_texts(corpus_meta).values())
+
+
+def _position_loss_written(model, meta, corpus_meta):
+    length = model.max_input_length
+    if length is None or model.config.random_positions:  # only a table read in order has a loss by row
+        return ()
+    return (dict(stream=stream, length=length) for stream, _ in table_coverage.position_loss_streams(corpus_meta, length=length))
+
+
+LOSSES = View("losses", loss_key, lambda model, *, method, factor, chunks, train_length: stretch.chunk_losses(
+    model, chunks, rope_scaling=scaling(method, factor, train_length)), _losses_written, context=("train_length",))
+PROFILE = View("profile", profile_key, lambda model, *, method, factor, ids, train_length: stretch.attention_profile(
+    model, ids, rope_scaling=scaling(method, factor, train_length)), _profiles_written, context=("train_length",))
+PROBES = View("probes", lambda *, parts: inside_key("probes", parts), lambda model, *, parts, tokenizer=GPT2:
+              probes.position_probes(model, probe_text(model, parts), tokenizer=tokenizer),
+              _inside_written(), context=("tokenizer",), untrained=True)
+PORTRAITS = View("portraits", lambda *, parts: inside_key("portraits", parts), lambda model, *, parts:
+                 heads.head_portraits(model, probe_text(model, parts)), _inside_written(), untrained=True)
+SINK = View("sink", lambda *, parts, window: inside_key("sink", parts, window), lambda model, *, parts, window:
+            streaming.sink_test(model, stream_ids(model, parts, window=window), window=window),
+            _inside_written(window=SINK_WINDOW), untrained=True, may_refuse=True)  # a window past a table's rows
+CURVE = View("curve", curve_key, lambda model, *, ids: lengths.loss_along_text(model, ids),
+             lambda model, meta, corpus_meta: [dict(ids=story_ids())])
+SHUFFLE = View("shuffle", shuffle_key, lambda model, *, original, shuffled, tokenizer=GPT2: shuffle.shuffle_experiment(
+    model, original, shuffled=shuffled, tokenizer=tokenizer),
+    lambda model, meta, corpus_meta: [dict(original=o, shuffled=s) for o, s in shuffle_pairs()], context=("tokenizer",))
+POSITION_LOSS = View("position_loss", position_loss_key, lambda model, *, stream, length: table_coverage.loss_by_position(
+    model, stream, length=length, max_windows=table_coverage.POSITION_WINDOWS), _position_loss_written)
+VIEWS: tuple[View, ...] = (LOSSES, PROFILE, PROBES, PORTRAITS, SINK, CURVE, SHUFFLE, POSITION_LOSS)
+
+
+# --- computing -----------------------------------------------------------------------------------
+
+def entries(model: GPT, meta: dict, *, held_out_meta: dict | None = None,
+            views: tuple[View, ...] = VIEWS) -> Iterator[tuple[View, dict]]:
+    """Every (view, parameters) `compute` writes for one model, in order; `held_out_meta` names the
+    corpus of the held-out texts (the model's own meta by default)."""
+    corpus_meta = meta if held_out_meta is None else held_out_meta
+    return ((view, parameters) for view in views for parameters in view.written(model, meta, corpus_meta))
+
+
+def compute(model: GPT, meta: dict, *, held_out_meta: dict | None = None, views: tuple[View, ...] = VIEWS,
+            progress=print) -> dict[str, object]:
+    """Every view of one model, {key: result}, each from its View's own call (the one a page makes)."""
+    results: dict[str, object] = {}
+    for view, parameters in entries(model, meta, held_out_meta=held_out_meta, views=views):
+        key = view.key_of(parameters)
+        progress(f"  {view.name}: {key[:80]}")
         try:
-            digest = ids_digest(streamed)
-            sinks[digest] = sinks.get(digest) or streaming.sink_test(model, streamed, window=SINK_WINDOW)
-            views[inside_key("sink", parts, SINK_WINDOW)] = sinks[digest]
-        except ValueError:  # a window past a learned table's rows: the page says why, live
-            pass
-    return views
-
-
-def compute_untrained(meta: dict | None, *, progress=print) -> dict[str, dict[str, object]]:
-    """Inside's views of the untrained model of every scheme (the page draws them beside the trained)."""
-    from lpos.model import untrained_model
-
-    out = {}
-    for scheme in SCHEMES:
-        progress(f"untrained {scheme}")
-        out[scheme] = compute_inside(untrained_model(scheme), meta, progress=progress)
-    return out
+            results[key] = view.compute(model, **parameters)
+        except ValueError:
+            if not view.may_refuse:
+                raise
+    return results
 
 
 # --- plain data, both ways -----------------------------------------------------------------------
@@ -251,13 +291,10 @@ def from_plain(value):
     if "__record__" in value:
         fields = {k: from_plain(v) for k, v in value["fields"].items()}
         return _RECORDS[value["__record__"]](**fields)
-    if "__dict__" in value:
-        return {_hashable(from_plain(k)): from_plain(v) for k, v in value["__dict__"]}
+    if "__dict__" in value:  # a tuple key comes back a list: made hashable again
+        pairs = ((from_plain(k), from_plain(v)) for k, v in value["__dict__"])
+        return {(tuple(k) if isinstance(k, list) else k): v for k, v in pairs}
     raise ValueError("not a precomputed view")
-
-
-def _hashable(key):
-    return tuple(key) if isinstance(key, list) else key
 
 
 def save(views: dict[str, object], path: Path, *, source_digest: str) -> None:
@@ -297,9 +334,13 @@ def precompute(names: list[str] | None = None, *, folder: Path | None = None, pr
         written.append(path)
     if first_meta is None and checkpoints.available():
         first_meta = checkpoints.load(checkpoints.available()[0])[1]
-    untrained = compute_untrained(first_meta, progress=progress)
+    untrained = {}  # the views Inside draws for the untrained model of every scheme, beside the trained ones
+    for scheme in SCHEMES:
+        progress(f"untrained {scheme}")
+        views = compute(untrained_model(scheme), {}, held_out_meta=first_meta or {}, progress=progress,
+                        views=tuple(view for view in VIEWS if view.untrained))
+        untrained.update({f"{scheme}|{key}": value for key, value in views.items()})
     path = sidecar(UNTRAINED, folder)
-    save({f"{scheme}|{key}": value for scheme, views in untrained.items() for key, value in views.items()}, path,
-         source_digest=untrained_digest())
+    save(untrained, path, source_digest=untrained_digest())
     written.append(path)
     return written

@@ -9,8 +9,9 @@ that would run code is refused) and the folder is deleted at once. A model whose
 not GPT-2's comes with its tokenizer file (`is_tokenizer_file`: meta.pkl, tokenizer.json, a
 `.model`, a character model's training text), in the same upload or, after NeedsTokenizer, the next.
 
-The key is "upload:<name>@<digest>": the digest of the bytes keeps two sessions' different files
-of the same name apart in caches shared by the process (`st.cache_data` keyed by model key).
+The key is an upload's model reference (lpos.checkpoints.reference), "upload:<name>@<digest>": the
+digest of the bytes keeps two sessions' different files of the same name apart in caches shared by
+the process (`st.cache_data` keyed by model key).
 The Streamlit side (the box, the session's models) is lpos.ui.upload.
 """
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Protocol
 from lpos.checkpoints.errors import CheckpointError
 from lpos.checkpoints.layouts.huggingface import HF_CONFIG, HF_WEIGHTS
 from lpos.checkpoints.reading import describe, load
+from lpos.checkpoints.reference import ModelRef
 from lpos.model import GPT
 from lpos.tokenizer import Tokenizer
 
@@ -53,7 +55,7 @@ class UploadedFile(Protocol):
 
 @dataclass(frozen=True)
 class Upload:
-    key: str  # "upload:<name>@<digest>", what the model box holds
+    key: str  # its ModelRef's text, "upload:<name>@<digest>": what the model box holds
     name: str  # what the user reads
     model: GPT
     meta: dict
@@ -120,7 +122,7 @@ def read_upload(files: list[UploadedFile], *, limit_mb: int, n_head: int | None 
             digest.update(f"n_head={n_head}".encode())
         model, meta = load(target / shown if layout == "file" else target, n_head=n_head, max_bytes=limit_mb * 2**20,
                            tokenizer=target / tokenizer if tokenizer else None)
-    return Upload(key=f"upload:{shown}@{digest.hexdigest()[:12]}", name=shown, model=model, meta=clean_meta(meta))
+    return Upload(key=str(ModelRef.upload(shown, digest.hexdigest())), name=shown, model=model, meta=clean_meta(meta))
 
 
 def clean_meta(meta: dict) -> dict:

@@ -1,7 +1,7 @@
 """The learned table's second limit, as views: which offered model trained on windows shorter
 than its table, how far its rows moved from step 0, and its loss at each position of longer
-windows beside the full-window `learned` model's. Kept per model (named by its key,
-lpos.ui.caching); nothing here depends on the sidebar sentence."""
+windows beside a model of the same table trained on full windows (`learned`). Kept per model
+(named by its key, lpos.ui.caching); nothing here depends on the sidebar sentence."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -12,11 +12,9 @@ from lpos import checkpoints, precomputed
 from lpos.analysis import table_coverage
 from lpos.figures.coverage import position_loss_figure, row_drift_figure
 from lpos.ui.caching import cache_resource
-from lpos.ui.collect import release_memory
 from lpos.ui.models import LoadedModel, label, load_offered
 from lpos.ui.stored import computed
 
-FULL_WINDOW = "learned"  # the learned scheme's representative: trained on full 128-token windows
 WINDOWS = table_coverage.POSITION_WINDOWS
 
 
@@ -36,11 +34,17 @@ def short_window_model(preferred: LoadedModel | None = None) -> LoadedModel | No
     return None
 
 
-def full_window_model() -> LoadedModel | None:
-    if FULL_WINDOW not in checkpoints.available():
-        return None
-    model, meta = load_offered(FULL_WINDOW)
-    return LoadedModel(FULL_WINDOW, label(FULL_WINDOW), model, meta)
+def full_window_model(short: LoadedModel | None = None) -> LoadedModel | None:
+    """The first shipped model with a table that trained every row of it on full windows, in order (not
+    at random positions): of `short`'s scheme and table length when given (None if none is shipped)."""
+    for name in checkpoints.available():
+        model, meta = load_offered(name)
+        alike = short is None or (model.config.position, model.config.block_size) == (
+            short.model.config.position, short.model.config.block_size)
+        if model.max_input_length is not None and not model.config.random_positions and alike \
+                and table_coverage.trained_rows(meta, model) is None:
+            return LoadedModel(name, label(name), model, meta)
+    return None
 
 
 @cache_resource(max_entries=8, show_spinner=False)
@@ -74,13 +78,9 @@ def position_losses(short: LoadedModel, full: LoadedModel) -> PositionLosses:
     stream, text = table_coverage.position_loss_streams(short.meta, length=window)[0]
     windows = min(WINDOWS, len(stream) // window)
 
-    def scored(model: LoadedModel):
-        return lambda: table_coverage.loss_by_position(model.model, stream, length=window, max_windows=WINDOWS)
-
     # the shipped models' are precomputed (checkpoints/<name>.views.pt); others are scored once and kept
-    curves = {m.key: computed(m.model, precomputed.position_loss_key(stream, window), scored(m),
+    curves = {m.key: computed(m.model, precomputed.POSITION_LOSS, stream=stream, length=window,
                               doing="Scoring every position") for m in (short, full)}
-    release_memory()
     return PositionLosses(position_loss_figure(curves, limit=limit, window=window),
                           table_coverage.position_loss_reading(curves, short=short.key, full=full.key, trained=limit,
                                                                windows=windows), text)

@@ -40,9 +40,6 @@ class Text:
 
     parts: Texts
 
-    def ids(self) -> list[int]:
-        return [t for _, part in self.parts for t in part]
-
 
 _HASH = {**HASH_FUNCS, Text: lambda text: text_key(text.parts)}
 _cache_data = st.cache_data(hash_funcs=_HASH, max_entries=64, show_spinner=False)
@@ -81,26 +78,25 @@ def texts_for(model: LoadedModel) -> tuple[dict[str, Text], dict[str, int]]:
     return _own_texts(model)
 
 
-def _probe_text(model: GPT, chosen: Text) -> probes.ProbeText:
-    return probes.probe_text({name: list(ids) for name, ids in chosen.parts}, model=model)
-
-
 @_cache_data
 def position_probes(model: GPT, chosen: Text, _tokenizer: Tokenizer = GPT2) -> pd.DataFrame:
     # _tokenizer is not hashed: a model (named by its key) always speaks the same one
-    return computed(model, precomputed.inside_key("probes", chosen.parts),  # shipped and untrained: precomputed
-                    lambda: probes.position_probes(model, _probe_text(model, chosen), tokenizer=_tokenizer),
+    return computed(model, precomputed.PROBES, parts=chosen.parts, tokenizer=_tokenizer,  # shipped, untrained: precomputed
                     doing=f"Fitting position probes on every layer, {chosen.parts[0][0]}")
 
 
+def scheme_checkpoints() -> list[str]:
+    """The shipped model of each scheme that has one (named after its scheme), in registry order."""
+    return [scheme for scheme in SCHEMES if scheme in checkpoints.available()]
+
+
 def probe_panels(extra: LoadedModel | None, chosen: Text) -> tuple[dict[str, pd.DataFrame], dict[str, pd.DataFrame]]:
-    """Probe frames by line name: every shipped model (and `extra`, the sidebar's model when it is
-    neither shipped nor untrained), and an untrained model of every scheme."""
+    """Probe frames by line name: the shipped model of each scheme (and `extra`, the sidebar's model
+    when it is none of them nor untrained), and an untrained model of every scheme."""
     trained = {}
-    with st.spinner("Probing every layer of ten models…"):
-        for scheme in SCHEMES:
-            if scheme in checkpoints.available():
-                trained[scheme] = position_probes(load_offered(scheme)[0], chosen)
+    with st.spinner(f"Probing every layer of {len(scheme_checkpoints()) + len(SCHEMES) + (extra is not None)} models…"):
+        for scheme in scheme_checkpoints():
+            trained[scheme] = position_probes(load_offered(scheme)[0], chosen)
         if extra is not None:
             trained[f"{extra.scheme} · {extra.label}"] = position_probes(extra.model, chosen)
         fresh = {scheme: position_probes(untrained(scheme), chosen) for scheme in SCHEMES}
@@ -149,14 +145,13 @@ def probe_view(selection: Selection, chosen: Text) -> ProbeView:
     model = selection.model
     if not model.tokenizer.is_gpt2:
         return _own_probe_view(model, chosen)
-    extra = model if model.trained and model.key not in SCHEMES else None
+    extra = model if model.trained and model.key not in scheme_checkpoints() else None
     return _probe_view(tuple(checkpoints.available()), extra, chosen)
 
 
 @_cache_data
 def head_portraits(model: GPT, chosen: Text) -> heads.HeadPortraits:
-    return computed(model, precomputed.inside_key("portraits", chosen.parts),
-                    lambda: heads.head_portraits(model, _probe_text(model, chosen)),
+    return computed(model, precomputed.PORTRAITS, parts=chosen.parts,
                     doing=f"Measuring the attention of {model.config.n_layer} layers × {model.config.n_head} heads")
 
 
@@ -211,15 +206,9 @@ def windows_used(chosen: Text, *, windows: int, length: int) -> str:
     return " and ".join(said) or "none"
 
 
-def stream_ids(model: GPT, chosen: Text, *, window: int) -> list[int]:
-    """The texts one after another, as long as the streaming test of `model` needs."""
-    return chosen.ids()[: streaming.streamed_tokens(model, window=window)]
-
-
 @_cache_data
 def _sink_test(model: GPT, chosen: Text, window: int) -> streaming.SinkTest:
-    return computed(model, precomputed.inside_key("sink", chosen.parts, window),
-                    lambda: streaming.sink_test(model, stream_ids(model, chosen, window=window), window=window),
+    return computed(model, precomputed.SINK, parts=chosen.parts, window=window,
                     doing=f"Streaming the text through windows of {window} tokens")
 
 

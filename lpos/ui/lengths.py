@@ -11,17 +11,15 @@ import streamlit as st
 from lpos import checkpoints, precomputed
 from lpos.analysis import lengths
 from lpos.figures.lengths import length_curves_figure, token_loss_figure
-from lpos.positions import SCHEMES
 from lpos.tokenizer import visible
 from lpos.ui.caching import cache_data, cache_resource
-from lpos.ui.collect import release_memory
 from lpos.ui.models import LoadedModel, load_offered
 from lpos.ui.sinusoids import FIGURES, LIFETIME
 from lpos.ui.stored import computed
 
 
 def shipped_loss_tables() -> dict[str, dict[int, dict]]:
-    """Loss by evaluation length from each shipped model card, keyed by scheme name."""
+    """Loss by evaluation length from each shipped model card, keyed by model name."""
     return {name: lengths.loss_table(load_offered(name)[1]) for name in checkpoints.available()}
 
 
@@ -50,7 +48,7 @@ def card_training(name: str) -> tuple[int, float | None]:
 @dataclass(frozen=True)
 class CardCurves:
     """The shipped cards that can share one plot: those trained on windows of one length."""
-    tables: dict[str, dict[int, dict]]  # scheme name -> loss by evaluation length
+    tables: dict[str, dict[int, dict]]  # model name -> loss by evaluation length
     train_length: int
     unigram: float | None  # the card's unigram loss (word frequencies alone)
     left_out: dict[str, int]  # cards trained on windows of another length -> that length
@@ -73,13 +71,14 @@ class CardCurves:
 
 
 def cards_at_one_length() -> CardCurves | None:
-    """The shipped cards trained at the first scheme's window length (None when nothing is shipped)."""
+    """The shipped cards trained at the window length most of them share, the first on a tie (None
+    when nothing is shipped)."""
     tables = shipped_loss_tables()
     if not tables:
         return None
-    first = next((name for name in tables if name in SCHEMES), next(iter(tables)))
-    train_length, unigram = card_training(first)
     trained = {name: card_training(name)[0] for name in tables}
+    train_length = max(trained.values(), key=list(trained.values()).count)
+    unigram = card_training(next(name for name, length in trained.items() if length == train_length))[1]
     return CardCurves({name: table for name, table in tables.items() if trained[name] == train_length},
                       train_length, unigram, {name: length for name, length in trained.items() if length != train_length})
 
@@ -92,13 +91,8 @@ def length_curves(tables: dict[str, dict[int, dict]], *, train_length: int, unig
 
 @cache_data(max_entries=64, show_spinner=False)
 def loss_curve(model: LoadedModel, ids: list[int]) -> lengths.LossCurve:
-    def score() -> lengths.LossCurve:
-        curve = lengths.loss_along_text(model.model, list(ids))
-        release_memory()  # the scoring's large temporaries are freed: give them back to the system
-        return curve
-
     # the shipped models' story is precomputed; a shared-folder model's is kept on disk once scored
-    return computed(model.model, precomputed.curve_key(ids), score, doing=f"Scoring every one of {len(ids):,} tokens")
+    return computed(model.model, precomputed.CURVE, ids=list(ids), doing=f"Scoring every one of {len(ids):,} tokens")
 
 
 @cache_data(max_entries=64, show_spinner=False)

@@ -21,8 +21,9 @@ import streamlit as st
 
 from lpos.classroom import (ENDED, Broadcast, ClassEnded, ClassError, GuessLimiter, open_store, parse_code,
                             shown_code)
+from lpos.checkpoints import ModelRef
 from lpos.lesson import STEPS
-from lpos.positions import SCHEMES
+from lpos.positions import DEFAULT_SCHEME, SCHEMES
 from lpos.ui.models import UNTRAINED, label, offered
 from lpos.ui.selection import MAX_CHARS
 from lpos.ui.text import literal
@@ -51,13 +52,19 @@ def _default_model(scheme: str) -> str:
     return scheme if scheme in offered() else UNTRAINED
 
 
+def _own_upload() -> bool:
+    """Whether this session shows its own upload (this browser's alone: never sent to a class)."""
+    model = st.session_state.get("model")
+    return model is not None and ModelRef.parse(model).is_upload
+
+
 def _local_view() -> Broadcast:
     """What this session shows now (an upload is this browser's own: the scheme's default goes out)."""
     state = st.session_state
-    scheme = state.get("scheme", "learned")
+    scheme = state.get("scheme", DEFAULT_SCHEME)
     model = state.get("model", _default_model(scheme))
     return Broadcast(step=int(state.get("lesson_step", 1)), text=state.get("sentence", state.get("url_text") or ""),
-                     scheme=scheme, model=_default_model(scheme) if model.startswith("upload:") else model)
+                     scheme=scheme, model=_default_model(scheme) if _own_upload() else model)
 
 
 def before_widgets() -> None:
@@ -107,7 +114,7 @@ def _join_typed() -> None:
 def _apply(view: Broadcast) -> None:
     """Put the teacher's view into this session's controls (before they are drawn)."""
     state = st.session_state
-    scheme = view.scheme if view.scheme in SCHEMES else state.get("scheme", "learned")
+    scheme = view.scheme if view.scheme in SCHEMES else state.get("scheme", DEFAULT_SCHEME)
     model = view.model if view.model in offered() else _default_model(scheme)
     applied = replace(view, step=min(max(view.step, 1), len(STEPS)), text=view.text[:MAX_CHARS], scheme=scheme,
                       model=model)
@@ -120,7 +127,7 @@ def _apply(view: Broadcast) -> None:
 
 def _moved_here(seen: Broadcast) -> bool:
     """The student changed the step, sentence, scheme or model since the teacher's view was applied."""
-    return st.session_state.get("model", "").startswith("upload:") or not _local_view().same_view(seen)
+    return _own_upload() or not _local_view().same_view(seen)
 
 
 def _catch_up() -> None:
@@ -304,7 +311,7 @@ def teacher_panel(*, presenter: bool) -> None:
                 st.title(shown_code(code), anchor=False)
             st.code(link, language=None)
             _follower_count(code)
-            if st.session_state.get("model", "").startswith("upload:"):
+            if _own_upload():
                 st.caption(f"Students see {label(_local_view().model)}: your uploaded model stays in this browser.")
             st.button("End the class", key="live_stop", on_click=stop, icon=":material/stop_circle:")
         png = _qr_png(link)

@@ -2,8 +2,9 @@
 
 Names come from three places: the shipped checkpoints, the folder named by
 LPOS_CHECKPOINT_DIR (offered to every user by whoever runs the app), and the session's own
-upload (never shared, never in the URL). A name from the URL is only ever looked up in these
-lists; it is never used as a path.
+upload (never shared, never in the URL). Each is a model reference's text
+(lpos.checkpoints.reference: "rope", "dir:mine.pt", "upload:<name>@<digest>", "untrained"). A name
+from the URL is only ever looked up in these lists; it is never used as a path.
 """
 from __future__ import annotations
 
@@ -18,12 +19,15 @@ import torch.nn as nn
 
 from lpos import checkpoints
 from lpos.analysis.embeddings import TokenCounts
+from lpos.analysis.scheme_views import positionless_scheme
+from lpos.checkpoints import ModelRef
 from lpos.model import GPT, GPTConfig, initial_token_table, untrained_model
+from lpos.positions import scheme_info
 from lpos.tokenizer import GPT2, Tokenizer
 from lpos.ui.caching import HASH_FUNCS, remember
 from lpos.ui.collect import release_memory
 
-UNTRAINED = "untrained"
+UNTRAINED = str(ModelRef.untrained())
 # What a shipped model is, when its name is not a scheme's: tests/test_short_windows.py checks each
 # against the file's own train_args.
 SHIPPED_LABELS = {"learned-32": "learned, trained on windows of ≤ 32 tokens"}
@@ -37,16 +41,20 @@ torch.set_num_threads(max(1, int(os.environ.get(THREADS_ENV, "1") or 1)))
 
 @dataclass(frozen=True)
 class LoadedModel:
-    key: str  # what the URL and the model box hold
+    key: str  # its ModelRef's text: what the URL and the model box hold
     label: str  # what the user reads
     model: GPT
     meta: dict
 
     @property
+    def ref(self) -> ModelRef:
+        return ModelRef.parse(self.key)
+
+    @property
     def trained(self) -> bool:
         """False for the app's untrained model and for a file that says it was trained 0 steps."""
         steps = self.meta.get("steps", self.meta.get("iter_num"))
-        return self.key != UNTRAINED and not (isinstance(steps, (int, float)) and steps == 0)
+        return not self.ref.is_untrained and not (isinstance(steps, (int, float)) and steps == 0)
 
     @property
     def scheme(self) -> str:
@@ -62,7 +70,7 @@ def shared_dir_files() -> dict[str, Path]:
     folder = os.environ.get(SHARED_DIR_ENV)
     if not folder or not Path(folder).is_dir():
         return {}
-    return {f"dir:{p.name}": p for p in sorted(Path(folder).iterdir())
+    return {str(ModelRef.shared(p.name)): p for p in sorted(Path(folder).iterdir())
             if p.suffix in (".pt", ".bin") or (p / "config.json").is_file()}  # .bin: llama2.c's model.bin
 
 
@@ -72,13 +80,9 @@ def offered() -> list[str]:
 
 
 def label(key: str) -> str:
-    if key == UNTRAINED:
-        return "untrained (random init)"
-    if key.startswith("dir:"):
-        return f"{key[4:]} (shared folder)"
-    if key.startswith("upload:"):
-        return f"{key[7:].rpartition('@')[0] or key[7:]} (your upload)"  # "upload:<name>@<digest>"
-    return f"{key} ({SHIPPED_LABELS[key]}, shipped)" if key in SHIPPED_LABELS else f"{key} (trained, shipped)"
+    """What the model box shows for a model key: its name and what it is."""
+    ref = ModelRef.parse(key)
+    return ref.label(SHIPPED_LABELS.get(ref.name) if ref.is_shipped else None)
 
 
 @st.cache_resource(show_spinner="Loading the model…")
@@ -105,34 +109,48 @@ def initial_table(init_seed: int, vocab_size: int, n_embd: int) -> torch.Tensor:
 @st.cache_resource(max_entries=2, show_spinner=False, hash_funcs=HASH_FUNCS)
 def _untrained_weights(model: GPT) -> GPT:
     """One untrained model of `model`'s shape and vocabulary, without positions (drawn after
-    torch.manual_seed(0)): the weights every untrained_like model of that shape shares."""
+    torch.manual_seed(0)): the weights every untrained_like model of that shape shares, whatever
+    its scheme (a scheme with no rows and nothing in attention holds only those)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        return GPT(dataclasses.replace(model.config, position="none")).eval()
+        return GPT(dataclasses.replace(model.config, position=positionless_scheme())).eval()
+
+
+def _scheme_weights(config: GPTConfig) -> dict[str, torch.Tensor]:
+    """The weights `config`'s scheme adds (a table, a bias table, each layer's bias function), named
+    where GPT registers them and started as GPT starts them (drawn after torch.manual_seed(0))."""
+    scheme = scheme_info(config.position)
+    parts = {f"transformer.{name}": part for name, part in scheme.model_parameters(config).items()}
+    for i in range(config.n_layer):
+        parts.update({f"transformer.h.{i}.attn.{name}": part for name, part in scheme.layer_parameters(config).items()})
+    weights = {}
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        for prefix, part in parts.items():
+            part.apply(GPT._init_weights)
+            weights.update({f"{prefix}.{name}": value.detach() for name, value in part.state_dict().items()})
+    return weights
 
 
 @st.cache_resource(max_entries=8, show_spinner="Building untrained models of the same shape…", hash_funcs=HASH_FUNCS)
 def untrained_like(model: GPT, key: str, scheme: str) -> GPT:
     """An untrained model of `model`'s (key `key`) shape and vocabulary with another scheme, for a
-    model whose tokenizer the shipped models do not speak. The four schemes' models hold the same
-    weight tensors (one float32 copy for all four, not four copies: tests/load/llama_memory.py
-    measures it), so they differ only in how they place positions; `learned` adds its own table."""
+    model whose tokenizer the shipped models do not speak. Every scheme's model holds the same
+    weight tensors (one float32 copy for all, not one each: tests/load/llama_memory.py measures
+    it), so they differ only in how they place positions and in the weights a scheme adds (a
+    learned table, T5's bias table, FIRE's functions), started as GPT starts them."""
+    config = dataclasses.replace(model.config, position=scheme)
     with torch.device("meta"):  # the shape only: no weights drawn to be thrown away (torch imports sympy for it)
-        like = GPT(dataclasses.replace(model.config, position=scheme), init_weights=False).eval()
-    like.load_state_dict(_untrained_weights(model).state_dict(), strict=False, assign=True)  # share, not copy
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        for module in like.modules():  # what the shared model lacks: the learned scheme's position table
-            for name, weight in list(module.named_parameters(recurse=False)):
-                if weight.is_meta:
-                    setattr(module, name, nn.Parameter(torch.empty(weight.shape).normal_(0.0, 0.02), requires_grad=False))
-    return remember(like, f"untrained-like:{key}:{scheme}")
+        like = GPT(config, init_weights=False).eval()
+    shared = _untrained_weights(model).state_dict()  # share, not copy
+    like.load_state_dict({**shared, **_scheme_weights(config)}, assign=True)
+    return remember(like, str(ModelRef.untrained_like(ModelRef.parse(key), scheme)))
 
 
 @st.cache_resource(show_spinner=False)
 def untrained(scheme: str) -> GPT:
     """lpos.model.untrained_model(scheme), the CLI's untrained model too, with its token table (the
-    one the shipped models started from, their init_seed) held once for all ten models."""
+    one the shipped models started from, their init_seed) held once for every untrained and shipped model."""
     model = untrained_model(scheme).eval()
     config = model.config
     table = nn.Parameter(initial_table(config.init_seed, config.vocab_size, config.n_embd), requires_grad=False)

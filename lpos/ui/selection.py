@@ -1,7 +1,7 @@
 """What a page reads: the sidebar's selection (sentence, scheme, model) and one model per scheme.
 
 app.py's sidebar (lpos.ui.state) computes the Selection once per run; pages call `selection()`.
-Pages that compare the five schemes call `scheme_models(selection)`.
+Pages that compare every scheme call `scheme_models(selection)`.
 """
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from lpos import checkpoints
+from lpos.checkpoints import ModelRef
 from lpos.positions import SCHEMES
 from lpos.ui.models import UNTRAINED, LoadedModel, label, load_offered, untrained, untrained_like
 
@@ -55,8 +56,9 @@ def scheme_models(selection: Selection) -> list[LoadedModel]:
         if scheme == chosen.model.config.position:
             models.append(chosen)
         elif not chosen.tokenizer.is_gpt2:  # the shipped models speak GPT-2: this shape, untrained, on its vocabulary
-            models.append(LoadedModel(UNTRAINED, "untrained, the same shape and vocabulary",
-                                      untrained_like(chosen.model, chosen.key, scheme), {"tokenizer": chosen.tokenizer}))
+            like = untrained_like(chosen.model, chosen.key, scheme)
+            models.append(LoadedModel(UNTRAINED, ModelRef.untrained_like(chosen.ref, scheme).label(), like,
+                                      {"tokenizer": chosen.tokenizer}))
         elif chosen.trained and scheme in shipped:
             model, meta = load_offered(scheme)
             models.append(LoadedModel(scheme, label(scheme), model, meta))

@@ -6,13 +6,11 @@ from lpos import precomputed
 from lpos.analysis import shuffle
 from lpos.ui.caching import cache_data
 from lpos.ui.models import LoadedModel
-from lpos.ui.stored import stored
+from lpos.ui.stored import computed
 
 
-@cache_data(max_entries=128, show_spinner="Shuffling and running five models…")
+@cache_data(max_entries=128, show_spinner="Shuffling and running every scheme's model…")
 def shuffle_results(models: list[LoadedModel], original: list[int], shuffled: list[int]) -> list[shuffle.ShuffleResult]:
     """shuffle_experiment on each model, in order (the presets' are precomputed for the shipped models)."""
-    key = precomputed.shuffle_key(list(original), list(shuffled))
-    return [stored(m.model, key) or shuffle.shuffle_experiment(m.model, list(original), shuffled=list(shuffled),
-                                                               tokenizer=m.tokenizer)
+    return [computed(m.model, precomputed.SHUFFLE, original=list(original), shuffled=list(shuffled), tokenizer=m.tokenizer)
             for m in models]

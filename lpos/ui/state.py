@@ -13,7 +13,7 @@ from __future__ import annotations
 import streamlit as st
 
 from lpos.checkpoints import CheckpointError
-from lpos.positions import HINTS, SCHEMES
+from lpos.positions import DEFAULT_SCHEME, HINTS, SCHEMES
 from lpos.tokenizer import END_OF_TEXT, END_OF_TEXT_ID, encode
 from lpos.ui import live_class
 from lpos.ui.caching import remember
@@ -42,7 +42,7 @@ def _scheme_of(key: str) -> str | None:
     if key == UNTRAINED:
         return None
     try:
-        return _model_and_meta(key, "none")[0].config.position
+        return _model_and_meta(key, DEFAULT_SCHEME)[0].config.position  # a file's own: the scheme asked is not used
     except CheckpointError:
         return None  # sidebar() reports it
 
@@ -79,10 +79,10 @@ def init_from_url() -> None:
     if len(text) > MAX_CHARS:
         notices.append(f"The text in the link was cut to its first {MAX_CHARS:,} characters.")
         text = text[:MAX_CHARS]
-    scheme = params.get("scheme", "learned")
+    scheme = params.get("scheme", DEFAULT_SCHEME)
     if scheme not in SCHEMES:
-        notices.append(f"Unknown position scheme {scheme[:40]!r} in the link; showing 'learned' instead.")
-        scheme = "learned"
+        notices.append(f"Unknown position scheme {scheme[:40]!r} in the link; showing {DEFAULT_SCHEME!r} instead.")
+        scheme = DEFAULT_SCHEME
     model = params.get("model", _default_model(scheme))
     if model not in offered():
         notices.append(f"Unknown model {model[:40]!r} in the link; showing the default for {scheme!r} instead.")
@@ -134,9 +134,9 @@ def sidebar() -> Selection:
                            f"not GPT-2's end-of-text token (id {END_OF_TEXT_ID}) that separates stories in training: "
                            "typed text is never turned into a control token.")
     st.query_params.update({"text": text, "scheme": scheme})
-    if key.startswith("upload:"):  # an upload is this tab's alone: a copied link opens the scheme's default
-        st.query_params.pop("model", None)
-    else:
+    if loaded.ref.in_links:
         st.query_params["model"] = key
+    else:  # an upload is this tab's alone: a copied link opens the scheme's default
+        st.query_params.pop("model", None)
     return Selection(text=text, scheme=scheme, model=loaded, ids=ids, dropped=dropped)
 

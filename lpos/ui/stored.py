@@ -1,11 +1,13 @@
 """Results the pages need not compute: the shipped and untrained models' precomputed views, and
 what was computed for a shared-folder model, kept on disk for the next student and server.
 
-`stored(model, key)` is what a view function asks first: the entry of lpos.precomputed's
-sidecar (`checkpoints/<name>.views.pt`, read once per process and only when a page asks) for a
-shipped or untrained model, the disk cache's for a shared-folder model, else None (compute it,
-then `keep` it). A model is known by the key it was loaded under (lpos.ui.caching); an upload
-is never written anywhere.
+A view function asks `computed(model, view, **parameters)` for one of lpos.precomputed's VIEWS:
+the entry `stored` finds, that is lpos.precomputed's sidecar (`checkpoints/<name>.views.pt`, read
+once per process and only when a page asks) for a shipped or untrained model, the disk cache's for
+a shared-folder model; else the view's own analysis call, computed live and `keep`-ed. The key and
+the call come from the same View record `python -m lpos precompute` writes from. A model is known by
+the reference it was loaded under (lpos.ui.caching, lpos.checkpoints.reference); an upload is never
+written anywhere.
 """
 from __future__ import annotations
 
@@ -16,8 +18,10 @@ from pathlib import Path
 import streamlit as st
 
 from lpos import checkpoints, precomputed
+from lpos.checkpoints import ModelRef
 from lpos.model import GPT
 from lpos.ui.caching import model_key
+from lpos.ui.collect import release_memory
 
 UNTRAINED = precomputed.UNTRAINED
 CACHE_ENV = "LPOS_VIEW_CACHE"  # where shared-folder models' views are kept; "off" keeps none
@@ -33,32 +37,35 @@ def sidecar_entries(name: str) -> dict:
     return precomputed.load(precomputed.sidecar(name), source_digest=precomputed.file_digest(source))
 
 
-def _owner(model: GPT) -> tuple[str, str] | None:
+def _owner(model: GPT) -> tuple[ModelRef, str] | None:
+    """The reference and scheme `model` was loaded under (None for a model the app did not load)."""
     try:
-        key, _, scheme = model_key(model).rpartition("/")
+        return ModelRef.from_cache_key(model_key(model))
     except ValueError:
         return None
-    return key, scheme
 
 
-def computed(model: GPT, key: str, compute, *, doing: str):
-    """`stored(model, key)`, else `compute()` under an st.status saying what it does and for which
-    model, kept on disk for a shared-folder model."""
+def computed(model: GPT, view: precomputed.View, *, doing: str | None = None, **parameters):
+    """`view` of `model` for these parameters: the stored entry, else the view's own analysis call,
+    under an st.status saying what it does and for which model (quietly when `doing` is None), then
+    kept (on disk for a shared-folder model)."""
+    key = view.key_of(parameters)
     found = stored(model, key)
-    if found is None:
+    if found is not None:
+        return found
+    if doing is None:
+        found = view.compute(model, **parameters)
+    else:
         owner = _owner(model)
-        name = owner[0] if owner else "the model"
-        if name.startswith(("dir:", "upload:")):  # "dir:<file>", "upload:<name>@<digest>"
-            name = name.partition(":")[2]
-            name = name.rpartition("@")[0] or name if owner[0].startswith("upload:") else name
         slot = st.empty()  # the status goes once the result is in (a cached caller replays an empty slot)
-        with slot.status(f"{doing} ({name})…", expanded=False) as status:
+        with slot.status(f"{doing} ({owner[0].shown if owner else 'the model'})…", expanded=False) as status:
             status.write("Computed once and kept on disk: the next student who picks this model reads it at once."
-                         if owner and owner[0].startswith("dir:") and cache_folder() is not None else
+                         if owner and owner[0].is_shared and cache_folder() is not None else
                          "Computed once and kept while the app runs: the next visit reads it at once.")
-            found = compute()
+            found = view.compute(model, **parameters)
         slot.empty()
-        keep(model, key, found)
+    release_memory()  # the computation's large temporaries are freed: give them back to the system
+    keep(model, key, found)
     return found
 
 
@@ -67,13 +74,13 @@ def stored(model: GPT, key: str):
     owner = _owner(model)
     if owner is None:
         return None
-    name, scheme = owner
-    if name == UNTRAINED:
+    ref, scheme = owner
+    if ref.is_untrained:
         entry = sidecar_entries(UNTRAINED).get(f"{scheme}|{key}")
-    elif name in checkpoints.available():
-        entry = sidecar_entries(name).get(key)
-    elif name.startswith("dir:"):
-        entry = _disk(name).get(key)
+    elif ref.is_shipped and ref.name in checkpoints.available():
+        entry = sidecar_entries(ref.name).get(key)
+    elif ref.is_shared:
+        entry = _disk(str(ref)).get(key)
     else:
         return None
     return None if entry is None else precomputed.from_plain(entry)
@@ -84,13 +91,14 @@ def keep(model: GPT, key: str, value) -> None:
     uploads are never written)."""
     owner = _owner(model)
     folder = cache_folder()
-    if owner is None or not owner[0].startswith("dir:") or folder is None:
+    if owner is None or not owner[0].is_shared or folder is None:
         return
-    path = _disk_path(owner[0])
+    name = str(owner[0])
+    path = _disk_path(name)
     if path is None:
         return
     with _lock:
-        entries = dict(_disk(owner[0]))
+        entries = dict(_disk(name))
         entries[key] = precomputed.to_plain(value)
         try:
             folder.mkdir(parents=True, exist_ok=True)

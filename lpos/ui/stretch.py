@@ -4,9 +4,11 @@ sidebar sentence, built once per input (a new sentence reruns the page: it rebui
 the writing job of section 4 (five continuations written a slice at a time, its state kept in the
 session here, not in the page); and section 5's shift of every position.
 
-Sections 1 to 3 rescale one RoPE model (`rope_model`): the selected one when it is a trained RoPE
-model (a Llama, say: its own base and training length), else the shipped rope model; ALiBi and
-sinusoidal are drawn beside it when they speak its tokens. Section 4 writes with the shipped models.
+Sections 1 to 3 rescale one model that rotates queries and keys (`rope_model`): the selected one
+when it is a trained one (a Llama, say: its own base and training length), else the first shipped
+one; the shipped models of the schemes that place positions without rotating and without a last
+row (`references`: sinusoidal and ALiBi among them) are drawn beside it when they speak its tokens.
+Section 4 writes with the shipped models.
 """
 from __future__ import annotations
 
@@ -27,16 +29,15 @@ from lpos.analysis import generate, stretch
 from lpos.analysis.lengths import training_length
 from lpos.figures.stretch import attention_profile_figure, scaled_loss_figure, wavelength_methods_figure
 from lpos.model import GPT
-from lpos.positions import RopeScaling
+from lpos.positions import REGISTRY, ROPE_METHODS, schemes_with
 from lpos.tokenizer import END_OF_TEXT_ID, decode
 from lpos.ui.caching import cache_data, cache_resource
 from lpos.ui.text import literal
-from lpos.ui.models import UNTRAINED, LoadedModel, label, load_offered
+from lpos.ui.models import LoadedModel, label, load_offered
 from lpos.ui.stored import computed
 
 STORY = precomputed.STRETCH_STORY
 HELD_OUT = precomputed.STRETCH_HELD_OUT
-REFERENCES = ("alibi", "sinusoidal")
 FIGURES = 32  # per function: factors × texts, or factors × layers × measures
 JOB = "stretch_job"  # the session's writing job
 SLICE_SECONDS = 0.25  # one fragment run writes this long, then reruns: a Stop is read within a slice
@@ -54,14 +55,23 @@ def train_length_of(name: str) -> int:
 
 
 def rope_model(selected: LoadedModel) -> LoadedModel | None:
-    """The RoPE model sections 1 to 3 rescale: the selected model when it is a trained RoPE model
-    (a Llama from the shared folder, an upload), else the shipped rope model (None when neither)."""
-    if selected.scheme == "rope" and selected.key != UNTRAINED and selected.trained:
+    """The model sections 1 to 3 rescale: the selected model when it is a trained model whose scheme
+    rotates queries and keys (a Llama from the shared folder, an upload), else the shipped model of
+    the first such scheme (None when neither)."""
+    if selected.model.scheme.shows("rotation") and selected.trained:
         return selected
-    if "rope" not in checkpoints.available():
+    name = next((name for name in schemes_with("rotation") if name in checkpoints.available()), None)
+    if name is None:
         return None
-    model, meta = load_offered("rope")
-    return LoadedModel("rope", label("rope"), model, meta)
+    model, meta = load_offered(name)
+    return LoadedModel(name, label(name), model, meta)
+
+
+def references() -> list[str]:
+    """The shipped models drawn beside the rescaled one, in registry order: those of the schemes that
+    place positions without rotating them (a table, sinusoids, a bias, counts) and read any length."""
+    return [name for name, scheme in REGISTRY.items() if scheme.views and not scheme.shows("rotation")
+            and name in checkpoints.available() and load_offered(name)[0].max_input_length is None]
 
 
 def rope_length(rope: LoadedModel) -> int:
@@ -90,11 +100,9 @@ def text_chunks(rope: LoadedModel, text: str) -> torch.Tensor | None:
 @cache_data(max_entries=128, show_spinner=False)
 def _losses(model: GPT, method: str, factor: float, text: str, rope: LoadedModel) -> pd.DataFrame:
     """One curve: `model` under `method`, scored on `text` in `rope`'s tokens, rescaled from `rope`'s training length."""
-    chunks = text_chunks(rope, text)
-    scaling = RopeScaling(method, factor, rope_length(rope)) if method != "none" else None
     # the shipped models' are precomputed; a shared-folder model's are kept on disk once scored
-    table = computed(model, precomputed.loss_key(method, factor, chunks),
-                     lambda: stretch.chunk_losses(model, chunks, rope_scaling=scaling),
+    table = computed(model, precomputed.LOSSES, method=method, factor=factor, chunks=text_chunks(rope, text),
+                     train_length=rope_length(rope),
                      doing=f"Scoring {text.lower()} at 128 to 1,024 tokens ({model.config.position}, {method} ×{factor:g})")
     curve = stretch.curve_name(model.config.position, method, factor)
     return stretch.loss_frame({curve: table}, text=text)
@@ -105,11 +113,9 @@ def loss_curves(rope: LoadedModel, factor: float, *, text: str) -> pd.DataFrame 
     references when they read the same tokens; None when the text is not available."""
     if text_chunks(rope, text) is None:
         return None
-    frames = [_losses(rope.model, method, factor if method != "none" else 1.0, text, rope)
-              for method in ("none", "pi", "ntk", "yarn")]
+    frames = [_losses(rope.model, method, factor if method != "none" else 1.0, text, rope) for method in ROPE_METHODS]
     if speaks_gpt2(rope):
-        frames += [_losses(load_offered(name)[0], "none", 1.0, text, rope)
-                   for name in REFERENCES if name in checkpoints.available()]
+        frames += [_losses(load_offered(name)[0], "none", 1.0, text, rope) for name in references()]
     return pd.concat(frames, ignore_index=True)
 
 
@@ -117,14 +123,12 @@ def loss_curves(rope: LoadedModel, factor: float, *, text: str) -> pd.DataFrame 
 def attention_profiles(rope: LoadedModel, factor: float) -> dict[str, pd.DataFrame]:
     ids = precomputed.profile_ids() if speaks_gpt2(rope) else text_chunks(rope, STORY)[0, :stretch.CHUNK].tolist()
     out = {}
-    for method in ("none", "pi", "ntk", "yarn"):
-        used = factor if method != "none" else 1.0
-        scaling = RopeScaling(method, factor, rope_length(rope)) if method != "none" else None
-        profile = computed(rope.model, precomputed.profile_key(method, used, ids),  # precomputed for the shipped model
-                           lambda: stretch.attention_profile(rope.model, ids, rope_scaling=scaling),
+    for method in ROPE_METHODS:
+        profile = computed(rope.model, precomputed.PROFILE, method=method, factor=factor if method != "none" else 1.0,
+                           ids=ids, train_length=rope_length(rope),  # precomputed for the shipped model
                            doing=f"Reading {len(ids):,} tokens through {rope.model.config.n_layer} layers under "
                                  f"{method} ×{factor:g}")
-        out[stretch.curve_name("rope", method, factor)] = profile
+        out[stretch.curve_name(rope.scheme, method, factor)] = profile
     return out
 
 
