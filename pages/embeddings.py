@@ -9,16 +9,8 @@ from lpos.ui.guards import usable_ids
 from lpos.ui.text import literal
 from lpos.ui.selection import selection as current_selection
 
-WHERE_IT_ACTS = {  # schemes that add nothing to the embeddings, and the page where they do act
-    "rope": ("pages/rope_alibi.py", "RoPE rotates queries and keys inside attention: see it on the RoPE & ALiBi page",
-             ":material/rotate_right:"),
-    "alibi": ("pages/rope_alibi.py", "ALiBi subtracts a distance penalty from attention scores: see it on the "
-              "RoPE & ALiBi page", ":material/rotate_right:"),
-    "none": ("pages/order_blindness.py", "With no positions, the first layer's attention cannot tell the order of earlier "
-             "tokens (from layer 2 on the causal mask leaks some order): see the order-blindness experiment", ":material/shuffle:"),
-}
-
 selection = current_selection()
+scheme = selection.model.model.scheme
 st.title("Token row + position row = what the model reads")
 st.caption(
     "Each token id picks one row of the token table (a lookup, not a multiplication). Schemes that add "
@@ -52,7 +44,8 @@ for repeat in repeats[:3]:
     if view.position_rows is None:
         st.info(f"“{word}” at positions {i} and {j}: identical token rows, and with {selection.scheme!r} "
                 f"nothing is added, so the summed rows are identical too (cosine {repeat.summed_cosine:.4f}). "
-                "This scheme tells them apart only inside attention, if at all.")
+                + (f"{scheme.label} tells them apart only inside attention." if scheme.in_attention else
+                   "Only what comes before each copy can tell them apart: nothing says where a token sits."))
     else:
         st.success(f"“{word}” at positions {i} and {j}: identical token rows (largest difference "
                    f"{repeat.token_rows_max_difference:g}), different summed rows: cosine similarity "
@@ -83,8 +76,9 @@ for column, name, panel in zip(st.columns(3, gap="small"), PANEL_NAMES, panels):
 if view.position_rows is None:
     st.caption(f"With {selection.scheme!r} the summed rows are the token rows: nothing here says where a token sits, "
                "so a repeated token gets the same row at every position.")
-    page, label, icon = WHERE_IT_ACTS[selection.scheme]
-    st.page_link(page, label=label, icon=icon)
+    where = embeddings.where_it_acts(scheme)
+    st.caption(where.sentence)
+    st.page_link(where.page, label=where.link, icon=where.icon)
 else:
     share = position_share(view)
     faint = (f" Here the position rows reach only {share:.0%} of the scale's end, so they are nearly white: "

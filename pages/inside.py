@@ -5,6 +5,7 @@ from lpos import ui
 from lpos.analysis.heads import DOMINANT_SHARE, LOCAL_FRACTION, heads_reading
 from lpos.analysis.lengths import output_count, uniform_guess_sentence
 from lpos.analysis.probes import PENALTIES
+from lpos.analysis.scheme_views import crossing_chance
 from lpos.analysis.streaming import NOISE_ERRORS, SINK_TOKENS, WINDOWS, sink_reading, sink_summary
 from lpos.figures.inside import distance_profile_figure, sink_gain_figure, streaming_figure
 from lpos.ui import inside
@@ -18,8 +19,8 @@ XIAO = ("Xiao et al. (2023), “Efficient Streaming Language Models with Attenti
 
 selection = ui.selection()
 st.title("Inside the model")
-st.caption("The other pages show position going in: rows added, queries rotated, scores biased. This one looks at "
-           "where it ends up: in which layer a linear read-out finds it, what each attention head does with it, and "
+st.caption("The other pages show position going in: rows added, queries rotated, scores biased or counted. This one "
+           "looks at where it ends up: in which layer a linear read-out finds it, what each attention head does with it, and "
            "whether the models lean on the first token as an attention sink. All of it runs on held-out text, not "
            "the sidebar sentence: a probe needs thousands of tokens.")
 
@@ -153,9 +154,11 @@ def sink_tested() -> None:
     with every:
         if every.open:
             every_scheme(window)
+    compared = len(models)
     st.caption(f"Reference: {XIAO}. A gain counts only outside its noise band, {NOISE_ERRORS} standard errors of the "
-               "mean per-token difference: five schemes are compared at once, and at two standard errors one model "
-               "with no effect in five would cross it by chance.")
+               f"mean per-token difference: {compared} schemes are compared at once, and if none had an effect, at "
+               f"least one would cross a band of two standard errors by chance {crossing_chance(2, compared):.0%} of "
+               f"the time, one of {NOISE_ERRORS} {crossing_chance(NOISE_ERRORS, compared):.0%}.")
 
 
 def every_scheme(window: int) -> None:

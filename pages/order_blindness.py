@@ -2,7 +2,8 @@
 import streamlit as st
 
 from lpos import ui
-from lpos.analysis.shuffle import can_shuffle, predictions_table, shuffle_earlier, shuffle_table
+from lpos.analysis.scheme_views import names, positionless_scheme, ties_sentence, weight_change
+from lpos.analysis.shuffle import ORDER_BLIND_TOLERANCE, can_shuffle, predictions_table, shuffle_earlier, shuffle_table
 from lpos.figures.shuffle import attention_bars, change_figure
 from lpos.ui.attention import head_label
 from lpos.ui.selection import scheme_models
@@ -16,6 +17,7 @@ SOURCES = {
 }
 PRESETS = {"dog": "The dog bit the man.", "man": "The man bit the dog."}
 MAX_SHUFFLE_TOKENS = 64  # enough for a paragraph; bars of more tokens cannot be read
+BASELINE = positionless_scheme()  # the scheme with no rows and nothing in attention: order-blind in layer 1
 
 
 def next_shuffle() -> None:
@@ -76,7 +78,7 @@ def experiment() -> None:
     results = shuffle_results(models, original, shuffled)
     table = shuffle_table(results, labels=[m.label for m in models])
 
-    st.subheader("Layer 1: the last position's attention output, all five schemes")
+    st.subheader(f"Layer 1: the last position's attention output, all {len(models)} schemes")
     table_column, figure_column = st.columns([3, 2])
     shown = table.assign(**{
         "scheme": [s + (" (sidebar)" if s == selection.scheme else "") for s in table["scheme"]],
@@ -85,42 +87,78 @@ def experiment() -> None:
         "full-model logits, max |change|": table["full-model logits, max |change|"].map("{:.2e}".format),
     })
     table_column.table(shown.set_index("scheme"))
-    none_result = next(r for r in results if r.scheme == "none")
-    if none_result.order_blind:
-        table_column.success(f"With `none`, the shuffle moved layer 1's output by {none_result.attention_change:.1e}: "
-                             "float rounding, nothing more. Every scheme with positions moved it by far more.",
-                             icon=":material/check_circle:")
-    else:
-        table_column.warning(f"With `none`, layer 1's output moved by {none_result.attention_change:.1e}, more than "
+    baseline = next((r for r in results if r.scheme == BASELINE), None)
+    others = [(m, r) for m, r in zip(models, results) if r.scheme != BASELINE]
+    if baseline is not None and baseline.order_blind:
+        table_column.success(f"With `{BASELINE}`, the shuffle moved layer 1's output by {baseline.attention_change:.1e}: "
+                             "float rounding, nothing more.", icon=":material/check_circle:")
+    elif baseline is not None:
+        table_column.warning(f"With `{BASELINE}`, layer 1's output moved by {baseline.attention_change:.1e}, more than "
                              "float error: this model is not position-free.", icon=":material/warning:")
+    table_column.markdown(moved_sentence(others))
     figure_column.plotly_chart(change_figure(table), key="shuffle_change")
-    figure_column.caption("Log scale: `none` sits orders of magnitude below the dashed float-error line.\n\n"
-                          "The other four tie each key to its position, so moving a token changes what it contributes.")
+    figure_column.caption(baseline_caption(baseline) + "\n\n" + ties_sentence([r.scheme for _, r in others])
+                          + " So moving a token can change what it contributes; the bars say by how much.")
 
     st.subheader("The whole model: the causal mask leaks order")
     predictions = predictions_table(results)  # yes/no, the wording of the table above, not True/False
     st.table(predictions.assign(**{"same top-1": predictions["same top-1"].map({True: "yes", False: "no"})})
              .set_index("scheme"))
-    layers = min(m.model.config.n_layer for m in models if m.scheme == "none")
-    if layers >= 2:
-        st.markdown(
-            f"The full `none` model is not order-blind: its next-token distribution moved by a total variation of "
-            f"{none_result.distribution_change:.3f} (logits by up to {none_result.logits_change:.2f}), and its top-1 "
-            f"token {'stayed the same' if none_result.same_top1 else 'changed'}. From layer 2 "
-            "on, the last token reads the earlier positions' layer-1 outputs, and each of those attended only over its own "
-            "prefix. Shuffle the tokens and the prefixes change, so the causal mask alone tells a deep model about order."
-        )
-    else:
-        st.markdown("This `none` model has a single layer, so its prediction is order-blind too: the mask leaks order "
-                    "only once a second layer reads what each prefix computed.")
+    if baseline is not None:
+        st.markdown(mask_sentence(baseline, layers=next(m for m in models if m.scheme == BASELINE).model.config.n_layer))
     looks(models, results)
+
+
+def moved_sentence(others: list) -> str:
+    """Which schemes with positions moved layer 1's output past float error, by how much, and which did not."""
+    moved = [r for _, r in others if not r.order_blind]
+    still = [(m, r) for m, r in others if r.order_blind]
+    least, most = (min(moved, key=lambda r: r.attention_change), max(moved, key=lambda r: r.attention_change)) \
+        if moved else (None, None)
+    said = (f"{names([r.scheme for r in moved])} moved it by more than float error: from {least.attention_change:.1e} "
+            f"({least.scheme}) to {most.attention_change:.1e} ({most.scheme})." if len(moved) > 1 else
+            f"{least.scheme} moved it by more than float error: {least.attention_change:.1e}." if moved else "")
+    if still:
+        its = "its" if len(still) == 1 else "their"
+        untrained = [r.scheme for m, r in still if not m.trained]
+        why = ("" if not untrained else f" (untrained, so {its} position weights are still as they started)"
+               if len(untrained) == len(still) else f" ({names(untrained)}: untrained, its position weights still as "
+               "they started)" if len(untrained) == 1 else f" ({names(untrained)}: untrained, their position weights "
+               "still as they started)")
+        said += (f" {names([r.scheme for _, r in still])} stayed within float error too: with these weights, {its} "
+                 f"positions leave layer 1's output at the last token unchanged{why}.")
+    return said.strip()
+
+
+def baseline_caption(baseline) -> str:
+    """Where the position-free scheme's bar sits against the float-error line, measured."""
+    if baseline is None:
+        return "Log scale, with the float-error line dashed."
+    change = baseline.attention_change
+    where = ("orders of magnitude below" if change < ORDER_BLIND_TOLERANCE / 100 else
+             "below" if change < ORDER_BLIND_TOLERANCE else "above")
+    return f"Log scale: `{BASELINE}` sits {where} the dashed float-error line."
+
+
+def mask_sentence(baseline, *, layers: int) -> str:
+    """What the full position-free model did with the shuffle, and why (the causal mask)."""
+    if layers < 2:
+        return (f"This `{BASELINE}` model has a single layer, so its prediction is order-blind too: the mask leaks order "
+                "only once a second layer reads what each prefix computed.")
+    moved = baseline.logits_change > ORDER_BLIND_TOLERANCE
+    return (f"The full `{BASELINE}` model is {'not ' if moved else ''}order-blind: its next-token distribution moved by a "
+            f"total variation of {baseline.distribution_change:.3f} (logits by up to {baseline.logits_change:.2f}), and "
+            f"its top-1 token {'stayed the same' if baseline.same_top1 else 'changed'}. From layer 2 "
+            "on, the last token reads the earlier positions' layer-1 outputs, and each of those attended only over its "
+            "own prefix. Shuffle the tokens and the prefixes change, so the causal mask alone can tell a deep model "
+            "about order.")
 
 
 @st.fragment
 def looks(models: list, results: list) -> None:
     """The attention bars, with their own head control."""
     st.subheader("Where the last token looks, before and after")
-    shown_models = [m for m in models if m.scheme in ("none", selection.scheme)]
+    shown_models = [m for m in models if m.scheme in (BASELINE, selection.scheme)]
     heads = max(m.model.config.n_head for m in shown_models)  # every head of the widest model is offered
     widest = max(shown_models, key=lambda m: m.model.config.n_head).model
     if heads == 1:  # one head: nothing to choose
@@ -137,9 +175,12 @@ def looks(models: list, results: list) -> None:
                         f"{model.model.config.n_head - 1}): it has no head {head}.", icon=":material/info:")
             continue
         column.plotly_chart(attention_bars(result, head=head, tokenizer=model.tokenizer), key=f"shuffle_bars_{model.scheme}")
+        change = weight_change(result, head=head)
         column.caption(f"{model.scheme} · {model.label}. Each token keeps its colour.\n\n"
-                       + ("Without positions each weight travels with its token: same heights, new places."
-                          if model.scheme == "none" else "With positions the weights change, not only their places.")
+                       + (("Without positions each" if model.scheme == BASELINE else "Each")
+                          + " weight travels with its token: same heights up to float rounding, new places."
+                          if change < ORDER_BLIND_TOLERANCE else
+                          f"The weights change, not only their places: the largest change is {change:.2g}.")
                        + (" Pick another scheme in the sidebar to see it beside this one." if len(shown_models) == 1 else ""))
 
 

@@ -4,17 +4,20 @@ import streamlit as st
 from lpos import ui
 from lpos.analysis.embeddings import token_counts
 from lpos.analysis.similarity import nearest_positions, neighbour_sentence, position_rows
-from lpos.positions import scheme_info
+from lpos.analysis.lengths import training_length
+from lpos.analysis.scheme_views import names
+from lpos.positions import schemes_with
 from lpos.tokenizer import visible
 from lpos.ui import coverage, embeddings, similarity
 
 NEAREST_POSITIONS = 10  # rows listed for "nearest positions of position"
 
-NO_ROWS = "Nearest positions and the PCA path need position rows; this scheme has none (choose learned or sinusoidal)."
+NO_ROWS = (f"Nearest positions and the PCA path need position rows; this scheme has none (choose "
+           f"{names(schemes_with('rows')).replace(' and ', ' or ')}).")
 
 selection = ui.selection()
 model, config = selection.model.model, selection.model.model.config
-scheme = scheme_info(config.position)
+scheme = model.scheme
 st.title("Similarity: which rows look alike")
 st.caption("Cosine similarity compares the direction of two rows: 1 = same direction, 0 = unrelated, −1 = opposite. "
            "Random rows are all near 0 to each other; training pulls related rows together.")
@@ -25,7 +28,14 @@ def rows_never_trained(length: int) -> None:
     limit = coverage.trained_rows(selection.model)
     if limit is None:
         short = coverage.short_window_model()
-        st.caption(f"Every row of this table was read in every training batch (windows of {config.block_size} tokens)."
+        window = training_length(selection.model.meta, model)
+        st.caption((f"Every row of this table was read in every training batch (windows of {window} tokens)."
+                    if not config.random_positions else
+                    f"Training read this table's {config.block_size:,} rows at random: each window of {window} tokens "
+                    f"took a sorted random {window} of them (randomized positions, Ruoss et al. 2023), so rows far "
+                    f"past {window} trained too."
+                    + (f" The slider shows the first {length}: raise it to {config.block_size:,} to see them all."
+                       if length < config.block_size else ""))
                    + (f" Pick {short.label} in the sidebar to see rows that training never reached." if short else ""))
         return
     st.subheader("Rows training never reached")
@@ -44,16 +54,16 @@ def rows_never_trained(length: int) -> None:
 def positions() -> None:
     """The position rows: the slider and everything it drives (no sentence in here)."""
     st.subheader("Position × position")
-    if not scheme.adds_rows and config.position != "rope":  # nothing here depends on a length: no slider
-        st.info({"alibi": "ALiBi has no position rows to compare: it subtracts slope × distance from attention scores. "
-                          "See the RoPE & ALiBi page for its bias.",
-                 "none": "This model gets no position information, so there are no position rows to compare."}[config.position],
-                icon=":material/info:")
+    if not scheme.adds_rows and not scheme.shows("rotation"):  # nothing here depends on a length: no slider
+        where = embeddings.where_it_acts(scheme)
+        st.info(where.sentence, icon=":material/info:")
+        st.page_link(where.page, label=where.link, icon=where.icon)
         st.info(NO_ROWS, icon=":material/info:")
         return
     limit = model.max_input_length or 1024
     asked = st.query_params.get("positions", "")  # a link may open the map at its own size
-    start = int(asked) if asked.isdigit() and 2 <= int(asked) <= limit else min(128, limit)
+    whole = limit if config.random_positions else min(128, limit)  # a randomized table: every row trained
+    start = int(asked) if asked.isdigit() and 2 <= int(asked) <= limit else whole
     length = st.slider("Positions", min_value=2, max_value=max(2, limit), value=start, key=f"sim_length_{limit}",
                        help="Above 256 positions the map is block-averaged so the page stays light.")
     if scheme.adds_rows:
@@ -72,19 +82,21 @@ def positions() -> None:
         elif scheme.has_table:
             st.caption("Untrained: random rows are nearly orthogonal, so the map is speckle around 0 with a diagonal of 1s.\n"
                        "Pick a trained learned model to see the band training carves.")
+        elif scheme.shows("sinusoids"):
+            st.caption(f"The {scheme.label.lower()} table has the band by construction (mean cosine {at}): similarity "
+                       "depends on distance only, so it is the same along every diagonal.")
         else:
-            st.caption(f"The sinusoidal table has the band by construction (mean cosine {at}): similarity depends on "
-                       "distance only, so it is the same along every diagonal.")
+            st.caption(f"{scheme.label}'s rows: mean cosine {at}.")
         st.plotly_chart(band, key="sim_band")
         st.caption("The band along the diagonal, as a line: the mean cosine of all pairs of rows that are that many "
                    "positions apart.")
         if scheme.has_table and selection.model.trained:
             rows_never_trained(length)
-    elif config.position == "rope":
+    elif scheme.shows("rotation"):
         head_dim = config.n_embd // config.n_head
         kernel_map, kernel_line, kernel_reading = similarity.rope_kernel(length, head_dim, base=config.rope_base)
         st.plotly_chart(kernel_map, key="sim_positions")
-        st.caption(f"RoPE adds no rows. Its counterpart: the mean of cos((m − n)·ωᵢ) over the {head_dim // 2} pairs of "
+        st.caption(f"{scheme.label} adds no rows. Its counterpart: the mean of cos((m − n)·ωᵢ) over the {head_dim // 2} pairs of "
                    f"this model's {head_dim}-column heads (base {config.rope_base:,g}, this model's), the cosine between "
                    "one vector rotated to positions m and n when all its pairs have the same length.\n"
                    "Every diagonal is constant: the kernel depends on m − n only.")

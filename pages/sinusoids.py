@@ -2,8 +2,10 @@
 import streamlit as st
 
 from lpos import ui
-from lpos.model import SINUSOID_SCALE
 from lpos.analysis import sinusoids as sinusoid_words
+from lpos.analysis.scheme_views import names
+from lpos.positions import schemes_with
+from lpos.positions.sinusoidal import SINUSOID_SCALE
 from lpos.ui import sinusoids
 
 selection = ui.selection()
@@ -72,11 +74,11 @@ def distance(width: int, base: float) -> None:
 explorer()
 
 st.subheader("This model's table")
-config = selection.model.model.config
-if config.position != "sinusoidal":
-    st.info(f"The selected model uses the {selection.scheme!r} scheme, so it adds no sinusoidal table. "
-            "Choose the sinusoidal scheme in the sidebar to see the rows it adds to your sentence.",
-            icon=":material/info:")
+config, scheme = selection.model.model.config, selection.model.model.scheme
+if not scheme.shows("sinusoids"):
+    st.info(f"This model adds no sinusoidal table: its scheme, {scheme.name}, {scheme.acts}. Choose "
+            f"{names(schemes_with('sinusoids')).replace(' and ', ' or ')} in the sidebar to see the rows it adds to "
+            "your sentence.", icon=":material/info:")
 else:
     ids = ui.usable_ids(selection)
     shown = min(max(2 * len(ids), 64), 4096)

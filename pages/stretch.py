@@ -1,12 +1,14 @@
 """Stretching the context: RoPE scaling (PI, NTK-aware, YaRN) measured on the selected RoPE model
 (a Llama, say) or else the shipped one, writing past the training length, and "absolute vs relative" as a shift of every position."""
+import math
+
 import pandas as pd
 import streamlit as st
 
 from lpos import checkpoints, ui
 from lpos.analysis import generate, stretch
 from lpos.analysis.lengths import output_count
-from lpos.positions import SCHEMES
+from lpos.positions import SCHEMES, YARN_BETA_FAST, YARN_BETA_SLOW, yarn_ramp
 from lpos.tokenizer import encode
 from lpos.ui import stretch as views
 from lpos.ui.models import label, load_offered
@@ -78,11 +80,14 @@ def scaling_sections() -> None:
     figure, reading = views.wavelength_view(head, factor=factor, train_length=train_length, base=config.rope_base)
     st.plotly_chart(figure, key="stretch_wavelengths")
     st.markdown(reading)
+    turns = train_length / (2 * math.pi)  # pair 0 turns once every 2π positions
+    floored = turns < YARN_BETA_FAST and float(yarn_ramp(head, config.rope_base, original_length=train_length)[0]) == 0
     st.caption(f"Each head has {head} columns, so {head // 2} pairs. PI divides every frequency by the factor (every "
                "wavelength ×factor); NTK-aware raises the base, so fast pairs barely move and only the slowest is "
-               "divided by the full factor; YaRN leaves pairs that turn 32 or more times alone, interpolates those "
-               "turning less than once, with a ramp between (its boundaries floored and ceiled as in the reference "
-               "code" + (", which is why pair 0 is left alone at about 20 turns)." if rope.key == "rope" else ")."))
+               f"divided by the full factor; YaRN leaves pairs that turn {YARN_BETA_FAST:g} or more times alone, "
+               f"interpolates those turning less than {'once' if YARN_BETA_SLOW == 1 else f'{YARN_BETA_SLOW:g} times'}, with "
+               "a ramp between (its boundaries floored and ceiled as in the reference code"
+               + (f", which is why pair 0 is left alone at about {turns:.0f} turns)." if floored else ")."))
     st.page_link("pages/sinusoids.py", label="The same wavelengths for the sinusoidal table", icon=":material/waves:")
 
     if not measured:
@@ -104,7 +109,8 @@ def scaling_sections() -> None:
 @st.fragment
 def write_past_the_wall() -> None:
     st.subheader("4. Write past the wall")
-    names = [name for name in SCHEMES if name in checkpoints.available()]
+    # a model per scheme, and a table read at random positions (it reaches past the training length)
+    names = [name for name in checkpoints.available() if name in SCHEMES or load_offered(name)[0].config.random_positions]
     if not names:
         st.info("No shipped checkpoint is installed yet, so there is no trained model to write with.",
                 icon=":material/hourglass_empty:")
@@ -143,8 +149,8 @@ def write_past_the_wall() -> None:
             st.caption(f"{job.state.capitalize()}: the texts end where writing stopped.")
     st.caption("Each new token costs one position's forward: the keys and values already computed stay in a cache. "
                "The red mark is where the text reaches the training length; a sampled run repeats exactly for a seed. "
-               "The learned model stops at its last table row rather than sliding a window, which would quietly "
-               "forget the prompt.")
+               "A model with a position table stops at its last row rather than sliding a window, which would "
+               "quietly forget the prompt.")
 
 
 @st.fragment

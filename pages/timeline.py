@@ -2,10 +2,12 @@
 import streamlit as st
 
 from lpos import ui
+from lpos.analysis.scheme_views import names
 from lpos.analysis.similarity import neighbour_sentence
 from lpos.analysis.table_coverage import split_band, timeline_coverage_reading
 from lpos.analysis.timeline import attention_sentence, neighbours_at
 from lpos.figures.timeline import ANIMATION_CELLS, position_map_animation
+from lpos.positions import SCHEMES, schemes_with
 from lpos.ui import coverage
 from lpos.ui.timeline import model_timeline, step_figures
 
@@ -54,8 +56,8 @@ def step_view() -> None:
     else:
         far = min(64, maps.shape[-1] // 2)
         here = band[band.step == step].set_index("distance").cosine
-        right.caption("This scheme has no learned table. The map compares what the first block adds to the residual "
-                      f"stream at each position, averaged over held-out windows. At step {step}: cosine "
+        right.caption("This model has no learned table of position rows. The map compares what the first block "
+                      f"adds to the residual stream at each position, averaged over held-out windows. At step {step}: cosine "
                       f"{here[1]:.2f} at distance 1, {here[far]:.2f} at distance {far} (the reading above follows "
                       "the whole run).")
 
@@ -71,7 +73,8 @@ def step_view() -> None:
     right.caption(f"“{timeline.repeated_word}” appears {timeline.repeated_cos.shape[-1]} times in the probe sentence. "
                   "Its token rows are identical; what enters the first block is token + position, so the copies' cosine "
                   f"(here {repeated['cosine'][index]:.3f} at step {step}) is below 1 only for schemes that add position "
-                  "rows (learned, sinusoidal), and exactly 1 for rope, alibi and none.")
+                  f"rows ({names(list(schemes_with('rows')))}), and exactly 1 for "
+                  f"{names([name for name in SCHEMES if name not in schemes_with('rows')])}.")
 
     st.subheader("First-layer attention on the probe sentence")
     for head, panel in enumerate(figures.attention):  # two heads a row; a phone stacks them

@@ -5,6 +5,8 @@ import pytest
 
 from conftest import SCHEMES, app_test, untrained_model
 from lpos import checkpoints
+from lpos.analysis.scheme_views import positionless_scheme
+from lpos.positions import REGISTRY
 
 ORDER = "pages/order_blindness.py"
 EXTRAPOLATION = "pages/extrapolation.py"
@@ -19,9 +21,11 @@ def assert_order_page(at, *, chosen: str) -> None:
     assert not at.exception
     table = at.table[0].value
     assert list(table.index) == [s + (" (sidebar)" if s == chosen else "") for s in SCHEMES]
-    assert table["order-blind at layer 1"].tolist() == ["no", "no", "no", "no", "yes"]
+    blind = dict(zip(SCHEMES, table["order-blind at layer 1"]))
+    assert blind[positionless_scheme()] == "yes"  # no rows and nothing in attention: blind in layer 1
+    assert all(blind[s] == "no" for s in SCHEMES if REGISTRY[s].adds_rows)  # a row per position: never blind
     assert "original: The dog bit the man.\nshuffled: The man bit the dog." in at.code[0].value
-    assert len(at.table[1].value) == 5  # top-5 before and after, one row per scheme
+    assert len(at.table[1].value) == len(SCHEMES)  # top-5 before and after, one row per scheme
     assert any("causal mask" in m.value or "single layer" in m.value for m in at.markdown)
 
 
@@ -70,7 +74,7 @@ def test_order_page_cuts_long_text_for_every_scheme():
     at.radio(key="shuffle_source").set_value("sidebar").run()
     assert not at.exception
     assert any("first 64 of 201 tokens" in c.value for c in at.caption)
-    assert at.table[0].value["order-blind at layer 1"].iloc[-1] == "yes"
+    assert at.table[0].value["order-blind at layer 1"].iloc[SCHEMES.index(positionless_scheme())] == "yes"
 
 
 def with_upload(page: str, model, name: str = "tiny.pt"):
@@ -88,7 +92,8 @@ def test_order_page_with_an_uploaded_model_of_another_size(scheme):
     model = untrained_model(scheme, n_layer=1, n_head=2, n_embd=32, block_size=16)
     at = with_upload(ORDER, model)
     assert not at.exception
-    assert at.table[0].value["order-blind at layer 1"].tolist() == ["no", "no", "no", "no", "yes"]
+    blind = dict(zip(SCHEMES, at.table[0].value["order-blind at layer 1"]))
+    assert blind[positionless_scheme()] == "yes" and all(blind[s] == "no" for s in SCHEMES if REGISTRY[s].adds_rows)
     assert at.table[0].value["model"].iloc[SCHEMES.index(scheme)] == "tiny.pt (your upload)"
 
 

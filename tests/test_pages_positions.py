@@ -8,17 +8,18 @@ import pytest
 
 from conftest import SCHEMES, app_test
 from lpos import checkpoints
-from lpos.positions import alibi_slopes
+from lpos.positions import REGISTRY, alibi_slopes
 
 PAGES = ["pages/sinusoids.py", "pages/similarity.py", "pages/rope_alibi.py"]
 # the figure each page must show, per scheme
 MAIN_FIGURES = {
     "pages/sinusoids.py": {s: {"sin_table", "sin_wavelengths", "sin_offset_dot"} for s in SCHEMES}
     | {"sinusoidal": {"sin_table", "sin_offset_dot", "sin_model_table"}},
-    "pages/similarity.py": {"learned": {"sim_positions", "sim_band", "sim_tokens", "sim_pca2", "sim_pca3"},
-                            "sinusoidal": {"sim_positions", "sim_band", "sim_tokens", "sim_pca3"},
-                            "rope": {"sim_positions", "sim_kernel", "sim_tokens"},
-                            "alibi": {"sim_tokens"}, "none": {"sim_tokens"}},
+    # by what the scheme does: rows give the maps and the PCA, a rotation its kernel, anything else the tokens alone
+    "pages/similarity.py": {s: {"sim_positions", "sim_band", "sim_tokens", "sim_pca3"} if REGISTRY[s].adds_rows else
+                            {"sim_positions", "sim_kernel", "sim_tokens"} if REGISTRY[s].shows("rotation") else
+                            {"sim_tokens"} for s in SCHEMES} | {"learned": {"sim_positions", "sim_band", "sim_tokens",
+                                                                            "sim_pca2", "sim_pca3"}},
     "pages/rope_alibi.py": {s: {"ra_attention", "ra_slopes", "ra_flat"} for s in SCHEMES}
     | {"alibi": {"ra_attention", "ra_slopes", "ra_bias", "ra_tilt", "ra_tilt_plain"}},
 }
@@ -90,7 +91,7 @@ def test_the_3d_path_is_sent_only_when_opened():
 
 def test_pages_say_when_a_view_does_not_apply():
     at = app_test(page="pages/similarity.py", scheme="alibi", model="untrained")
-    assert "ALiBi has no position rows" in messages(at) and "need position rows" in messages(at)
+    assert "ALiBi adds no position rows: it subtracts" in messages(at) and "need position rows" in messages(at)
     at.switch_page("pages/sinusoids.py").run()
     assert "adds no sinusoidal table" in messages(at)
     at.switch_page("pages/rope_alibi.py").run()

@@ -297,4 +297,4 @@ def test_lesson_caption_names_the_steps_that_do_not_draw_the_sentence():
         assert (spec(step, one) != spec(step, two)) == (step in lesson.SENTENCE_STEPS), step
         if step in lesson.SENTENCE_STEPS:
             assert (spec(step, one) == spec(step, same_end)) == (step in lesson.LAST_TOKEN_STEPS), step
-    assert "(step 6 on its last token only) except in steps 4, 5, 8 and 9" in lesson.lesson_caption()
+    assert "(step 6 on its last token only) except in steps 4, 5, 7, 8 and 9" in lesson.lesson_caption()

@@ -1,4 +1,5 @@
-"""The Embeddings views: the sentence's token, position and summed rows, and their figures.
+"""The Embeddings views: the sentence's token, position and summed rows, and their figures; and,
+for a scheme that adds no rows, where it acts instead (shared with Similarity).
 
 The view is cached per (model, token ids) as data; the chips and heatmaps are kept as built
 objects (`st.cache_resource`, no copy per session), a few dozen: a class opens the same link.
@@ -7,11 +8,16 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from dataclasses import dataclass
+
 from lpos.analysis import embeddings
 from lpos.figures.embeddings import embedding_heatmaps, embedding_panels, token_chips_html
+from lpos.positions import PositionScheme
 from lpos.ui.caching import cache_data, cache_resource
 from lpos.ui.models import LoadedModel
 
+ATTENTION_PAGE = "pages/rope_alibi.py"  # every scheme that acts inside attention has its section there
+ORDER_PAGE = "pages/order_blindness.py"
 SENTENCE_FIGURES = 32  # per-sentence figures: worth keeping because a class opens the same link, few because larger
 
 
@@ -34,3 +40,22 @@ def embedding_panel_figures(model: LoadedModel, ids: list[int]) -> list[go.Figur
     """The three tables as three figures, for columns a phone stacks (embedding_figures' one figure
     of three subplots is the download)."""
     return embedding_panels(embedding_view(model, ids), scheme=model.model.config.position)
+
+
+@dataclass(frozen=True)
+class WhereItActs:
+    page: str  # the page file where the scheme does act
+    sentence: str  # one line: it adds no rows, and what it does instead
+    link: str  # the link's text
+    icon: str
+
+
+def where_it_acts(scheme: PositionScheme) -> WhereItActs:
+    """For a scheme that adds no position rows: the attention page when it acts inside attention,
+    else the order-blindness experiment (a model with no position information at all)."""
+    if scheme.in_attention:
+        return WhereItActs(ATTENTION_PAGE, f"{scheme.label} adds no position rows: it {scheme.acts}.",
+                           f"See what {scheme.label} does inside attention", ":material/rotate_right:")
+    return WhereItActs(ORDER_PAGE, f"{scheme.label}: no position rows and nothing inside attention, so the first "
+                       "layer cannot tell the order of earlier tokens (from layer 2 on the causal mask leaks some).",
+                       "See the order-blindness experiment", ":material/shuffle:")

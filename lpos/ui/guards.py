@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from lpos.analysis.scheme_views import names
+from lpos.positions import REGISTRY
 from lpos.ui.selection import MAX_TOKENS, Selection
 from lpos.ui.text import literal
 
@@ -22,10 +24,12 @@ def usable_ids(selection: Selection, *, minimum: int = 1) -> list[int]:
                 "tokens." if not ids else f"This view needs at least {minimum} tokens; your text has {len(ids)}. "
                 "Add a few words in the sidebar.", icon=":material/edit:")
         st.stop()
-    rows = selection.model.model.max_input_length
+    model = selection.model.model
+    rows = model.max_input_length
     if rows is not None and len(ids) > rows:
-        st.warning(f"The learned table has {rows} rows; your text has {len(ids)} tokens. "
-                   "A learned table stops at its last row: sinusoidal, rope, alibi and none extend to any "
+        extending = [name for name, scheme in REGISTRY.items() if scheme.max_length(model.config) is None]
+        st.warning(f"The {model.scheme.label.lower()} has {rows} rows; your text has {len(ids)} tokens. "
+                   f"A table stops at its last row: {names(extending)} extend to any "
                    "length. Shorten the text, pick another scheme, or show the first rows.",
                    icon=":material/straighten:")
         if not st.toggle(f"Show the first {rows} tokens", key="truncate_learned"):

@@ -12,21 +12,24 @@ from collections.abc import Callable
 import plotly.graph_objects as go
 import streamlit as st
 
+from lpos import checkpoints
 from lpos.analysis import embeddings as embedding_analysis
 from lpos.analysis import lengths as length_analysis
 from lpos.analysis import similarity as similarity_analysis
+from lpos.analysis.biases import bias_at
+from lpos.analysis.scheme_views import bias_sentence
 from lpos.analysis.shuffle import can_shuffle, order_blind_sentence, shuffle_earlier
-from lpos.figures.attention import BIAS_COLOURS, matrix_panels
 from lpos.figures.embeddings import embedding_heatmaps
+from lpos.figures.scheme_views import bias_lines_figure
 from lpos.figures.shuffle import attention_bars, prediction_bars
 from lpos.lesson import STEPS
-from lpos.positions import SCHEMES
-from lpos.tokenizer import GPT2, Tokenizer, visible
+from lpos.positions import schemes_with
+from lpos.tokenizer import GPT2, Tokenizer
 from lpos.ui import attention, coverage, embeddings, lengths, shuffle, similarity, sinusoids
 from lpos.ui.caching import cache_resource
 from lpos.ui.text import literal
-from lpos.ui.models import LoadedModel
-from lpos.ui.selection import Selection, model_for
+from lpos.ui.models import LoadedModel, label, load_offered
+from lpos.ui.selection import Selection, model_for, scheme_models
 
 PRESETS = ("The dog bit the man.", "The man bit the dog.")  # same tokens, same last token
 LESSON_TOKENS = 48  # the lesson draws short sentences; a long paste is cut, with a note
@@ -77,14 +80,27 @@ def table_wall(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figu
         said = ""
     except ValueError as error:
         said = f"First limit: at {rows + 1} tokens the model answers “{error}”"
+    answer = randomized_sentence()
     short, full = coverage.short_window_model(model), coverage.full_window_model()
     if short is None or full is None:
         return lengths.length_curves(lengths.shipped_loss_tables(), train_length=rows), (
-            said + "\n\nThe second limit needs a shipped model trained on shorter windows; none is installed.")
+            said + "\n\nThe second limit needs a shipped model trained on shorter windows; none is installed." + answer)
     drift = coverage.drift_view(short)
     losses = coverage.position_losses(short, full)
     return losses.figure, (f"{said}\n\nSecond limit, {short.label}: " + " ".join(drift[1] if drift else [])
-                           + f"\n\n{losses.reading} (Text: {losses.text}.)")
+                           + f"\n\n{losses.reading} (Text: {losses.text}.)" + answer)
+
+
+def randomized_sentence() -> str:
+    """The shipped table trained at random positions, as the answer to both limits ("" when none is installed)."""
+    for name in checkpoints.available():
+        gpt, meta = load_offered(name)
+        if gpt.config.random_positions:
+            window = length_analysis.training_length(meta, gpt)
+            return (f"\n\nBoth answered: {label(name)} has a {gpt.max_input_length:,}-row table whose rows training "
+                    f"read at random, {window} at a time, so it reads up to {gpt.max_input_length:,} tokens (Length "
+                    "extrapolation shows its loss there).")
+    return ""
 
 
 def sinusoid_distance(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figure:
@@ -99,15 +115,15 @@ def rope_offsets(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Fi
     return figure, f"Largest change of a score along its line: {spread:.1e}."
 
 
-def alibi_bias(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figure:
-    effect = attention.alibi_effect(model.model, ids, layer=0)
-    heads = [0, len(effect.slopes) - 1]
-    panels = [(f"head {h}: slope {effect.slopes[h]:.3g}", effect.bias[h]) for h in heads]
-    low = float(min(effect.bias[h].min() for h in heads))
-    tokens = [visible(t) for t in model.tokenizer.token_strings(ids)]
-    return matrix_panels(panels, tokens=tokens, title="ALiBi's bias: minus slope × distance", value_name="bias",
-                         zmin=min(low, -1e-6), zmax=0.0, colorscale=BIAS_COLOURS), (
-        f"Slopes from {effect.slopes.max():.3g} (steepest head) to {effect.slopes.min():.3g} (gentlest).")
+def relative_bias(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figure:
+    """Every bias scheme's first-layer bias against distance, for the last query of a training window,
+    each from the model the sidebar offers for it (shipped when the sidebar's is trained)."""
+    offered = {m.scheme: m for m in scheme_models(Selection("", sidebar.scheme, sidebar, []))}
+    models = [offered[name] for name in schemes_with("bias")]
+    reach = min(length_analysis.training_length(m.meta, m.model) for m in models) - 1  # distances 0..reach
+    curves = {m.model.scheme.label: bias_at(m.model, layer=0, query=reach, max_distance=reach).numpy() for m in models}
+    return bias_lines_figure(curves, title=f"Each head's bias against distance, layer 1, query at position {reach}"), (
+        bias_sentence(curves) + " Models: " + "; ".join(f"{m.model.scheme.label}, {m.label}" for m in models) + ".")
 
 
 def learned_band(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figure:
@@ -143,9 +159,9 @@ def mask_leaks(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figu
 
 
 STEP_VIEWS: list[Callable[[LoadedModel, LoadedModel, list[int]], Figure]] = [
-    token_rows, order_blind, position_rows, table_wall, sinusoid_distance, rope_offsets, alibi_bias, learned_band,
+    token_rows, order_blind, position_rows, table_wall, sinusoid_distance, rope_offsets, relative_bias, learned_band,
     train_short, mask_leaks]
-SENTENCE_STEPS = (1, 2, 3, 6, 7, 10)  # the steps whose figure is drawn on the sidebar sentence (tests/test_sentences.py)
+SENTENCE_STEPS = (1, 2, 3, 6, 10)  # the steps whose figure is drawn on the sidebar sentence (tests/test_sentences.py)
 LAST_TOKEN_STEPS = (6,)  # of those, the steps that read only its last token (RoPE's query and key there)
 
 

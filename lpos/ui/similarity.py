@@ -101,8 +101,8 @@ def pca_sentence(table: np.ndarray, projection: similarity.Projection, *, scheme
     model's `limit`)."""
     n, points = len(table), projection.coordinates
     said = f"The first three components explain {projection.explained.sum():.0%} of the variance of these {n} rows. "
-    if scheme == "sinusoidal":
-        return said + order_sentence(points, rows="The sinusoidal rows, a smooth curve by construction")
+    if scheme_info(scheme).shows("sinusoids"):
+        return said + order_sentence(points, rows=f"The {scheme} rows, a smooth curve by construction")
     if not trained:
         return said + order_sentence(points, rows="These rows are random (untrained)")
     if limit is None or n <= limit + 1:
