@@ -67,18 +67,19 @@ class CausalSelfAttention(nn.Module):
         """The key/value head query head `head` reads (itself unless attention is grouped)."""
         return head // (self.n_head // self.n_kv_head)
 
-    def scores(self, q: torch.Tensor, k: torch.Tensor, *, first_query: int = 0,
-               alibi: bool | None = None) -> torch.Tensor:
+    def scores(self, q: torch.Tensor, k: torch.Tensor, *, first_query: int = 0, alibi: bool | None = None,
+               offset: int = 0) -> torch.Tensor:
         """Pre-softmax scores (B, nh, T, S) of queries q (B, nh, T, hs) at positions
         first_query..first_query+T-1 against keys k (B, nh, S, hs) at 0..S-1: q·k / sqrt(hs), plus the
         scheme's bias, -inf where a key comes after its query, plus the scheme's score term (computed
         from those masked scores). `alibi=None`: as the model does; False leaves the scheme's bias and
         term out (what the scores would be without them); True adds ALiBi's bias instead, whatever the
-        scheme, to show what it would do."""
+        scheme, to show what it would do. `offset` shifts every position (keys at offset..offset+S-1), for a
+        bias that reads where the query sits."""
         T, S, hs = q.shape[2], k.shape[2], q.shape[3]
         scores = (q @ k.transpose(-2, -1)) / math.sqrt(hs)  # (B, nh, T, S)
         if alibi is None:
-            bias = self.scheme.bias(self, first_query, T, S)
+            bias = self.scheme.bias(self, first_query, T, S, offset=offset)
         else:
             bias = alibi_bias(self.n_head, S, first_query=first_query) if alibi else None
         if bias is not None:
@@ -98,7 +99,7 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self.project(x, positions=positions, rope_scaling=rope_scaling)  # (B, nh, T, hs) each
         if cache is not None:
             k, v = cache.extend(k, v)  # (B, nh, S, hs), S = past + T
-        weights = F.softmax(self.scores(q, k, first_query=past), dim=-1)  # (B, nh, T, S)
+        weights = F.softmax(self.scores(q, k, first_query=past, offset=offset), dim=-1)  # (B, nh, T, S)
         y = self.attn_dropout(weights) @ v  # (B, nh, T, hs)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # re-assemble heads
         return self.resid_dropout(self.c_proj(y)), weights

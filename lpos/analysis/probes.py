@@ -173,7 +173,7 @@ def _attention_clause(schemes: list[PositionScheme | None]) -> str:
         return "."
     labels = list(dict.fromkeys(s.label for s in schemes))
     names = " and ".join(labels) if len(labels) < 3 else ", ".join(labels[:-1]) + " and " + labels[-1]
-    return (f": {names} act inside attention, on the distance or the count between tokens, so nothing needs to "
+    return (f": {names} {'acts' if len(labels) == 1 else 'act'} inside attention, on the distance or the count between tokens, so nothing needs to "
             "write down where a token sits.")
 
 

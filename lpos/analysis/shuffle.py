@@ -15,6 +15,7 @@ import pandas as pd
 import torch
 
 from lpos.model import GPT
+from lpos.positions import scheme_info
 from lpos.tokenizer import GPT2, Tokenizer, visible
 
 ORDER_BLIND_TOLERANCE = 1e-5  # float32 reordering of a sum moves it by ~1e-7; any position signal moves it more
@@ -127,6 +128,12 @@ def _quoted(ids: list[int], *, limit: int = 80, tokenizer: Tokenizer = GPT2) -> 
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def gives_positions(scheme: str) -> bool:
+    """Whether a scheme gives the model positions at all: rows added to the input, or something in attention."""
+    info = scheme_info(scheme)
+    return info.adds_rows or info.in_attention
+
+
 def order_blind_sentence(result: ShuffleResult, *, literal=lambda text: text, tokenizer: Tokenizer = GPT2) -> str:
     """What the first layer did with the two orders actually drawn, named by their text (`literal`
     escapes it for Markdown) in `tokenizer`: the sentence and its shuffle share their last token by construction."""
@@ -134,8 +141,10 @@ def order_blind_sentence(result: ShuffleResult, *, literal=lambda text: text, to
     before, after = _quoted(result.original, tokenizer=tokenizer), _quoted(result.shuffled, tokenizer=tokenizer)
     pair = (f"“{literal(before)}” and its shuffle “{literal(after)}” "
             f"(both end in “{literal(last)}”)")
-    verdict = ("float rounding: the first layer cannot tell the two orders apart" if result.order_blind else
-               "more than float rounding: this model's first layer tells the two orders apart")
+    verdict = ("more than float rounding: this model's first layer tells the two orders apart" if not result.order_blind
+               else "float rounding: the first layer cannot tell the two orders apart" if not gives_positions(result.scheme)
+               else (f"under {ORDER_BLIND_TOLERANCE:g}, too small to tell from float rounding, although {result.scheme} "
+                     "does give positions: this model's position weights are still at or near their start"))
     return (f"{pair}: under {result.scheme}, layer 1's output for the last token moved by at most "
             f"{result.attention_change:.1e}, {verdict}.")
 

@@ -145,7 +145,7 @@ def first_block_reading(timeline: Timeline) -> str:
                    "slightly more alike contributions than far-apart ones.")
     else:
         verdict = "No band: neighbouring positions get contributions no more alike than far-apart ones, give or take 0.05."
-    return (f"This scheme has no learned table, so the map is of what the first block adds at each position. "
+    return (f"This scheme has no learned table of position rows, so the map is of what the first block adds at each position. "
             f"Neighbouring positions' cosine goes from {start:.2f} at step {first} to {end:.2f} at step {last} "
             f"(between {near.min():.2f} and {near.max():.2f} over the run), against {end_far:.2f} at distance "
             f"{far_distance} at the end. {verdict}")

@@ -65,7 +65,7 @@ def run_inspect(args) -> int:
 
 
 def run_shuffle(args) -> int:
-    from lpos.analysis.shuffle import shuffle_experiment
+    from lpos.analysis.shuffle import ORDER_BLIND_TOLERANCE, gives_positions, shuffle_experiment
 
     chosen = chosen_model(args)
     decode = chosen.tokenizer.decode
@@ -86,9 +86,12 @@ def run_shuffle(args) -> int:
     print(f"shuffled: {summary['shuffled']!r}  (every token but the last permuted, seed {args.seed})")
     print(f"(a) last position, layer-1 attention output: max |change| = {result.attention_change:.3g}")
     print(f"(b) last position, full-model logits:        max |change| = {result.logits_change:.3g}")
-    if result.attention_change < 1e-5:
+    if result.order_blind and not gives_positions(result.scheme):
         print("With no positions, layer-1 attention is blind to the order of earlier tokens; the full model still "
               "changes, because the causal mask lets each earlier position see only its own prefix.")
+    elif result.order_blind:
+        print(f"The {result.scheme} scheme does give positions, but this model's position weights are still at or near "
+              f"their start: layer 1 moved by less than {ORDER_BLIND_TOLERANCE:g}, too little to tell from float rounding.")
     return 0
 
 

@@ -59,7 +59,7 @@ class Alibi(PositionScheme):
     views = frozenset({"bias"})
     acts = "subtracts a per-head distance penalty from attention scores"
 
-    def bias(self, attention, first_query: int, T: int, S: int) -> torch.Tensor:
+    def bias(self, attention, first_query: int, T: int, S: int, *, offset: int = 0) -> torch.Tensor:
         return alibi_bias(attention.n_head, S, first_query=first_query)  # distances only: an offset cancels
 
 

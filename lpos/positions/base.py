@@ -12,7 +12,7 @@ Hooks, in the order a forward pass meets them:
 - `position_rows(model, positions)`: the rows added to the token rows, or None;
 - `layer_parameters(config)`: modules each attention layer holds (a bias function, a table);
 - `rotate(attention, q, k, positions, rope_scaling)`: how queries and keys change;
-- `bias(attention, first_query, T, S)`: added to the scaled scores before the causal mask;
+- `bias(attention, first_query, T, S, offset=0)`: added to the scaled scores before the causal mask;
 - `score_term(attention, scores, q)`: added after the mask, computed from the masked scores and
   the queries (a contextual scheme's count).
 """
@@ -104,8 +104,10 @@ class PositionScheme:
                rope_scaling=None) -> tuple[torch.Tensor, torch.Tensor]:
         return q, k
 
-    def bias(self, attention, first_query: int, T: int, S: int) -> torch.Tensor | None:
-        """Added to the scaled scores (nh, T, S) of queries first_query..first_query+T-1 against keys 0..S-1."""
+    def bias(self, attention, first_query: int, T: int, S: int, *, offset: int = 0) -> torch.Tensor | None:
+        """Added to the scaled scores (nh, T, S) of queries first_query..first_query+T-1 against keys 0..S-1,
+        every position shifted by `offset` (a relative bias ignores it; one that reads where the query sits,
+        such as FIRE's normaliser, must not)."""
         return None
 
     def score_term(self, attention, scores: torch.Tensor, q: torch.Tensor) -> torch.Tensor | None:

@@ -74,11 +74,11 @@ class Fire(PositionScheme):
     def layer_parameters(self, config) -> dict[str, nn.Module]:
         return {"fire": FireFunction(config.n_head)}
 
-    def bias(self, attention, first_query: int, T: int, S: int) -> torch.Tensor:
+    def bias(self, attention, first_query: int, T: int, S: int, *, offset: int = 0) -> torch.Tensor:
         device = attention.fire.threshold.device
         queries = torch.arange(first_query, first_query + T, device=device)
         distance = queries[:, None] - torch.arange(S, device=device)[None, :]  # (T, S)
-        return attention.fire(distance, queries)
+        return attention.fire(distance, queries + offset)  # the normaliser reads where the query really sits
 
 
 SCHEME = Fire()

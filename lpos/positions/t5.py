@@ -56,12 +56,12 @@ class T5Bias(PositionScheme):
     def model_parameters(self, config) -> dict[str, nn.Module]:
         return {"relative_bias": nn.Embedding(config.num_buckets, config.n_head)}
 
-    def bias(self, attention, first_query: int, T: int, S: int) -> torch.Tensor:
+    def bias(self, attention, first_query: int, T: int, S: int, *, offset: int = 0) -> torch.Tensor:
         table = attention.model_parts["relative_bias"].weight  # (buckets, nh), shared by every layer
         queries = torch.arange(first_query, first_query + T, device=table.device)
         buckets = relative_bucket(queries[:, None] - torch.arange(S, device=table.device)[None, :],
                                   num_buckets=attention.config.num_buckets, max_distance=attention.config.max_distance)
-        return table[buckets].permute(2, 0, 1)  # (nh, T, S)
+        return table[buckets].permute(2, 0, 1)  # (nh, T, S): distances only, so an offset cancels
 
 
 SCHEME = T5Bias()
