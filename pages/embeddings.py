@@ -8,6 +8,7 @@ from lpos.ui import embeddings
 from lpos.ui.guards import usable_ids
 from lpos.ui.text import literal
 from lpos.ui.selection import selection as current_selection
+from lpos.ui.export import chart
 
 selection = current_selection()
 scheme = selection.model.model.scheme
@@ -72,7 +73,7 @@ st.subheader("The three tables")
 st.markdown(f"**{heatmaps_title(view, scheme=selection.model.model.config.position)}**")
 panels = embeddings.embedding_panel_figures(selection.model, ids)
 for column, name, panel in zip(st.columns(3, gap="small"), PANEL_NAMES, panels):
-    column.plotly_chart(panel, key=f"heatmaps_{name.split()[0]}")  # side by side; stacked on a phone
+    chart(panel, name=f"embeddings-{name}", where=column, model=selection.model, key=f"heatmaps_{name.split()[0]}")  # side by side; stacked on a phone
 if view.position_rows is None:
     st.caption(f"With {selection.scheme!r} the summed rows are the token rows: nothing here says where a token sits, "
                "so a repeated token gets the same row at every position.")

@@ -2,11 +2,13 @@
 import streamlit as st
 
 from lpos import ui
-from lpos.analysis.lengths import curve_reading, length_reading, output_count, training_length, uniform_guess_sentence
+from lpos.analysis.lengths import (curve_reading, length_reading, output_count, sliding_sentence, training_length,
+                                   uniform_guess_sentence)
 from lpos.corpus import story
 from lpos.positions import SCHEMES
 from lpos.ui import coverage, lengths
 from lpos.ui.selection import MAX_TOKENS
+from lpos.ui.export import chart
 
 PRESS_2021 = ("Press, Smith & Lewis (2021), “Train Short, Test Long: Attention with Linear Biases Enables Input "
               "Length Extrapolation”, [arXiv:2108.12409](https://arxiv.org/abs/2108.12409).")
@@ -26,8 +28,8 @@ if cards is None:
 else:
     tables = cards.tables
     plot_column, reading_column = st.columns([3, 2])
-    plot_column.plotly_chart(lengths.length_curves(tables, train_length=cards.train_length, unigram=cards.unigram),
-                             key="length_curves")
+    chart(lengths.length_curves(tables, train_length=cards.train_length, unigram=cards.unigram),
+          name="extrapolation-length-curves", where=plot_column, key="length_curves")
     plot_column.caption(f"Left of the dashed line the models read no more than they were trained on ({cards.train_length:,} "
                         f"tokens); right of it, up to {cards.longest / cards.train_length:g}× more.\n\nA line that climbs fails "
                         f"to extrapolate.{cards.table_ends()}{cards.left_out_sentence()}")
@@ -42,7 +44,7 @@ short, full = coverage.short_window_model(selection.model), coverage.full_window
 if short is not None and full is not None:
     st.subheader("The table's other limit: rows that never trained")
     found = coverage.position_losses(short, full)
-    st.plotly_chart(found.figure, key="coverage_position_loss")
+    chart(found.figure, name="extrapolation-position-loss", model=selection.model, key="coverage_position_loss")
     st.markdown(found.reading)
     limit = coverage.trained_rows(short)
     st.caption(f"Mean loss at each position of {full.model.config.block_size}-token windows of {found.text}. "
@@ -79,13 +81,14 @@ def live() -> None:
     curve = lengths.loss_curve(model, ids)
     trained_at = training_length(model.meta, model.model)
     plot_column, reading_column = st.columns([3, 2])
-    plot_column.plotly_chart(lengths.token_losses(model, ids, train_length=trained_at), key="token_losses")
+    chart(lengths.token_losses(model, ids, train_length=trained_at), name="extrapolation-token-losses", where=plot_column, model=model, key="token_losses")
     outside = curve.outside_vocabulary
     plot_column.caption(f"Faint: the loss of each token; dark: the mean of the last {curve.window}."
                         + (f" The {outside:,} gaps are tokens outside the model's vocabulary." if outside else "")
                         + "\n\n" + (
-                            "Past the dashed training length, compare the dark line with the dotted one: the same tokens "
-                            "read in fresh windows of the training length, which never go past it."
+                            "Past the dashed training length, compare the dark line with the dotted one: the same tokens, "
+                            f"{sliding_sentence(trained_at)}. Both lines give every token at least {trained_at - 1:,} "
+                            "tokens of context; only the dark one reads past the training length."
                             if len(curve.losses) > trained_at else
                             f"The red line is where this model's table ends ({curve.wall:,} rows): the tokens past it "
                             "cannot be scored." if curve.wall is not None else

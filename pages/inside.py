@@ -11,6 +11,7 @@ from lpos.figures.inside import distance_profile_figure, sink_gain_figure, strea
 from lpos.ui import inside
 from lpos.ui.attention import grouping_sentence, head_label
 from lpos.ui.selection import scheme_models
+from lpos.ui.export import chart
 
 HAVIV = ("Haviv et al. (2022), “Transformer Language Models without Positional Encodings Still Learn Positional "
          "Information”, [arXiv:2203.16634](https://arxiv.org/abs/2203.16634)")
@@ -54,7 +55,7 @@ def where_position_lives() -> None:
         return
     for column, key, panel in zip(st.columns(len(view.figures), gap="small"), ("inside_probes", "inside_probes_2"),
                                   view.figures):
-        column.plotly_chart(panel, key=key)  # side by side; a phone stacks them
+        chart(panel, name=f"inside-{key}", where=column, model=sidebar_model, key=key)  # side by side; a phone stacks them
     st.caption(f"Measured: for each residual stream, a ridge regression fitted on {view.fitted:,} tokens "
                f"and scored on {view.scored:,} tokens of other windows of {view.window} tokens (windows: "
                f"{inside.windows_used(chosen, windows=(view.fitted + view.scored) // view.window, length=view.window)}), "
@@ -91,8 +92,8 @@ def head_portraits() -> None:
     except ValueError as error:
         st.warning(f"The heads cannot be measured on this model: {error}.", icon=":material/warning:")
         return
-    st.plotly_chart(inside.head_grid(models, chosen, sidebar=selection.scheme, layer=None if whole else layer),
-                    key="inside_heads")
+    chart(inside.head_grid(models, chosen, sidebar=selection.scheme, layer=None if whole else layer),
+          name="inside-heads", model=sidebar_model, key="inside_heads")
     mine = shown[selection.scheme]
     st.caption(("" if whole else f"Layer {layer} of {config.n_layer} (pick another above), every model's "
                 f"{config.n_head} heads. ")
@@ -115,7 +116,7 @@ def head_portraits() -> None:
 
     profiles = {s: p.profiles[layer - 1, head] for s, p in shown.items()
                 if layer <= p.profiles.shape[0] and head < p.profiles.shape[1]}
-    st.plotly_chart(distance_profile_figure(profiles, layer=layer, head=head, window=mine.window), key="inside_profile")
+    chart(distance_profile_figure(profiles, layer=layer, head=head, window=mine.window), name="inside-distance-profile", model=sidebar_model, key="inside_profile")
     st.caption("Mean weight a query puts on the key that many tokens back, over every query that has one; the dotted "
                "line is what an even spread over the prefix gives. Head numbers are arbitrary across models, except "
                "in ALiBi, where head h always has the same slope (head 0 the steepest): its bias alone multiplies the "
@@ -137,7 +138,7 @@ def sink_tested() -> None:
         st.warning(f"{sidebar_model.label} cannot stream at this window: {mine}", icon=":material/straighten:")
     else:
         left, right = st.columns([3, 2])
-        left.plotly_chart(streaming_figure(mine, label=f"{selection.scheme} · {sidebar_model.label}"), key="inside_stream")
+        chart(streaming_figure(mine, label=f"{selection.scheme} · {sidebar_model.label}"), name="inside-streaming", where=left, model=sidebar_model, key="inside_stream")
         left.caption(f"Measured on {inside.first_tokens(chosen, len(mine.alone) + 1)}: each token is predicted from "
                      f"(a) the {window} tokens before it alone, or (b) the first {SINK_TOKENS} tokens of the text "
                      "followed by those tokens, each run as a fresh sequence so positions start at 0 (as a rolling "
@@ -165,7 +166,7 @@ def every_scheme(window: int) -> None:
     results = inside.sink_tests(models, chosen, window=window)
     summaries = {s: sink_summary(r) for s, r in results.items() if not isinstance(r, str)}
     left, right = st.columns([2, 3])
-    left.plotly_chart(sink_gain_figure(summaries, sink=SINK_TOKENS), key="inside_sink_gain")
+    chart(sink_gain_figure(summaries, sink=SINK_TOKENS), name="inside-sink-gain-every-scheme", where=left, key="inside_sink_gain")
     tokens = {len(r.alone) + 1 for r in results.values() if not isinstance(r, str)}
     left.caption(f"Each model streams {'; or '.join(inside.first_tokens(chosen, t) for t in sorted(tokens))}, as "
                  "above; a bar is the mean loss saved per prediction past the first window, with its noise band.")

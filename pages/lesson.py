@@ -4,6 +4,7 @@ import streamlit as st
 from lpos import ui
 from lpos.lesson import STEPS
 from lpos.ui import lesson, live_class
+from lpos.ui.export import chart
 
 selection = ui.selection()
 if "lesson_step" not in st.session_state:  # first visit in this session: the URL decides
@@ -65,7 +66,7 @@ def step_view() -> None:
             with st.container(key=f"lesson_figure_{step}"):
                 st.html(fig)
         else:
-            st.plotly_chart(lesson.presenter_figure(fig) if presenter else fig, key=f"lesson_figure_{step}")
+            chart(lesson.presenter_figure(fig) if presenter else fig, name=f"lesson-step-{step}", model=selection.model, key=f"lesson_figure_{step}")
         if measured:
             st.markdown(measured)
     st.info(f"**What to notice.** {current.notice}", icon=":material/visibility:")

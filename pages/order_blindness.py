@@ -8,6 +8,7 @@ from lpos.figures.shuffle import attention_bars, change_figure
 from lpos.ui.attention import head_label
 from lpos.ui.selection import scheme_models
 from lpos.ui.shuffle import shuffle_results
+from lpos.ui.export import chart
 
 SOURCES = {
     "swap": "“The dog bit the man.” → “The man bit the dog.”",
@@ -96,7 +97,7 @@ def experiment() -> None:
         table_column.warning(f"With `{BASELINE}`, layer 1's output moved by {baseline.attention_change:.1e}, more than "
                              "float error: this model is not position-free.", icon=":material/warning:")
     table_column.markdown(moved_sentence(others))
-    figure_column.plotly_chart(change_figure(table), key="shuffle_change")
+    chart(change_figure(table), name="order-blindness-change-every-scheme", where=figure_column, key="shuffle_change")
     figure_column.caption(baseline_caption(baseline) + "\n\n" + ties_sentence([r.scheme for _, r in others])
                           + " So moving a token can change what it contributes; the bars say by how much.")
 
@@ -174,7 +175,7 @@ def looks(models: list, results: list) -> None:
             column.info(f"{model.scheme} · {model.label} has {model.model.config.n_head} heads (0 to "
                         f"{model.model.config.n_head - 1}): it has no head {head}.", icon=":material/info:")
             continue
-        column.plotly_chart(attention_bars(result, head=head, tokenizer=model.tokenizer), key=f"shuffle_bars_{model.scheme}")
+        chart(attention_bars(result, head=head, tokenizer=model.tokenizer), name="order-blindness-attention-bars", where=column, model=model, key=f"shuffle_bars_{model.scheme}")
         change = weight_change(result, head=head)
         column.caption(f"{model.scheme} · {model.label}. Each token keeps its colour.\n\n"
                        + (("Without positions each" if model.scheme == BASELINE else "Each")

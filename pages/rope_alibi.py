@@ -15,6 +15,7 @@ from lpos.figures.counts import count_heatmap, running_count_figure
 from lpos.positions import REGISTRY
 from lpos.tokenizer import visible
 from lpos.ui import attention
+from lpos.ui.export import chart
 
 selection = ui.selection()
 model, config = selection.model.model, selection.model.model.config
@@ -41,8 +42,8 @@ def rope_section(own: bool, layer: int, head: int) -> None:
     pair = b.slider("Column pair of the head", 0, head_dim // 2 - 1, 0, key=f"ra_pair_{head_dim}")
     steps = c.slider("Positions to draw", 2, 32, 8, key="ra_steps")
     query, key = attention.query_and_key(model, ids, layer=layer, head=head, position=position)
-    st.plotly_chart(rope_arrow_figure(rotating_pair(query, pair=pair, positions=steps, base=config.rope_base), pair=pair,
-                                      token=tokens[position]), key="ra_arrow")
+    chart(rope_arrow_figure(rotating_pair(query, pair=pair, positions=steps, base=config.rope_base), pair=pair,
+                            token=tokens[position]), name="attention-rope-arrow", model=selection.model, key="ra_arrow")
     st.caption(("This token's query in " if own else "This model's query (it does not rotate it) in ")
                + f"layer {layer + 1}, head {head}, before rotation, placed at positions 0, 1, 2, …\n"
                "The arrow keeps its length and turns by the same angle per step: position is an angle, not an added row.")
@@ -50,7 +51,7 @@ def rope_section(own: bool, layer: int, head: int) -> None:
         st.caption(f"This model has {config.n_kv_head} key heads for its {config.n_head} query heads: each key head "
                    f"serves {config.n_head // config.n_kv_head} query heads in a row, so query head {head} is "
                    f"compared with key head {model.transformer.h[layer].attn.key_head(head)}.")
-    st.plotly_chart(attention.rope_angles(head_dim, base=config.rope_base), key="ra_angles")
+    chart(attention.rope_angles(head_dim, base=config.rope_base), name="attention-rope-angles", model=selection.model, key="ra_angles")
     st.caption(f"Each of the head's {head_dim // 2} pairs turns at its own speed: pair 0 one radian per position, "
                f"the last almost not at all.\nA geometric ladder like the sinusoidal table's, but over the head's "
                f"{head_dim} columns ({head_dim // 2} pairs, each {config.rope_base ** (-2 / head_dim):.2f}× the speed of the one "
@@ -58,7 +59,7 @@ def rope_section(own: bool, layer: int, head: int) -> None:
     length = max(len(ids), 64)
     offsets = [offset for offset in (0, 1, 4, 16) if offset < length]
     flat, _ = attention.offset_scores_view(query, key, offsets=offsets, length=length)
-    st.plotly_chart(flat, key="ra_flat")
+    chart(flat, name="attention-offset-scores", model=selection.model, key="ra_flat")
     st.caption("The token's query at position m against its own key at n = m − offset, after rotation.\n"
                "Every line is flat: moving both by the same amount changes nothing, only m − n counts.")
 
@@ -67,21 +68,21 @@ def tilt_panels(without, with_, *, layer: int, head: int, key: str) -> None:
     """Softmax of the same scores without the bias and with it, side by side (stacked on a phone)."""
     plain, tilted = st.columns(2)
     name = f"layer {layer + 1}, head {head}"
-    plain.plotly_chart(matrix_panels([(name, without[head])], tokens=tokens, value_name="weight", zmin=0.0, zmax=1.0,
-                                     title="Without the bias"), key=f"{key}_plain")
-    tilted.plotly_chart(matrix_panels([(name, with_[head])], tokens=tokens, value_name="weight", zmin=0.0, zmax=1.0,
-                                      title="How the bias tilts attention: with it"), key=key)
+    chart(matrix_panels([(name, without[head])], tokens=tokens, value_name="weight", zmin=0.0, zmax=1.0,
+                        title="Without the bias"), name=f"attention-{key}-without-bias", where=plain, model=selection.model, key=f"{key}_plain")
+    chart(matrix_panels([(name, with_[head])], tokens=tokens, value_name="weight", zmin=0.0, zmax=1.0,
+                        title="How the bias tilts attention: with it"), name=f"attention-{key}-with-bias", where=tilted, model=selection.model, key=key)
 
 
 def alibi_section(own: bool, layer: int, head: int) -> None:
     effect = attention.alibi_effect(model, ids, layer=layer)
-    st.plotly_chart(attention.alibi_slopes_chart(config.n_head), key="ra_slopes")
+    chart(attention.alibi_slopes_chart(config.n_head), name="attention-alibi-slopes", model=selection.model, key="ra_slopes")
     st.caption(f"For {config.n_head} heads the slopes are {', '.join(f'{s:.3g}' for s in effect.slopes)}.\n"
                "Steep heads look only at the last few tokens; gentle heads can reach far back.")
     lowest = float(effect.bias[head].min()) or -1.0
-    st.plotly_chart(matrix_panels([(f"bias, head {head}", effect.bias[head])], tokens=tokens, value_name="bias",
-                                  title=f"ALiBi bias: −{effect.slopes[head]:.3g} × distance",
-                                  zmin=lowest, zmax=0.0, colorscale=BIAS_COLOURS), key="ra_bias")
+    chart(matrix_panels([(f"bias, head {head}", effect.bias[head])], tokens=tokens, value_name="bias",
+                        title=f"ALiBi bias: −{effect.slopes[head]:.3g} × distance",
+                        zmin=lowest, zmax=0.0, colorscale=BIAS_COLOURS), name="attention-alibi-bias", model=selection.model, key="ra_bias")
     st.caption("Zero on the diagonal, more negative the further back the key is; above the diagonal the causal mask hides keys.\n"
                "The penalty grows linearly with distance, with no table: it works at any length.")
     if own:
@@ -93,7 +94,7 @@ def alibi_section(own: bool, layer: int, head: int) -> None:
 def bias_curves_section(layer: int, head: int) -> None:
     """The model's own bias against distance, per head, beside ALiBi's lines."""
     curves = attention.bias_curves(model, layer=layer)
-    st.plotly_chart(bias_curves_figure(curves, label=scheme.label, colour=scheme.colour), key="ra_bias_curves")
+    chart(bias_curves_figure(curves, label=scheme.label, colour=scheme.colour), name="attention-bias-curves", model=selection.model, key="ra_bias_curves")
     if curves.same_in_every_layer:
         where = ("It has no weights, and the bias is the same in every layer." if not curves.parameters else
                  f"Its {curves.parameters:,} learned numbers serve every layer: the bias is the same in each layer.")
@@ -122,9 +123,9 @@ def own_bias_section(layer: int, head: int) -> None:
     """A learned bias over the sentence, and how it tilts the attention weights."""
     effect = attention.bias_effect(model, ids, layer=layer)
     reach = float(abs(effect.bias[head]).max()) or 1.0
-    st.plotly_chart(matrix_panels([(f"bias, head {head}", effect.bias[head])], tokens=tokens, value_name="bias",
-                                  title=f"{scheme.label} bias over this sentence, layer {layer + 1}", zmin=-reach,
-                                  zmax=reach, colorscale=DIVERGING), key="ra_own_bias")
+    chart(matrix_panels([(f"bias, head {head}", effect.bias[head])], tokens=tokens, value_name="bias",
+                        title=f"{scheme.label} bias over this sentence, layer {layer + 1}", zmin=-reach,
+                        zmax=reach, colorscale=DIVERGING), name="attention-own-bias", model=selection.model, key="ra_own_bias")
     st.caption("Row = query, column = key; red raises a score, blue lowers it; above the diagonal the causal mask hides keys.")
     tilt_panels(effect.without_bias, effect.with_bias, layer=layer, head=head, key="ra_own_tilt")
     distances = look_back(effect)
@@ -136,11 +137,11 @@ def own_bias_section(layer: int, head: int) -> None:
 def counts_section(layer: int) -> None:
     """What each head counts: every token's position from the last token, the running count, and a measurement."""
     found = attention.contextual_counts(model, ids, layer=layer)
-    st.plotly_chart(count_heatmap(found, tokens=tokens), key="ra_counts")
+    chart(count_heatmap(found, tokens=tokens), name="attention-counts", model=selection.model, key="ra_counts")
     st.caption(f"Row = head, column = an earlier token; the colour is that token's position as the last token counts "
                f"it: the sum of the head's gates (each between 0 and 1) from that token to the last. Counts stop at "
                f"{found.npos_max - 1}, the last row of the layer's count table.")
-    st.plotly_chart(running_count_figure(found, tokens=tokens, references=units_so_far(raw_tokens)), key="ra_count_lines")
+    chart(running_count_figure(found, tokens=tokens, references=units_so_far(raw_tokens)), name="attention-running-counts", model=selection.model, key="ra_count_lines")
     st.caption("Each head's count from the first token up to each token, as that token's query counts it. Grey: how "
                "many tokens, word starts and sentence ends there are so far; a head that counts words runs along the "
                "words line, one that counts full stops along the sentences line.")
@@ -183,8 +184,8 @@ def attention_views() -> None:
 
     st.header("This model's attention weights")
     weights = attention.attention_maps(model, ids, layer=layer)
-    st.plotly_chart(matrix_panels([(f"layer {layer + 1}, head {head}", weights[head])], tokens=tokens, value_name="weight",
-                                  zmin=0.0, zmax=1.0, title=f"Attention weights, {selection.model.label}"), key="ra_attention")
+    chart(matrix_panels([(f"layer {layer + 1}, head {head}", weights[head])], tokens=tokens, value_name="weight",
+                        zmin=0.0, zmax=1.0, title=f"Attention weights, {selection.model.label}"), name="attention-weights", model=selection.model, key="ra_attention")
     st.caption("Each row is one query token's attention over the keys up to itself; each row sums to 1.\n"
                + ("Untrained: random, small scores spread the weights evenly over the visible keys"
                   + (", tilted towards recent keys by the bias." if fixed_bias else ".")

@@ -9,6 +9,7 @@ from lpos.analysis.scheme_views import names
 from lpos.positions import schemes_with
 from lpos.tokenizer import visible
 from lpos.ui import coverage, embeddings, similarity
+from lpos.ui.export import chart
 
 NEAREST_POSITIONS = 10  # rows listed for "nearest positions of position"
 
@@ -40,7 +41,7 @@ def rows_never_trained(length: int) -> None:
         return
     st.subheader("Rows training never reached")
     fig, reading, source = coverage.drift_view(selection.model, length)
-    st.plotly_chart(fig, key="sim_coverage")
+    chart(fig, name="similarity-rows-never-trained", model=selection.model, key="sim_coverage")
     for line in reading:
         st.markdown(f"- {line}")
     st.caption(f"This model trained on windows of at most {limit} tokens, so rows {limit} to {config.block_size - 1} "
@@ -70,7 +71,7 @@ def positions() -> None:
         maps = similarity.position_maps(selection.model, length, with_untrained=scheme.has_table and selection.model.trained,
                                         apart=True)
         for column, key, panel in zip(st.columns(len(maps), gap="small"), ("sim_positions", "sim_positions_start"), maps):
-            column.plotly_chart(panel, key=key)  # side by side; a phone stacks them
+            chart(panel, name=f"similarity-{key.replace('sim_positions', 'position-map')}", where=column, model=selection.model, key=key)  # side by side; a phone stacks them
         band, structure = similarity.position_band(selection.model, length)
         length_drawn = len(position_rows(model, length))  # a table stops at its last row
         at = ", ".join(f"{structure[key]:.2f} at distance {key.rsplit('_', 1)[1]}"
@@ -87,7 +88,7 @@ def positions() -> None:
                        "depends on distance only, so it is the same along every diagonal.")
         else:
             st.caption(f"{scheme.label}'s rows: mean cosine {at}.")
-        st.plotly_chart(band, key="sim_band")
+        chart(band, name="similarity-band", model=selection.model, key="sim_band")
         st.caption("The band along the diagonal, as a line: the mean cosine of all pairs of rows that are that many "
                    "positions apart.")
         if scheme.has_table and selection.model.trained:
@@ -95,12 +96,12 @@ def positions() -> None:
     elif scheme.shows("rotation"):
         head_dim = config.n_embd // config.n_head
         kernel_map, kernel_line, kernel_reading = similarity.rope_kernel(length, head_dim, base=config.rope_base)
-        st.plotly_chart(kernel_map, key="sim_positions")
+        chart(kernel_map, name="similarity-position-map", model=selection.model, key="sim_positions")
         st.caption(f"{scheme.label} adds no rows. Its counterpart: the mean of cos((m − n)·ωᵢ) over the {head_dim // 2} pairs of "
                    f"this model's {head_dim}-column heads (base {config.rope_base:,g}, this model's), the cosine between "
                    "one vector rotated to positions m and n when all its pairs have the same length.\n"
                    "Every diagonal is constant: the kernel depends on m − n only.")
-        st.plotly_chart(kernel_line, key="sim_kernel")
+        chart(kernel_line, name="similarity-kernel-by-offset", model=selection.model, key="sim_kernel")
         st.caption(kernel_reading)
 
     if scheme.adds_rows:
@@ -118,11 +119,11 @@ def positions() -> None:
         else:
             flat, solid, reading = similarity.position_pca(selection.model, length)
             left, right = st.columns(2)
-            left.plotly_chart(flat, key="sim_pca2")
+            chart(flat, name="similarity-pca-2d", where=left, model=selection.model, key="sim_pca2")
             # closed, the 3-D view sends nothing: a WebGL scene costs a browser without a GPU ~0.8 s per slider step
             solid_box = right.expander("The same path in 3-D (drag to turn it)", key="sim_pca3_open", on_change="rerun")
             if solid_box.open:
-                solid_box.plotly_chart(solid, key="sim_pca3")
+                chart(solid, name="similarity-pca-3d", where=solid_box, model=selection.model, key="sim_pca3")
             st.caption(reading)
     else:
         st.info(NO_ROWS, icon=":material/info:")
@@ -147,7 +148,7 @@ def token_map() -> None:
         which = options[0]
         st.markdown(f"Rows: **{which}** ({selection.scheme} adds no position rows).")
     rows = view.token_rows if which == "token rows" else view.summed_rows
-    st.plotly_chart(similarity.token_map(rows, title=which, tokens=tokens), key="sim_tokens")
+    chart(similarity.token_map(rows, title=which, tokens=tokens), name="similarity-token-map", model=selection.model, key="sim_tokens")
     st.caption("A repeated token has cosine 1 with itself in token rows; adding position rows makes the copies differ.\n"
                + ("This scheme adds no position rows, so only token rows exist here." if view.position_rows is None else
                   "Switch between token rows and summed rows to see the position rows at work."))

@@ -7,6 +7,7 @@ from lpos.analysis.scheme_views import names
 from lpos.positions import schemes_with
 from lpos.positions.sinusoidal import SINUSOID_SCALE
 from lpos.ui import sinusoids
+from lpos.ui.export import chart
 
 selection = ui.selection()
 st.title("Sinusoids: a position table nobody trained")
@@ -28,7 +29,7 @@ def explorer() -> None:
     st.subheader("The table")
     table, row_block = sinusoids.sinusoid_table(length, width, float(base),
                                                        title=f"Sinusoidal table: {length} positions × {width} columns")
-    st.plotly_chart(table, key="sin_table")
+    chart(table, name="sinusoids-table", key="sin_table")
     st.caption("Left columns change every row (short wavelengths); right columns barely change over thousands of positions.\n"
                "Each row is a different barcode, so the model can read off where a token sits."
                + (" Large tables are block-averaged: columns faster than a block fade to white." if row_block > 1 else ""))
@@ -39,14 +40,14 @@ def explorer() -> None:
     pairs = st.multiselect("Column pairs to draw", pairs_available, default=default_pairs, key=f"sin_pairs_{width}",
                            max_selections=8, help="Pair i is columns 2i (sin) and 2i+1 (cos).")
     if pairs:
-        st.plotly_chart(sinusoids.sinusoid_bands(length, width, tuple(pairs), float(base)), key="sin_bands")
+        chart(sinusoids.sinusoid_bands(length, width, tuple(pairs), float(base)), name="sinusoids-bands", key="sin_bands")
         st.caption("Each pair is a clock hand turning at its own speed: sin is one coordinate, cos the other.\n"
                    + sinusoid_words.bands_sentence(length, width, pairs=pairs, base=float(base)))
     else:
         st.info("Pick at least one column pair above to draw its sin and cos.")
     waves, slowest = sinusoids.sinusoid_wavelengths(width, float(base))
     head_columns = selection.model.model.config.n_embd // selection.model.model.config.n_head
-    st.plotly_chart(waves, key="sin_wavelengths")
+    chart(waves, name="sinusoids-wavelengths", key="sin_wavelengths")
     st.caption(f"Pair 0 repeats every 2π ≈ 6.28 positions; the last pair every {slowest:,.0f} "
                "positions (2π·base^((width−2)/width)).\nThe wavelengths are evenly spaced on a log scale: a geometric sequence. "
                + sinusoid_words.rope_sentence(width, head_columns, base=float(base))
@@ -63,7 +64,7 @@ def distance(width: int, base: float) -> None:
               for i, value in enumerate((0, 100, 1000))]
     max_offset = columns[3].slider("Largest distance k", min_value=1, max_value=1024, value=128, key="sin_max_offset")
     dots = sinusoids.sinusoid_offset_dots(width, tuple(int(s) for s in starts), max_offset, float(base))
-    st.plotly_chart(dots, key="sin_offset_dot")
+    chart(dots, name="sinusoids-distance-dot-products", key="sin_offset_dot")
     st.caption("row t · row t+k = Σᵢ cos(k·wᵢ): the start t cancels, so the three curves lie on top of each other.\n"
                "Attention does not see this raw dot product: scores pass through the learned W_q and W_k first. "
                "Vaswani et al. (2017) argue from a different fact: each pair of row t+k is row t's pair turned by the "
@@ -85,7 +86,7 @@ else:
     model_table, _ = sinusoids.sinusoid_table(shown, config.n_embd, 10000.0, highlight_rows=len(ids),
                                                    title=f"The {config.n_embd}-column table this model adds, "
                                                          f"drawn at ±1 (added × {SINUSOID_SCALE:.3f})")
-    st.plotly_chart(model_table, key="sin_model_table")
+    chart(model_table, name="sinusoids-model-table", model=selection.model, key="sin_model_table")
     st.caption(f"Your sentence has {len(ids)} tokens: the boxed rows 0–{len(ids) - 1} are the rows added to its token rows, "
                f"each multiplied by {SINUSOID_SCALE:.4f} first, so that a row has the norm of an initial token row "
                "(at ±1 the table would drown the token rows). The Embeddings page shows the rows as added.\n"

@@ -13,6 +13,7 @@ from lpos.tokenizer import encode
 from lpos.ui import stretch as views
 from lpos.ui.models import label, load_offered
 from lpos.ui.selection import MAX_TOKENS, scheme_models
+from lpos.ui.export import chart
 
 PAPERS = ("Chen et al. (2023), [Position Interpolation](https://arxiv.org/abs/2306.15595); bloc97 (2023), NTK-aware "
           "scaling; Peng et al. (2023), [YaRN](https://arxiv.org/abs/2309.00071).")
@@ -38,7 +39,7 @@ def loss_panel(text: str, factor: int) -> None:
         return
     figure, reading = view
     plot_column, reading_column = st.columns([3, 2])
-    plot_column.plotly_chart(figure, key=f"stretch_loss_{text}")
+    chart(figure, name=f"stretch-loss-{text}", where=plot_column, model=selection.model, key=f"stretch_loss_{text}")
     reading_column.markdown(reading)
 
 
@@ -78,7 +79,7 @@ def scaling_sections() -> None:
     st.subheader("2. Which pairs turn fully inside the training window")
     head = config.n_embd // config.n_head
     figure, reading = views.wavelength_view(head, factor=factor, train_length=train_length, base=config.rope_base)
-    st.plotly_chart(figure, key="stretch_wavelengths")
+    chart(figure, name="stretch-wavelengths", model=selection.model, key="stretch_wavelengths")
     st.markdown(reading)
     turns = train_length / (2 * math.pi)  # pair 0 turns once every 2π positions
     floored = turns < YARN_BETA_FAST and float(yarn_ramp(head, config.rope_base, original_length=train_length)[0]) == 0
@@ -98,7 +99,7 @@ def scaling_sections() -> None:
     measure = right.radio("Measure", ["max_logit", "entropy"], horizontal=True, key="stretch_measure",
                           format_func={"max_logit": "largest attention logit", "entropy": "attention entropy"}.get)
     figure, reading = views.attention_view(rope, factor, layer=layer, measure=measure)
-    st.plotly_chart(figure, key="stretch_attention")
+    chart(figure, name="stretch-attention", model=selection.model, key="stretch_attention")
     st.markdown(reading)
     st.caption("The first 1,024 tokens of the built-in story, one forward per method; the largest logit is over heads "
                "and keys, the entropy the mean over heads, both smoothed over 16 positions. Position Interpolation's "

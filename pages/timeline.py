@@ -10,6 +10,7 @@ from lpos.figures.timeline import ANIMATION_CELLS, position_map_animation
 from lpos.positions import SCHEMES, schemes_with
 from lpos.ui import coverage
 from lpos.ui.timeline import model_timeline, step_figures
+from lpos.ui.export import chart
 
 selection = ui.selection()
 st.title("Training timeline: watch the model learn")
@@ -37,13 +38,13 @@ def step_view() -> None:
     if limit is not None:
         st.markdown(f"- {timeline_coverage_reading(timeline.steps, timeline.position_rows, limit)}")
 
-    st.plotly_chart(figures.loss, key="timeline_loss")
+    chart(figures.loss, name="timeline-loss", model=selection.model, key="timeline_loss")
     st.caption(f"Loss on the first {timeline.eval_tokens:,} held-out TinyStories tokens, at windows of "
                f"{maps.shape[-1]} tokens; the model card's loss is over all held-out tokens.")
 
     left, right = st.columns(2)
-    left.plotly_chart(figures.position_map, key="timeline_map")
-    right.plotly_chart(figures.band, key="timeline_band")
+    chart(figures.position_map, name="timeline-position-map", where=left, model=selection.model, key="timeline_map")
+    chart(figures.band, name="timeline-band", where=right, model=selection.model, key="timeline_band")
     if timeline.position_kind == "table":
         here = band[(band.step == step) & (band.distance == 1)].iloc[0]
         right.caption(f"At step {step} neighbouring rows have cosine {here.cosine:.2f}; "
@@ -69,7 +70,7 @@ def step_view() -> None:
     left.caption(f"By cosine of token rows, among the tokens the model was trained on, at step {step}. "
                  "At step 0 the neighbours are random; related words move together as training goes on.")
     repeated = found.repeated
-    right.plotly_chart(figures.repeated, key="timeline_repeated")
+    chart(figures.repeated, name="timeline-repeated-token", where=right, model=selection.model, key="timeline_repeated")
     right.caption(f"“{timeline.repeated_word}” appears {timeline.repeated_cos.shape[-1]} times in the probe sentence. "
                   "Its token rows are identical; what enters the first block is token + position, so the copies' cosine "
                   f"(here {repeated['cosine'][index]:.3f} at step {step}) is below 1 only for schemes that add position "
@@ -80,7 +81,7 @@ def step_view() -> None:
     for head, panel in enumerate(figures.attention):  # two heads a row; a phone stacks them
         if head % 2 == 0:
             row = st.columns(2, gap="small")
-        row[head % 2].plotly_chart(panel, key=f"timeline_attention_{head}")
+        chart(panel, name=f"timeline-attention-head-{head}", where=row[head % 2], model=selection.model, key=f"timeline_attention_{head}")
     st.caption("Rows are the attending token, columns the tokens it reads; each row sums to 1. "
                + attention_sentence(timeline, index))
 
@@ -89,7 +90,7 @@ step_view()
 
 if st.toggle("Play the whole run in the browser", key="timeline_play",
              help="All 16 maps as an animation with its own play button; nothing is recomputed while it plays."):
-    st.plotly_chart(position_map_animation(maps, timeline), key="timeline_animation")
+    chart(position_map_animation(maps, timeline), name="timeline-position-map-animation", model=selection.model, key="timeline_animation")
     block = -(-maps.shape[-1] // ANIMATION_CELLS)
     if block > 1:
         st.caption(f"Each cell of the animation averages {block}×{block} positions, so the diagonal cells mix a row's "

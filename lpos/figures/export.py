@@ -1,0 +1,166 @@
+"""Figures to take away: a figure's numbers as a table, its download name, and the recipe that
+redraws it in Python.
+
+A Recipe is the call a page makes to get a figure, written down as data: the dotted names of lpos
+functions (an analysis, then a figure builder) with their arguments, run in order. The page runs
+it (`Recipe.run`) and prints it (`Recipe.snippet`), so the code a learner copies is the code that
+drew the figure on the page.
+"""
+from __future__ import annotations
+
+import importlib
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+FILE_PATH = "path/to/your/model.pt"
+
+
+@dataclass(frozen=True)
+class Ref:
+    """An argument that names a value bound earlier in the snippet: "model", "meta", "tokenizer"
+    (the model's), or an earlier step's target."""
+    name: str
+
+
+@dataclass(frozen=True)
+class Step:
+    target: str  # the name the snippet binds the result to
+    function: str  # dotted: "lpos.analysis.sinusoids.frequency_bands"
+    args: tuple = ()
+    kwargs: tuple[tuple[str, object], ...] = ()
+
+
+def step(target: str, function: str, *args, **kwargs) -> Step:
+    return Step(target, function, tuple(plain(a) for a in args), tuple((k, plain(v)) for k, v in kwargs.items()))
+
+
+def plain(value):
+    """A value as the Python literal it prints as: numpy numbers to ints and floats, lists kept."""
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(plain(v) for v in value)
+    return value
+
+
+def function_of(dotted: str):
+    module, name = dotted.rsplit(".", 1)
+    return getattr(importlib.import_module(module), name)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Steps run in order; the last one's result is the figure (or, with `pick`, a list of
+    figures of which it is number `pick`)."""
+    steps: tuple[Step, ...]
+    pick: int | None = None
+
+    def run(self, **context) -> go.Figure:
+        """The figure, computed with `context` holding what the steps' Refs name (model, meta...)."""
+        values = dict(context)
+
+        def value(v):
+            return values[v.name] if isinstance(v, Ref) else v
+
+        for s in self.steps:
+            values[s.target] = function_of(s.function)(*(value(a) for a in s.args),
+                                                        **{k: value(v) for k, v in s.kwargs})
+        result = values[self.steps[-1].target]
+        return result if self.pick is None else result[self.pick]
+
+    def names(self) -> set[str]:
+        """The Refs the steps read that no step binds: what the snippet's opening must load."""
+        bound = {s.target for s in self.steps}
+        read = {v.name for s in self.steps for v in (*s.args, *(v for _, v in s.kwargs)) if isinstance(v, Ref)}
+        return read - bound
+
+    def snippet(self, *, model: str | None = None, scheme: str | None = None) -> str:
+        """Python that redraws the figure with lpos's public API, ending in fig.show().
+        `model`: a shipped model's name, "untrained" (the app's untrained model of `scheme`), or
+        None for a file of the learner's own (a path to fill in)."""
+        imports = {f"from {s.function.rsplit('.', 1)[0]} import {s.function.rsplit('.', 1)[1]}" for s in self.steps}
+        needs, opening = self.names(), []
+        if needs & {"model", "meta", "tokenizer"}:
+            if model == "untrained":
+                imports.add("from lpos.model import untrained_model")
+                imports.add("from lpos.tokenizer import GPT2")
+                opening += [f"model, meta = untrained_model({scheme!r}), {{}}  # the app's untrained {scheme} model",
+                            "tokenizer = GPT2"]
+            else:
+                imports.add("from lpos import checkpoints")
+                opening.append(f"model, meta = checkpoints.load({model!r})" if model else
+                               f"model, meta = checkpoints.load({FILE_PATH!r})  # fill in the path to your file")
+                opening.append('tokenizer = meta["tokenizer"]')
+        lines = sorted(imports) + [""] + opening
+        for s in self.steps:
+            arguments = [literal(a) for a in s.args] + [f"{k}={literal(v)}" for k, v in s.kwargs]
+            lines.append(f"{s.target} = {s.function.rsplit('.', 1)[1]}({', '.join(arguments)})")
+        last = self.steps[-1].target
+        if self.pick is not None:
+            lines.append(f"fig = {last}[{self.pick}]")
+        elif last != "fig":
+            lines.append(f"fig = {last}")
+        lines.append("fig.show()")
+        return "\n".join(lines) + "\n"
+
+
+def literal(value) -> str:
+    return value.name if isinstance(value, Ref) else repr(value)
+
+
+def file_name(*words: str | None) -> str:
+    """A download's name from what it shows: "lpos-similarity-position-map-rope-rope"; each word
+    lower-cased, anything but letters, digits and dots turned into one hyphen."""
+    parts = ["lpos"] + [re.sub(r"[^a-z0-9.]+", "-", w.lower()).strip("-") for w in words if w]
+    return "-".join(p for p in parts if p)[:120]
+
+
+def values(array) -> list:
+    """A trace's array (a tuple, list, numpy array or None) as a flat Python list."""
+    if array is None:
+        return []
+    return np.asarray(array, dtype=object).ravel().tolist()
+
+
+def figure_frame(fig: go.Figure) -> pd.DataFrame:
+    """Every trace's numbers, one row per point (a heatmap: one row per cell): columns series, x,
+    y, then z or value and text where the trace has them."""
+    rows = []
+    for number, trace in enumerate(fig.data, start=1):
+        series = trace.name or f"trace {number}"
+        z = getattr(trace, "z", None)
+        text = getattr(trace, "text", None)
+        if z is not None and np.ndim(z) == 2:  # a heatmap: x labels the columns, y the rows
+            grid = np.asarray(z, dtype=object)
+            xs = values(trace.x) or list(range(grid.shape[1]))
+            ys = values(trace.y) or list(range(grid.shape[0]))
+            labels = np.asarray(text, dtype=object) if text is not None and np.ndim(text) == 2 else None
+            for i in range(grid.shape[0]):
+                for j in range(grid.shape[1]):
+                    row = {"series": series, "x": xs[j], "y": ys[i], "value": grid[i, j]}
+                    if labels is not None:
+                        row["text"] = labels[i, j]
+                    rows.append(row)
+            continue
+        columns = {axis: values(getattr(trace, axis, None)) for axis in ("x", "y", "z")}
+        count = max(len(c) for c in columns.values())
+        if not columns["x"] and count:
+            columns["x"] = list(range(count))
+        labels = values(text) if text is not None and not isinstance(text, str) else []
+        for i in range(count):
+            row = {"series": series, **{axis: c[i] for axis, c in columns.items() if len(c) == count}}
+            if len(labels) == count:
+                row["text"] = labels[i]
+            rows.append(row)
+    frame = pd.DataFrame(rows)
+    return frame[[c for c in ("series", "x", "y", "z", "value", "text") if c in frame.columns]]
+
+
+def figure_csv(fig: go.Figure) -> str:
+    return figure_frame(fig).to_csv(index=False)

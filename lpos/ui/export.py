@@ -1,0 +1,58 @@
+"""Every chart of the app, drawn one way: Plotly's camera button downloads an SVG named after what
+the chart shows (page, figure, scheme, model), and a folded "Data and code" control beside it gives
+the chart's numbers as CSV and, where the page drew it from a recipe (lpos.figures.export), the
+Python that redraws it.
+"""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from lpos.checkpoints.reference import SHIPPED
+from lpos.figures.export import Recipe, figure_csv, file_name
+from lpos.ui.models import LoadedModel
+
+CONTROL = "Data and code"
+
+
+def model_words(model: LoadedModel) -> tuple[str, str]:
+    """The scheme and the model's name as a file name says them (an upload: its file's name, no digest)."""
+    ref = model.ref
+    return model.model.config.position, (ref.name or ref.kind).rsplit(".", 1)[0]
+
+
+def snippet_model(model: LoadedModel) -> str | None:
+    """What a snippet loads: a shipped model's name, "untrained", or None (a file of the learner's own)."""
+    ref = model.ref
+    if ref.is_untrained:
+        return "untrained"
+    return ref.name if ref.kind == SHIPPED else None
+
+
+def recipe_figure(recipe: Recipe, model: LoadedModel | None = None, **context) -> go.Figure:
+    """The figure a recipe draws, with the model's weights, meta and tokenizer to hand."""
+    if model is not None:
+        context = {"model": model.model, "meta": model.meta, "tokenizer": model.tokenizer, **context}
+    return recipe.run(**context)
+
+
+def chart(fig: go.Figure, *, name: str, where=None, model: LoadedModel | None = None, recipe: Recipe | None = None,
+          **kwargs) -> None:
+    """st.plotly_chart with the SVG download named lpos-<name>[-<scheme>-<model>], then the chart's
+    "Data and code" control. `name` is "page-figure", distinct on its page; `model` the model the
+    chart shows (none for a chart of no model); `kwargs` go to st.plotly_chart (key, width, theme...)."""
+    where = where or st
+    words = model_words(model) if model is not None else ()
+    download = file_name(name, *words)
+    where.plotly_chart(fig, config={"toImageButtonOptions": {"format": "svg", "filename": download}}, **kwargs)
+    key = str(kwargs.get("key") or download)
+    with where.popover(CONTROL, icon=":material/download:"):
+        st.download_button("The numbers (CSV)", lambda: figure_csv(fig), file_name=f"{download}.csv", mime="text/csv",
+                           key=f"{key}_csv", icon=":material/table:",
+                           help="One row per point (a heatmap: per cell): series, x, y and the value.")
+        if recipe is not None:
+            st.caption("Python that redraws this figure with lpos (`pip install .` in this repository):")
+            st.code(recipe.snippet(model=snippet_model(model) if model is not None else None,
+                                   scheme=words[0] if words else None), language="python")
+        else:
+            st.caption("The camera button above the chart downloads it as SVG, for slides and papers.")
