@@ -119,6 +119,40 @@ def window_losses(model: GPT, ids: list[int], *, window: int) -> np.ndarray:
     return np.concatenate(out) if out else np.zeros(0, dtype=np.float32)
 
 
+@torch.no_grad()
+def sliding_losses(model: GPT, ids: list[int], *, window: int, batch_size: int = 64) -> np.ndarray:
+    """The same predictions as loss_along_text, each read with at most the `window` - 1 tokens before it:
+    prediction j (of token j + 1) reads tokens j - window + 1 .. j, a sliding window that never puts a token
+    past position window - 1, so nothing is extrapolated while every prediction keeps a full window of
+    context (fresh windows would leave the first tokens of each with almost none). Through the model's own
+    forward; only each window's last position is scored. (N,) for N = len(ids) - 1, NaN outside the
+    vocabulary; the first `window` predictions are the full-context ones."""
+    if len(ids) < 2:
+        return np.zeros(0, dtype=np.float32)
+    stream = torch.tensor(ids, dtype=torch.long)
+    out = [token_losses(model, stream[: window + 1]).numpy()]
+    ends = range(window, len(ids) - 1)  # the last token each window reads
+    vocab = model.output_vocab if model.output_vocab is not None else torch.arange(model.config.vocab_size)
+    lookup = torch.full((model.config.vocab_size,), -1, dtype=torch.long)
+    lookup[vocab] = torch.arange(len(vocab))
+    for first in range(0, len(ends), batch_size):
+        last = ends[first : first + batch_size]
+        x = torch.stack([stream[j - window + 1 : j + 1] for j in last])  # (b, window)
+        index = lookup[stream[[j + 1 for j in last]]]  # (b,) each target's place in the output vocabulary
+        hidden, _ = model.hidden_states(x, keep_attention=False)
+        logits = hidden[:, -1] @ model.vocab_rows().T + model.vocab_bias()  # as vocab_loss scores a position
+        losses = torch.nn.functional.cross_entropy(logits, index.clamp(min=0), reduction="none")
+        out.append(losses.masked_fill(index < 0, float("nan")).numpy())
+    return np.concatenate(out)
+
+
+def sliding_sentence(window: int) -> str:
+    """What the sliding baseline reads, for a window of `window` tokens."""
+    before = window - 1
+    return (f"each read with only the {before:,} token{'s' if before != 1 else ''} before it (a sliding "
+            f"{window:,}-token window, so no position past {before:,})")
+
+
 def training_length(meta: dict, model: GPT) -> int:
     """The longest window the model was trained on: its max_length when training used shorter windows
     than its block size (`--max-length`), else its block size (the model's, when meta does not say)."""
@@ -137,10 +171,15 @@ def _mean(values: np.ndarray) -> float | None:
     return float(values.mean()) if values.size else None
 
 
+def _signed(change: float) -> str:
+    """"+0.53", "-0.06"; "0.00" for a change that rounds to nothing (never "-0.00")."""
+    return f"{change:+.2f}" if round(change, 2) != 0 else "0.00"
+
+
 def curve_reading(curve: LossCurve, *, train_length: int, baseline: np.ndarray | None = None) -> str:
     """What the live curve shows, in numbers. Past the training length the same tokens are compared two
-    ways: read with the whole text before them, and read in fresh windows of the training length
-    (`baseline`, window_losses): the difference is what reading past the training length costs or gains.
+    ways: read with the whole text before them, and read with a sliding window of the training length
+    (`baseline`, sliding_losses): the difference is what reading past the training length costs or gains.
     Without a baseline only the two parts of the text are compared, and the sentence says they differ."""
     within, beyond = _mean(curve.losses[:train_length]), _mean(curve.losses[train_length:])
     if within is None:
@@ -151,9 +190,9 @@ def curve_reading(curve: LossCurve, *, train_length: int, baseline: np.ndarray |
         fresh = _mean(baseline[train_length : len(curve.losses)]) if baseline is not None else None
         if fresh is not None:
             lines.append(f"The {later} predictions past the training length ({train_length} tokens), read with the "
-                         f"whole text before them: **{beyond:.2f}**; the same tokens read in fresh {train_length}-token "
-                         f"windows, so no position past {train_length - 1}: **{fresh:.2f}**. Reading past the "
-                         f"training length changes their loss by **{beyond - fresh:+.2f}**.")
+                         f"whole text before them: **{beyond:.2f}**; the same tokens {sliding_sentence(train_length)}: "
+                         f"**{fresh:.2f}**. Reading past the training length changes their loss by "
+                         f"**{_signed(beyond - fresh)}**.")
         else:
             lines.append(f"The {later} predictions past the training length ({train_length} tokens): **{beyond:.2f}** "
                          "(other text than the first part, so not a measure of extrapolation on its own).")

@@ -52,7 +52,8 @@ def token_loss_figure(curve: LossCurve, *, tokens: list[str], train_length: int,
                       baseline: np.ndarray | None = None) -> go.Figure:
     """Per-token loss along the text (faint) and its rolling mean, with the training length and
     a learned table's wall marked. `tokens` are the predicted tokens, one per loss. `baseline`: the
-    same tokens' losses read in fresh windows of the training length, drawn as a rolling mean too."""
+    same tokens' losses each read with a sliding window of the training length (the tokens before it,
+    never a position past the training length), drawn as a rolling mean too."""
     positions = np.arange(len(curve.losses))
     hover = [f"predicting {safe(t)} at position {p + 1}" for p, t in zip(positions, tokens)]
     fig = go.Figure()
@@ -66,8 +67,10 @@ def token_loss_figure(curve: LossCurve, *, tokens: list[str], train_length: int,
         drawn = np.arange(train_length, min(len(baseline), len(curve.losses)))
         mean = pd.Series(baseline).rolling(curve.window, min_periods=1).mean().to_numpy()
         fig.add_trace(go.Scatter(x=drawn, y=mean[drawn], mode="lines", line=dict(color="#e6550d", width=2, dash="dot"),
-                                 name=f"same tokens, fresh {train_length}-token windows (mean of {curve.window})",
-                                 hovertemplate="position %{x}<br>rolling mean in fresh windows %{y:.2f}<extra></extra>"))
+                                 name=f"same tokens, each read with only the {train_length - 1} before it "
+                                      f"(mean of {curve.window})",
+                                 hovertemplate=f"position %{{x}}<br>rolling mean, {train_length}-token sliding window "
+                                               "%{y:.2f}<extra></extra>"))
     if len(curve.losses) > train_length:
         # the label sits above the plot area (yref paper > 1), so no line crosses it
         fig.add_vline(x=train_length, line=dict(color="black", dash="dash"))

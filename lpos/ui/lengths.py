@@ -97,18 +97,18 @@ def loss_curve(model: LoadedModel, ids: list[int]) -> lengths.LossCurve:
 
 @cache_data(max_entries=64, show_spinner=False)
 def window_baseline(model: LoadedModel, ids: list[int], *, window: int):
-    """The same tokens read in fresh windows of the training length (lpos.analysis.lengths.window_losses):
-    one forward per window, so cheap beside the curve; None when the text does not go past one window."""
+    """The same tokens each read with a sliding window of the training length
+    (lpos.analysis.lengths.sliding_losses); None when the text does not go past one window."""
     if len(ids) - 1 <= window:
         return None
-    with st.spinner(f"Scoring the same tokens in fresh {window}-token windows…"):
-        return lengths.window_losses(model.model, list(ids), window=window)
+    with st.spinner(f"Scoring the same tokens again, each with only the {window - 1:,} tokens before it…"):
+        return lengths.sliding_losses(model.model, list(ids), window=window)
 
 
 @cache_resource(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)
 def token_losses(model: LoadedModel, ids: list[int], *, train_length: int) -> go.Figure:
     """The loss of every token of a long text (the Length extrapolation page's live view), with the same
-    tokens read in fresh windows of the training length as a baseline."""
+    tokens each read with a sliding window of the training length as a baseline."""
     curve = loss_curve(model, ids)
     predicted = [visible(t) for t in model.tokenizer.token_strings(list(ids[1 : len(curve.losses) + 1]))]
     return token_loss_figure(curve, tokens=predicted, train_length=train_length, label=model.label,
