@@ -1,0 +1,56 @@
+"""Issue 37, the third truth pass: each sentence tested on the case where its old wording was wrong."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from lpos import checkpoints
+from lpos.analysis import lengths
+from lpos.model import GPT, GPTConfig
+from lpos.tokenizer import encode
+
+
+def tiny(position: str = "rope", **extra) -> GPT:
+    torch.manual_seed(0)
+    return GPT(GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=64, position=position, **extra)).eval()
+
+
+# --- False 1: Length extrapolation's baseline ----------------------------------------------------
+
+@pytest.mark.parametrize("position", ["rope", "alibi", "learned"])
+def test_sliding_baseline_reads_each_token_with_the_window_before_it(position):
+    model = tiny(position)
+    ids = list(range(100, 160))
+    window = 16
+    sliding = lengths.sliding_losses(model, ids, window=window, batch_size=7)
+    full = lengths.token_losses(model, torch.tensor(ids)).numpy()
+    assert sliding.shape == full.shape
+    assert np.allclose(sliding[:window], full[:window], atol=1e-5)
+    for j in (window, 31, len(ids) - 2):  # prediction j reads tokens j - 15 .. j at positions 0 .. 15
+        alone = lengths.token_losses(model, torch.tensor(ids[j - window + 1 : j + 2]))[-1].item()
+        assert sliding[j] == pytest.approx(alone, abs=1e-5)
+
+
+def test_curve_reading_says_what_the_sliding_baseline_is_and_never_minus_zero():
+    losses = np.r_[np.full(128, 3.9), np.full(60, 4.3)].astype(np.float32)
+    curve = lengths.LossCurve(losses=losses, rolling=losses, window=32, text_tokens=189, wall=None)
+    said = lengths.curve_reading(curve, train_length=128, baseline=losses + np.float32(0.001))
+    assert "each read with only the 127 tokens before it (a sliding 128-token window" in said
+    assert "fresh" not in said and "-0.00" not in said and "changes their loss by **0.00**" in said
+
+
+@pytest.mark.skipif("rope" not in checkpoints.available(), reason="the shipped rope model is not installed")
+def test_story_past_the_training_length_rope_against_the_sliding_window():
+    from lpos.corpus import story  # noqa: PLC0415
+
+    ids = encode(story())[:400]
+    model = checkpoints.load("rope")[0]
+    curve = lengths.loss_along_text(model, ids)
+    sliding = lengths.sliding_losses(model, ids, window=128)
+    said = lengths.curve_reading(curve, train_length=128, baseline=sliding)
+    change = float(re.search(r"changes their loss by \*\*([+-]?[0-9.]+)\*\*", said).group(1))
+    expected = np.nanmean(curve.losses[128:]) - np.nanmean(sliding[128:])
+    assert change == pytest.approx(expected, abs=0.006)
