@@ -27,12 +27,10 @@ def explorer() -> None:
                               help=sinusoid_words.base_help(width, base=st.session_state.get("sin_base", 10000.0)))
 
     st.subheader("The table")
-    table, row_block = sinusoids.sinusoid_table(length, width, float(base),
+    table, _ = sinusoids.sinusoid_table(length, width, float(base),
                                                        title=f"Sinusoidal table: {length} positions × {width} columns")
     chart(table, name="sinusoids-table", key="sin_table")
-    st.caption("Left columns change every row (short wavelengths); right columns barely change over thousands of positions.\n"
-               "Each row is a different barcode, so the model can read off where a token sits."
-               + (" Large tables are block-averaged: columns faster than a block fade to white." if row_block > 1 else ""))
+    st.caption(sinusoid_words.table_sentence(length, width, base=float(base)))
 
     st.subheader("Frequency bands")
     pairs_available = list(range(width // 2))
@@ -50,7 +48,8 @@ def explorer() -> None:
     chart(waves, name="sinusoids-wavelengths", key="sin_wavelengths")
     st.caption(f"Pair 0 repeats every 2π ≈ 6.28 positions; the last pair every {slowest:,.0f} "
                "positions (2π·base^((width−2)/width)).\nThe wavelengths are evenly spaced on a log scale: a geometric sequence. "
-               + sinusoid_words.rope_sentence(width, head_columns, base=float(base))
+               + sinusoid_words.rope_sentence(width, head_columns, base=float(base), model_base=(
+                   selection.model.model.config.rope_base if selection.model.model.scheme.shows("rotation") else None))
                + " [Stretching the context](stretch) shows how scaling methods move them past a training length.")
     distance(width, float(base))
 

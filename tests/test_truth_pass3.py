@@ -54,3 +54,38 @@ def test_story_past_the_training_length_rope_against_the_sliding_window():
     change = float(re.search(r"changes their loss by \*\*([+-]?[0-9.]+)\*\*", said).group(1))
     expected = np.nanmean(curve.losses[128:]) - np.nanmean(sliding[128:])
     assert change == pytest.approx(expected, abs=0.006)
+
+
+# --- False 2, Misleading 5, Weak (width 1,024): the Sinusoids captions ---------------------------
+
+def test_table_caption_at_base_2_says_the_right_columns_go_round():
+    from lpos.analysis.sinusoids import table_sentence  # noqa: PLC0415
+
+    said = table_sentence(128, 128, base=2.0)
+    assert "thousands" not in said and "barely" not in said
+    assert "every 12.4, so from position 0 to 127 it goes round 10.2 times" in said
+    assert "barely changes" in table_sentence(128, 128, base=10000.0)
+    assert "mean of 16 rows by 4 columns" in table_sentence(4096, 1024) and "mean of" not in table_sentence(128, 128)
+    assert "mean of 4 columns" in table_sentence(128, 1024)
+    assert table_sentence(1, 8).startswith("One position, so one row.")
+
+
+def test_rope_sentence_says_the_ladder_holds_at_the_base_set_and_names_the_model_base():
+    from lpos.analysis.sinusoids import rope_sentence  # noqa: PLC0415
+
+    said = rope_sentence(128, 32, base=2.0, model_base=10000.0)
+    assert "at the base set here, those are the wavelengths of every 4th of these 64 pairs" in said
+    assert "this model's own RoPE base is 10,000, not the 2 set here" in said
+    assert "own RoPE base" not in rope_sentence(128, 32, base=10000.0, model_base=10000.0)
+    assert "own RoPE base" not in rope_sentence(128, 32, base=2.0)
+
+
+def test_sinusoids_page_at_base_2_says_what_the_table_does():
+    from conftest import app_test  # noqa: PLC0415
+
+    at = app_test(page="pages/sinusoids.py", scheme="rope", model="untrained")
+    at.number_input(key="sin_base").set_value(2.0).run()
+    assert not at.exception
+    captions = " ".join(c.value for c in at.caption)
+    assert "thousands of positions" not in captions and "goes round 10.2 times" in captions
+    assert "own RoPE base is 10,000, not the 2 set here" in captions

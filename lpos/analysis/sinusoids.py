@@ -117,21 +117,52 @@ def bands_sentence(length: int, width: int, *, pairs: list[int], base: float = 1
     return said + (f" and pair {high} {motion(span * float(frequencies[high]))}." if high != low else ".")
 
 
+def table_sentence(length: int, width: int, *, base: float = 10000.0, max_rows: int = 256,
+                   max_columns: int = 256) -> str:
+    """The table's caption from its own wavelengths (at base 2 the last pair repeats every 12.4 positions: it
+    does not "barely change over thousands"), and what a drawn cell averages when the table is block-averaged."""
+    slowest, span = slowest_wavelength(width, base=base), max(length - 1, 0)
+    turned = span * float(pair_frequencies(width, base).numpy()[-1])
+    said = (f"Pair 0 (the left two columns) repeats every 2π ≈ 6.3 positions; the right-most pair, columns "
+            f"{width - 2} and {width - 1}, every {slowest:,.1f}, so from position 0 to {span:,} it {motion(turned)}"
+            + (": next to the left columns it barely changes." if turned < math.pi / 4 else ".")
+            + "\nEach row is a different barcode, so the model can read off where a token sits.")
+    if span == 0:
+        said = (f"One position, so one row. Pair 0 (the left two columns) repeats every 2π ≈ 6.3 positions and the "
+                f"right-most pair every {slowest:,.1f}: drag Length up to see them turn.")
+    rows, columns = max(1, math.ceil(length / max_rows)), max(1, math.ceil(width / max_columns))
+    if rows > 1 or columns > 1:
+        parts = [f"{n} {what}" for n, what in ((rows, "rows"), (columns, "columns")) if n > 1]
+        said += (f" The table is too large to draw cell by cell: each drawn cell is the mean of {' by '.join(parts)}, "
+                 "so columns that change faster than a block fade towards white.")
+    return said
+
+
+def _number(value: float) -> str:
+    """10,000; 1,000,000,000; 2.5."""
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,g}"
+
+
 def ordinal(n: int) -> str:
     return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
-def rope_sentence(width: int, head_columns: int, *, base: float = 10000.0) -> str:
+def rope_sentence(width: int, head_columns: int, *, base: float = 10000.0, model_base: float | None = None) -> str:
     """How RoPE's wavelengths relate to this table's: a RoPE head of d columns uses base^(−2i/d) over its
-    d/2 pairs, which are every (width/d)-th pair of a width-column table when d divides width."""
+    d/2 pairs, which are every (width/d)-th pair of a width-column table when d divides width and both use
+    the same base. `model_base`: the sidebar model's own RoPE base, when it rotates (said when it differs)."""
     if head_columns % 2 or head_columns < 2:
         return "RoPE uses the same formula over a head's columns."
     if width == head_columns:
-        same = ": exactly these wavelengths"
+        same = "; at the base set here, exactly these wavelengths"
     elif width % head_columns == 0:
-        same = f": the wavelengths of every {ordinal(width // head_columns)} of these {width // 2} pairs"
+        same = (f"; at the base set here, those are the wavelengths of every {ordinal(width // head_columns)} of these "
+                f"{width // 2} pairs")
     else:
-        same = (f", a ladder of {head_columns // 2} wavelengths from 2π to "
+        same = (f"; at the base set here, a ladder of {head_columns // 2} wavelengths from 2π to "
                 f"{slowest_wavelength(head_columns, base=base):,.0f}, not this table's {width // 2}")
+    if model_base is not None and model_base != base:
+        same += (f" (this model's own RoPE base is {_number(model_base)}, not the {_number(base)} set here, so its heads' "
+                 "wavelengths are not these)")
     return (f"RoPE uses the same formula over one head's columns: this model's heads have {head_columns} columns, "
             f"so a RoPE head turns {head_columns // 2} pairs by base^(−2i/{head_columns}){same}.")
