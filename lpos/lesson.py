@@ -116,10 +116,11 @@ STEPS: tuple[Step, ...] = (
     ),
     Step(
         "What training learned",
-        "An untrained table is random noise. After training, neighbouring positions get similar rows, and "
-        "tokens used alike get similar token rows.",
-        "Compare the trained table with the same table at step 0: training draws a band along the diagonal, "
-        "and rows far apart end up pointing away from each other.",
+        "An untrained table is random noise. Training on text tends to give neighbouring positions similar rows, "
+        "and tokens used alike similar token rows.",
+        "Compare the table with the same table at step 0: where training shaped the rows it draws a band along the "
+        "diagonal. The line under the figure says how alike neighbouring rows and rows far apart are in this model, "
+        "and which rows never trained.",
         "table",
     ),
     Step(

@@ -41,7 +41,7 @@ def test_neighbour_sentence_at_20_rows_names_those_rows_and_their_random_figure(
     assert "among positions 0–19" in text and "3.8 positions away" in text and "(about 7 for random rows)" in text
     assert "42" not in text and "whole table" not in text
     assert "(about 43 for random rows)" in similarity.neighbour_sentence(4.0, 128)
-    assert "1 most similar rows" in similarity.neighbour_sentence(1.0, 2)  # two rows: one neighbour each
+    assert "says nothing here" in similarity.neighbour_sentence(1.0, 2)  # two rows: one neighbour each (issue 37)
 
 
 def test_repeat_sentence_counts_a_token_three_times(tiny_model):

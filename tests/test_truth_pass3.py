@@ -89,3 +89,54 @@ def test_sinusoids_page_at_base_2_says_what_the_table_does():
     captions = " ".join(c.value for c in at.caption)
     assert "thousands of positions" not in captions and "goes round 10.2 times" in captions
     assert "own RoPE base is 10,000, not the 2 set here" in captions
+
+
+# --- False 3 and 4: the Lesson's step 8 and its caption --------------------------------------------
+
+def _loaded(key: str):
+    from lpos.ui.models import UNTRAINED, LoadedModel, label, load_offered, untrained  # noqa: PLC0415
+
+    if key == UNTRAINED:
+        return LoadedModel(UNTRAINED, "untrained", untrained("learned"), {})
+    model, meta = load_offered(key)
+    return LoadedModel(key, label(key), model, meta)
+
+
+@pytest.mark.skipif("learned-32" not in checkpoints.available(), reason="learned-32 is not installed")
+def test_step_8_says_which_rows_never_trained_and_how_alike_the_rows_are():
+    from lpos.ui import lesson  # noqa: PLC0415
+
+    model = _loaded("learned-32")
+    _, said = lesson.learned_band(model, model, [])
+    assert "rows 32–127 never received a gradient" in said and "mix 32 trained rows with 96 untrained ones" in said
+    near = float(re.search(r"mean cosine (-?[0-9.]+)", said).group(1))
+    far = float(re.search(r"rows 64 apart ([+-][0-9.]+)", said).group(1))
+    assert f"mean cosine {near:.2f} ({lesson._alike(near)})" in said and f"{far:+.2f} ({lesson._alike(far)})" in said
+    assert lesson._alike(0.22) == "a little alike" and lesson._alike(0.02) == "about unrelated"
+    assert "pointing away" not in lesson.STEPS[7].notice  # the fixed claim the numbers did not bear out
+
+
+def test_step_8_on_the_untrained_model_says_both_maps_are_random():
+    from lpos.ui import lesson  # noqa: PLC0415
+    from lpos.ui.models import UNTRAINED  # noqa: PLC0415
+
+    model = _loaded(UNTRAINED)
+    assert not model.trained
+    _, said = lesson.learned_band(model, model, [])
+    assert said.startswith("This model is untrained") and "both maps are random rows" in said
+    assert "trained table" not in lesson.STEPS[7].notice
+
+
+def test_lesson_caption_and_notes_say_when_a_step_draws_the_presets():
+    from lpos.ui import lesson  # noqa: PLC0415
+    from lpos.ui.models import UNTRAINED  # noqa: PLC0415
+
+    caption = lesson.lesson_caption()
+    assert lesson.SHUFFLE_STEPS == (2, 10)
+    assert "Steps 2 and 10 set it against a shuffle of itself" in caption and "“The man bit the dog.”" in caption
+    model = _loaded(UNTRAINED)
+    assert "sidebar sentence is empty" in lesson.stand_in_note(1, [], model)
+    assert "fewer than three tokens, so this step sets" in lesson.stand_in_note(2, encode("Hi there"), model)
+    assert "nothing to reorder" in lesson.stand_in_note(10, encode(" dog dog dog."), model)
+    assert lesson.stand_in_note(2, encode("The cat sat on the mat."), model) == ""
+    assert lesson.stand_in_note(3, encode("Hi there"), model) == "" and lesson.stand_in_note(4, [], model) == ""

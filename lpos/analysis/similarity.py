@@ -168,7 +168,12 @@ def random_neighbour_distance(rows: int) -> float:
 def neighbour_sentence(distance: float, rows: int, *, k: int = 10) -> str:
     """"each row's 10 most similar rows sit 3.8 positions away on average (about 7 for random rows)",
     for the `rows` rows the distance was measured over (positions 0 to rows - 1)."""
-    k = min(k, rows - 1)
+    if rows < 2:
+        return "with one position there is no other row to compare it with"
+    if k >= rows - 1:  # every other row is a "most similar" one: the distance is fixed by the count
+        others = f"{rows - 1} other row{'s' if rows > 2 else ''}"
+        return (f"among positions 0–{rows - 1} each row has only {others}, so the distance to its {k} most similar "
+                f"rows would take in every row there is and says nothing here (it needs more than {k + 1} positions)")
     return (f"among positions 0–{rows - 1}, each row's {k} most similar rows sit {distance:.1f} positions away on "
             f"average (about {random_neighbour_distance(rows):.0f} for random rows)")
 

@@ -129,11 +129,30 @@ def relative_bias(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> F
 def learned_band(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figure:
     rows = model.model.max_input_length
     _, structure = similarity.position_band(model, rows)
-    return similarity.position_maps(model, rows, with_untrained=True), (
-        f"Neighbouring positions: mean cosine {structure['cosine_at_1']:.2f}; 64 apart: "
-        f"{structure.get('cosine_at_64', float('nan')):.2f}; "
-        f"{similarity_analysis.neighbour_sentence(structure['neighbour_distance'], rows)}. "
-        "The Training timeline page shows the band forming step by step.")
+    return similarity.position_maps(model, rows, with_untrained=True), band_sentence(model, structure, rows)
+
+
+def _alike(cosine: float) -> str:
+    """A mean cosine of rows, in words: alike, about unrelated, or pointing away from each other."""
+    return ("pointing away from each other" if cosine < -0.05 else "about unrelated" if cosine <= 0.05 else
+            "alike" if cosine >= 0.5 else "a little alike")
+
+
+def band_sentence(model: LoadedModel, structure: dict, rows: int) -> str:
+    """Step 8's measured line: how alike neighbouring and far rows are, in numbers and words, and which of the
+    drawn rows never trained (an untrained model's, or a short-window model's later rows)."""
+    near, far = structure["cosine_at_1"], structure.get("cosine_at_64")
+    said = f"{model.label}: neighbouring positions have mean cosine {near:.2f} ({_alike(near)})"
+    said += f"; rows 64 apart {far:+.2f} ({_alike(far)})" if far is not None else ""
+    said += f"; {similarity_analysis.neighbour_sentence(structure['neighbour_distance'], rows)}."
+    limit = coverage.trained_rows(model)
+    if not model.trained:
+        said = ("This model is untrained, so its table is its step-0 table: both maps are random rows and neither "
+                "has a band to find. " + said + " Pick a trained learned model in the sidebar to see what training draws.")
+    elif limit is not None and limit < rows:
+        said += (f" It trained on windows of at most {limit} tokens: rows {limit}–{rows - 1} never received a "
+                 f"gradient and are still near their random start, so these numbers mix {limit} trained rows with {rows - limit} untrained ones.")
+    return said + " The Training timeline page shows the band forming step by step."
 
 
 def train_short(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figure:
@@ -162,6 +181,7 @@ STEP_VIEWS: list[Callable[[LoadedModel, LoadedModel, list[int]], Figure]] = [
     token_rows, order_blind, position_rows, table_wall, sinusoid_distance, rope_offsets, relative_bias, learned_band,
     train_short, mask_leaks]
 SENTENCE_STEPS = (1, 2, 3, 6, 10)  # the steps whose figure is drawn on the sidebar sentence (tests/test_sentences.py)
+SHUFFLE_STEPS = tuple(i + 1 for i, view in enumerate(STEP_VIEWS) if view in (order_blind, mask_leaks))  # shuffle_pair's
 LAST_TOKEN_STEPS = (6,)  # of those, the steps that read only its last token (RoPE's query and key there)
 
 
@@ -172,6 +192,9 @@ def lesson_caption() -> str:
     return ("Ten short steps, each one idea with one live figure, drawn on the sidebar sentence (step "
             f"{last} on its last token only) except in steps {', '.join(others[:-1])} and {others[-1]} (the shipped "
             "models and fixed inputs). "
+            f"Steps {' and '.join(map(str, SHUFFLE_STEPS))} set it against a shuffle of itself, or, when it cannot be "
+            f"shuffled (under three tokens, or nothing to reorder), use “{PRESETS[0]}” against “{PRESETS[1]}”; "
+            f"an empty sentence is replaced by “{PRESETS[0]}”. Each step says when it does either. "
             "Share the link: it keeps the step, the sentence and the scheme.")
 
 
@@ -186,9 +209,25 @@ def figure(step: int, selection: Selection) -> Figure:
     ids = selection.ids[:LESSON_TOKENS] or selection.model.tokenizer.encode_known(PRESETS[0])[0]
     model = model_for(selection, STEPS[step - 1].scheme or selection.scheme)
     fig, measured = _figure(step, selection.model, model, ids)
+    measured = stand_in_note(step, selection.ids, model) + (measured or "")
     if len(selection.ids) > LESSON_TOKENS and step in (1, 3):
         measured = f"(The lesson uses the first {LESSON_TOKENS} tokens of your text.) " + measured
     return fig, measured
+
+
+def stand_in_note(step: int, sidebar_ids: list[int], model: LoadedModel) -> str:
+    """"" or a note that this step drew a preset, not the sidebar sentence: an empty sentence (every step that
+    draws the sentence), or one the shuffle steps cannot shuffle (shuffle_pair's presets)."""
+    if step not in SENTENCE_STEPS:
+        return ""
+    if not sidebar_ids:
+        return f"(The sidebar sentence is empty, so this step uses “{PRESETS[0]}”.) "
+    ids = sidebar_ids[:LESSON_TOKENS]
+    if step in SHUFFLE_STEPS and shuffle_pair(ids, tokenizer=model.tokenizer)[0] != ids:
+        why = "has fewer than three tokens" if len(ids) < 3 else "has nothing to reorder before its last token"
+        return (f"(The sidebar sentence {why}, so this step sets “{PRESETS[0]}” against “{PRESETS[1]}” "
+                "instead.) ")
+    return ""
 
 
 def same_view(path: str) -> str:
