@@ -55,7 +55,7 @@ def where_position_lives() -> None:
         return
     for column, key, panel in zip(st.columns(len(view.figures), gap="small"), ("inside_probes", "inside_probes_2"),
                                   view.figures):
-        chart(panel, name=f"inside-{key}", where=column, model=sidebar_model, key=key)  # side by side; a phone stacks them
+        chart(panel, name=key, where=column, model=sidebar_model, key=key)  # side by side; a phone stacks them
     st.caption(f"Measured: for each residual stream, a ridge regression fitted on {view.fitted:,} tokens "
                f"and scored on {view.scored:,} tokens of other windows of {view.window} tokens (windows: "
                f"{inside.windows_used(chosen, windows=(view.fitted + view.scored) // view.window, length=view.window)}), "

@@ -4,9 +4,10 @@ import streamlit as st
 from lpos import ui
 from lpos.analysis.scheme_views import names, positionless_scheme, ties_sentence, weight_change
 from lpos.analysis.shuffle import ORDER_BLIND_TOLERANCE, can_shuffle, predictions_table, shuffle_earlier, shuffle_table
-from lpos.figures.shuffle import attention_bars, change_figure
+from lpos.figures.shuffle import change_figure
 from lpos.ui.attention import head_label
 from lpos.ui.selection import scheme_models
+from lpos.ui import shuffle as shuffle_view
 from lpos.ui.shuffle import shuffle_results
 from lpos.ui.export import chart
 
@@ -175,7 +176,7 @@ def looks(models: list, results: list) -> None:
             column.info(f"{model.scheme} · {model.label} has {model.model.config.n_head} heads (0 to "
                         f"{model.model.config.n_head - 1}): it has no head {head}.", icon=":material/info:")
             continue
-        chart(attention_bars(result, head=head, tokenizer=model.tokenizer), name="order-blindness-attention-bars", where=column, model=model, key=f"shuffle_bars_{model.scheme}")
+        chart(shuffle_view.bars_recipe(result, head=head), name="order-blindness-attention-bars", where=column, model=model, key=f"shuffle_bars_{model.scheme}")
         change = weight_change(result, head=head)
         column.caption(f"{model.scheme} · {model.label}. Each token keeps its colour.\n\n"
                        + (("Without positions each" if model.scheme == BASELINE else "Each")

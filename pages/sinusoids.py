@@ -62,7 +62,7 @@ def distance(width: int, base: float) -> None:
     starts = [columns[i].number_input(f"t{i + 1}", min_value=0, max_value=4096, value=value, step=1, key=f"sin_t{i + 1}")
               for i, value in enumerate((0, 100, 1000))]
     max_offset = columns[3].slider("Largest distance k", min_value=1, max_value=1024, value=128, key="sin_max_offset")
-    dots = sinusoids.sinusoid_offset_dots(width, tuple(int(s) for s in starts), max_offset, float(base))
+    dots = sinusoids.offset_dots_recipe(width, tuple(int(s) for s in starts), max_offset, float(base))
     chart(dots, name="sinusoids-distance-dot-products", key="sin_offset_dot")
     st.caption("row t · row t+k = Σᵢ cos(k·wᵢ): the start t cancels, so the three curves lie on top of each other.\n"
                "Attention does not see this raw dot product: scores pass through the learned W_q and W_k first. "

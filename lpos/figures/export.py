@@ -8,6 +8,7 @@ drew the figure on the page.
 """
 from __future__ import annotations
 
+import base64
 import importlib
 import re
 from dataclasses import dataclass
@@ -46,6 +47,8 @@ def plain(value):
         return float(value)
     if isinstance(value, (list, tuple)):
         return type(value)(plain(v) for v in value)
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
     return value
 
 
@@ -66,7 +69,11 @@ class Recipe:
         values = dict(context)
 
         def value(v):
-            return values[v.name] if isinstance(v, Ref) else v
+            if isinstance(v, Ref):
+                return values[v.name]
+            if isinstance(v, dict):
+                return {k: value(item) for k, item in v.items()}
+            return type(v)(value(item) for item in v) if isinstance(v, (list, tuple)) else v
 
         for s in self.steps:
             values[s.target] = function_of(s.function)(*(value(a) for a in s.args),
@@ -77,7 +84,7 @@ class Recipe:
     def names(self) -> set[str]:
         """The Refs the steps read that no step binds: what the snippet's opening must load."""
         bound = {s.target for s in self.steps}
-        read = {v.name for s in self.steps for v in (*s.args, *(v for _, v in s.kwargs)) if isinstance(v, Ref)}
+        read = {ref.name for s in self.steps for v in (*s.args, *(v for _, v in s.kwargs)) for ref in refs(v)}
         return read - bound
 
     def snippet(self, *, model: str | None = None, scheme: str | None = None) -> str:
@@ -110,8 +117,25 @@ class Recipe:
         return "\n".join(lines) + "\n"
 
 
+def refs(value) -> list[Ref]:
+    """The Refs in an argument, a list, tuple or dict of them included."""
+    if isinstance(value, Ref):
+        return [value]
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
+    return [ref for item in items for ref in refs(item)]
+
+
 def literal(value) -> str:
-    return value.name if isinstance(value, Ref) else repr(value)
+    """An argument as Python: a Ref by its name, containers item by item, anything else by repr."""
+    if isinstance(value, Ref):
+        return value.name
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {literal(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(literal(v) for v in value) + "]"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(literal(v) for v in value) + ("," if len(value) == 1 else "") + ")"
+    return repr(value)
 
 
 def file_name(*words: str | None) -> str:
@@ -121,11 +145,22 @@ def file_name(*words: str | None) -> str:
     return "-".join(p for p in parts if p)[:120]
 
 
+def array_of(array) -> np.ndarray | None:
+    """A trace's array (a tuple, list, numpy array, or Plotly's typed array as read from JSON: base64
+    bytes of a dtype and a shape) as numpy."""
+    if isinstance(array, dict) and "bdata" in array:
+        flat = np.frombuffer(base64.b64decode(array["bdata"]), dtype=array["dtype"])
+        shape = array.get("shape")
+        return flat.reshape([int(n) for n in str(shape).split(",")]) if shape else flat
+    if array is None or isinstance(array, str):
+        return None
+    return np.asarray(array, dtype=object)
+
+
 def values(array) -> list:
-    """A trace's array (a tuple, list, numpy array or None) as a flat Python list."""
-    if array is None:
-        return []
-    return np.asarray(array, dtype=object).ravel().tolist()
+    """A trace's array as a flat Python list ([] for none)."""
+    found = array_of(array)
+    return [] if found is None else found.ravel().tolist()
 
 
 def figure_frame(fig: go.Figure) -> pd.DataFrame:
@@ -134,13 +169,12 @@ def figure_frame(fig: go.Figure) -> pd.DataFrame:
     rows = []
     for number, trace in enumerate(fig.data, start=1):
         series = trace.name or f"trace {number}"
-        z = getattr(trace, "z", None)
-        text = getattr(trace, "text", None)
-        if z is not None and np.ndim(z) == 2:  # a heatmap: x labels the columns, y the rows
-            grid = np.asarray(z, dtype=object)
+        z, text = array_of(getattr(trace, "z", None)), array_of(getattr(trace, "text", None))
+        if z is not None and z.ndim == 2:  # a heatmap: x labels the columns, y the rows
+            grid = z
             xs = values(trace.x) or list(range(grid.shape[1]))
             ys = values(trace.y) or list(range(grid.shape[0]))
-            labels = np.asarray(text, dtype=object) if text is not None and np.ndim(text) == 2 else None
+            labels = text if text is not None and text.ndim == 2 else None
             for i in range(grid.shape[0]):
                 for j in range(grid.shape[1]):
                     row = {"series": series, "x": xs[j], "y": ys[i], "value": grid[i, j]}
@@ -152,7 +186,7 @@ def figure_frame(fig: go.Figure) -> pd.DataFrame:
         count = max(len(c) for c in columns.values())
         if not columns["x"] and count:
             columns["x"] = list(range(count))
-        labels = values(text) if text is not None and not isinstance(text, str) else []
+        labels = [] if text is None else text.ravel().tolist()
         for i in range(count):
             row = {"series": series, **{axis: c[i] for axis, c in columns.items() if len(c) == count}}
             if len(labels) == count:

@@ -11,7 +11,8 @@ import plotly.graph_objects as go
 from dataclasses import dataclass
 
 from lpos.analysis import embeddings
-from lpos.figures.embeddings import embedding_heatmaps, embedding_panels, token_chips_html
+from lpos.figures.export import Recipe, Ref, step
+from lpos.figures.embeddings import embedding_heatmaps, token_chips_html
 from lpos.positions import PositionScheme
 from lpos.ui.caching import cache_data, cache_resource
 from lpos.ui.models import LoadedModel
@@ -35,11 +36,15 @@ def embedding_figures(model: LoadedModel, ids: list[int]) -> tuple[str, go.Figur
     return token_chips_html(view), embedding_heatmaps(view, scheme=model.model.config.position)
 
 
-@cache_resource(max_entries=SENTENCE_FIGURES, ttl=600, show_spinner=False)
-def embedding_panel_figures(model: LoadedModel, ids: list[int]) -> list[go.Figure]:
-    """The three tables as three figures, for columns a phone stacks (embedding_figures' one figure
-    of three subplots is the download)."""
-    return embedding_panels(embedding_view(model, ids), scheme=model.model.config.position)
+def embedding_panel_figures(model: LoadedModel, ids: list[int]) -> list[Recipe]:
+    """The three tables as three figures' recipes (lpos.figures.export), for columns a phone stacks
+    (embedding_figures' one figure of three subplots is the download)."""
+    steps = (step("counts", "lpos.analysis.embeddings.token_counts", Ref("meta")),
+             step("view", "lpos.analysis.embeddings.embedding_view", Ref("model"), list(ids), counts=Ref("counts"),
+                  tokenizer=Ref("tokenizer")),
+             step("panels", "lpos.figures.embeddings.embedding_panels", Ref("view"),
+                  scheme=model.model.config.position))
+    return [Recipe(steps, pick=panel) for panel in range(3)]
 
 
 @dataclass(frozen=True)

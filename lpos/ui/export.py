@@ -10,9 +10,11 @@ import streamlit as st
 
 from lpos.checkpoints.reference import SHIPPED
 from lpos.figures.export import Recipe, figure_csv, file_name
+from lpos.ui.caching import cache_resource
 from lpos.ui.models import LoadedModel
 
 CONTROL = "Data and code"
+FIGURES, LIFETIME = 64, 3600  # figures drawn from recipes kept, and for how many seconds nobody asked for one
 
 
 def model_words(model: LoadedModel) -> tuple[str, str]:
@@ -29,19 +31,23 @@ def snippet_model(model: LoadedModel) -> str | None:
     return ref.name if ref.kind == SHIPPED else None
 
 
-def recipe_figure(recipe: Recipe, model: LoadedModel | None = None, **context) -> go.Figure:
-    """The figure a recipe draws, with the model's weights, meta and tokenizer to hand."""
-    if model is not None:
-        context = {"model": model.model, "meta": model.meta, "tokenizer": model.tokenizer, **context}
+@cache_resource(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)
+def drawn(recipe: Recipe, model: LoadedModel | None = None) -> go.Figure:
+    """The figure a recipe draws, with the model's weights, meta and tokenizer to hand; kept as
+    built (st.plotly_chart only reads it)."""
+    context = {} if model is None else {"model": model.model, "meta": model.meta, "tokenizer": model.tokenizer}
     return recipe.run(**context)
 
 
-def chart(fig: go.Figure, *, name: str, where=None, model: LoadedModel | None = None, recipe: Recipe | None = None,
-          **kwargs) -> None:
+def chart(fig: go.Figure | Recipe, *, name: str, where=None, model: LoadedModel | None = None, **kwargs) -> None:
     """st.plotly_chart with the SVG download named lpos-<name>[-<scheme>-<model>], then the chart's
-    "Data and code" control. `name` is "page-figure", distinct on its page; `model` the model the
-    chart shows (none for a chart of no model); `kwargs` go to st.plotly_chart (key, width, theme...)."""
+    "Data and code" control. `fig` is a figure, or the Recipe the page draws it from (then the
+    control shows the recipe as Python too). `name` is "page-figure", distinct on its page; `model`
+    the model the chart shows (none for a chart of no model); `kwargs` go to st.plotly_chart."""
     where = where or st
+    recipe = fig if isinstance(fig, Recipe) else None
+    if recipe is not None:
+        fig = drawn(recipe, model if recipe.names() else None)
     words = model_words(model) if model is not None else ()
     download = file_name(name, *words)
     where.plotly_chart(fig, config={"toImageButtonOptions": {"format": "svg", "filename": download}}, **kwargs)

@@ -14,30 +14,38 @@ import streamlit as st
 from lpos.analysis import similarity, timeline
 from lpos.analysis.embeddings import token_counts
 from lpos.figures import timeline as timeline_figures
-from lpos.figures.similarity import kernel_line_figure, pca_figure, similarity_heatmaps, similarity_panels
+from lpos.figures.export import Recipe, Ref, step
+from lpos.figures.similarity import kernel_line_figure, pca_figure, similarity_heatmaps
 from lpos.positions import scheme_info
 from lpos.ui.caching import cache_data, cache_resource
 from lpos.ui.coverage import trained_rows
 from lpos.ui.models import LoadedModel
+from lpos.ui.export import drawn
 from lpos.ui.sinusoids import FIGURES, LIFETIME
 
 
-@cache_resource(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)
-def position_maps(model: LoadedModel, length: int, *, with_untrained: bool, apart: bool = False) -> go.Figure | list[go.Figure]:
+def position_maps(model: LoadedModel, length: int, *, with_untrained: bool, apart: bool = False) -> go.Figure | list[Recipe]:
     """Cosine similarity of a model's first `length` position rows, and of the table it started from:
     its own step-0 snapshot when it kept one, else a random N(0, 0.02) draw (seed 0), titled as such.
-    `apart`: one figure per map (lpos.figures.similarity.similarity_panels), for columns a phone stacks."""
-    gpt = model.model
-    rows = similarity.position_rows(gpt, length)
-    maps = [similarity.similarity_map(rows, title=f"{model.label}: {gpt.config.position} rows")]
+    `apart`: one recipe (lpos.figures.export) per map (lpos.figures.similarity.similarity_panels),
+    for columns a phone stacks; else the maps as one figure."""
+    gpt, analysis = model.model, "lpos.analysis.similarity"
+    steps = [step("rows", f"{analysis}.position_rows", Ref("model"), length),
+             step("trained", f"{analysis}.similarity_map", Ref("rows"), title=f"{model.label}: {gpt.config.position} rows")]
     if with_untrained:
-        start = timeline.starting_rows(model.meta, len(rows))
-        if start is not None:
-            maps.append(similarity.similarity_map(start, title="the same table at step 0"))
+        shown = len(similarity.position_rows(gpt, length))  # a table stops at its last row
+        if timeline.starting_rows(model.meta, shown) is not None:
+            steps += [step("start", "lpos.analysis.timeline.starting_rows", Ref("meta"), shown),
+                      step("start_map", f"{analysis}.similarity_map", Ref("start"), title="the same table at step 0")]
         else:
-            random_rows = similarity.initial_position_rows(len(rows), gpt.config.n_embd)
-            maps.append(similarity.similarity_map(random_rows, title="a random N(0, 0.02) table"))
-    return similarity_panels(maps, axis_title="position") if apart else similarity_heatmaps(maps, axis_title="position")
+            steps += [step("start", f"{analysis}.initial_position_rows", shown, gpt.config.n_embd),
+                      step("start_map", f"{analysis}.similarity_map", Ref("start"), title="a random N(0, 0.02) table")]
+    maps = [Ref("trained")] + ([Ref("start_map")] if with_untrained else [])
+    builder = "similarity_panels" if apart else "similarity_heatmaps"
+    steps.append(step("maps" if apart else "fig", f"lpos.figures.similarity.{builder}", maps, axis_title="position"))
+    if apart:
+        return [Recipe(tuple(steps), pick=number) for number in range(len(maps))]
+    return drawn(Recipe(tuple(steps)), model)
 
 
 def second_map_sentence(model: LoadedModel) -> str:
@@ -101,6 +109,9 @@ def pca_sentence(table: np.ndarray, projection: similarity.Projection, *, scheme
     model's `limit`)."""
     n, points = len(table), projection.coordinates
     said = f"The first three components explain {projection.explained.sum():.0%} of the variance of these {n} rows. "
+    if n <= 4:  # n centred rows span at most n - 1 directions: three components hold them all
+        said = (f"{n} rows, once centred, span at most {n - 1} direction{'s' if n != 2 else ''}, so three components "
+                "hold all of their variance by construction: this picture is exact, not a finding. ")
     if scheme_info(scheme).shows("sinusoids"):
         return said + order_sentence(points, rows=f"The {scheme} rows, a smooth curve by construction")
     if not trained:
