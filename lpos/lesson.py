@@ -107,8 +107,9 @@ STEPS: tuple[Step, ...] = (
         f"depends on how far back the key sits: {_what_each_does(BIASES)}. A score lowered by distance gives far-away "
         "tokens less attention."
         + (f" More schemes act inside attention: {_what_each_does(MORE_IN_ATTENTION)}." if MORE_IN_ATTENTION else ""),
-        "Each line is one head. ALiBi's lines are straight and fixed before any training: steep heads look only at their "
-        "neighbours, gentle heads look far back. T5's bias is flat within each distance bucket, so it steps where a "
+        "Each line is one head. ALiBi's lines are straight and fixed before any training: a steep head marks far keys "
+        "down most, so it leans hardest towards recent tokens, though what it attends to still depends on its scores; "
+        "a gentle head hardly minds distance. T5's bias is flat within each distance bucket, so it steps where a "
         "bucket ends; FIRE's is a learned curve of the log distance. Those two are learned: an untrained model's are "
         "close to zero.",
         "bias",

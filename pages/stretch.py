@@ -103,7 +103,9 @@ def scaling_sections() -> None:
     st.markdown(reading)
     st.caption("The first 1,024 tokens of the built-in story, one forward per method; the largest logit is over heads "
                "and keys, the entropy the mean over heads, both smoothed over 16 positions. Position Interpolation's "
-               "diagnosis is that positions past training give outsized scores; YaRN's own scale multiplies q and k by "
+               "diagnosis is that positions past training can give outsized scores: the lines above say whether this "
+               "model's largest logit rises past the wall. Entropy grows with the number of keys a query can see, so "
+               "compare it with an even spread, not with itself; YaRN's own scale multiplies q and k by "
                "0.1·ln(factor) + 1, so its logits are larger by design.")
 
 
@@ -170,7 +172,8 @@ def shift_section() -> None:
              f"n/a: the table has {m.model.max_input_length} rows; the sentence would end at position {offset + len(ids) - 1}"}
             for m, c in zip(models, changes)]
     st.table(pd.DataFrame(rows).set_index("scheme"))
-    st.caption(stretch.shift_sentence([(m.scheme, c) for m, c in zip(models, changes)], tokens=len(ids), offset=offset))
+    st.caption(stretch.shift_sentence([(m.scheme, c) for m, c in zip(models, changes)], tokens=len(ids), offset=offset,
+                                      table_rows={m.scheme: m.model.max_input_length for m in models}))
 
 
 scaling_sections()

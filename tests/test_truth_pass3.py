@@ -140,3 +140,42 @@ def test_lesson_caption_and_notes_say_when_a_step_draws_the_presets():
     assert "nothing to reorder" in lesson.stand_in_note(10, encode(" dog dog dog."), model)
     assert lesson.stand_in_note(2, encode("The cat sat on the mat."), model) == ""
     assert lesson.stand_in_note(3, encode("Hi there"), model) == "" and lesson.stand_in_note(4, [], model) == ""
+
+
+# --- Misleading 8: PCA at 4 positions -------------------------------------------------------------
+
+def test_pca_sentence_at_four_rows_says_the_share_is_forced():
+    from lpos.analysis import similarity  # noqa: PLC0415
+    from lpos.ui.similarity import pca_sentence  # noqa: PLC0415
+
+    rows = np.random.default_rng(0).normal(size=(4, 16)).astype(np.float32)
+    said = pca_sentence(rows, similarity.pca(rows, components=3), scheme="learned", trained=True, limit=None)
+    assert "span at most 3 directions" in said and "by construction" in said and "explain 100%" not in said
+    many = np.random.default_rng(0).normal(size=(20, 16)).astype(np.float32)
+    assert "explain" in pca_sentence(many, similarity.pca(many, components=3), scheme="learned", trained=True, limit=None)
+
+
+# --- Misleading 1 and 7: Stretching ----------------------------------------------------------------
+
+def test_profile_reading_gives_the_even_spread_and_whether_the_logit_rises():
+    import pandas as pd  # noqa: PLC0415
+
+    from lpos.analysis.stretch import profile_reading  # noqa: PLC0415
+
+    positions = np.arange(256)
+    frame = pd.DataFrame({"layer": 0, "position": positions, "max_logit": np.where(positions < 128, 4.80, 4.82),
+                          "entropy": np.log(positions + 1.0) - 0.9})
+    said = profile_reading({"none": frame}, layer=0, train_length=128)
+    even_in, even_past = np.log(positions[:128] + 1.0).mean(), np.log(positions[128:] + 1.0).mean()
+    assert f"against {even_in:.2f} → {even_past:.2f} for an even spread" in said
+    assert "(it hardly moves)" in said and said.count("0.90 nats more focused than even") == 2
+
+
+def test_shift_sentence_says_a_table_cannot_hold_a_long_text_even_at_offset_0():
+    from lpos.analysis.stretch import shift_sentence  # noqa: PLC0415
+
+    said = shift_sentence([("learned", None), ("rope", 1e-6)], tokens=140, offset=1, table_rows={"learned": 128, "rope": None})
+    assert "learned cannot hold your sentence even at offset 0: learned's table has 128 rows" in said
+    assert "shifted this far" not in said
+    short = shift_sentence([("learned", None)], tokens=100, offset=64, table_rows={"learned": 128})
+    assert "learned cannot be shifted this far" in short

@@ -174,9 +174,11 @@ def _listed(names: list[str]) -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
-def shift_sentence(changes: list[tuple[str, float | None]], *, tokens: int, offset: int) -> str:
+def shift_sentence(changes: list[tuple[str, float | None]], *, tokens: int, offset: int,
+                   table_rows: dict[str, int | None] | None = None) -> str:
     """Section 5's reading of the shift table, (scheme, max |change| or None) per row: the
-    relative schemes' largest change, the absolute ones', and which could not be shifted."""
+    relative schemes' largest change, the absolute ones', and which could not be shifted (`table_rows`:
+    each scheme's table length, so one that cannot hold the sentence even at offset 0 is said so)."""
     relative = [(s, c) for s, c in changes if c is not None and not scheme_info(s).adds_rows]
     moved = [(s, c) for s, c in changes if c is not None and scheme_info(s).adds_rows]
     ended = [s for s, c in changes if c is None]
@@ -196,6 +198,13 @@ def shift_sentence(changes: list[tuple[str, float | None]], *, tokens: int, offs
         said.append(f"{_listed([s for s, _ in moved])} add{'s' if len(moved) == 1 else ''} a row for each absolute "
                     "position, so the last "
                     f"position's logits move (largest change: {each}).")
+    rows = table_rows or {}
+    too_long = [s for s in ended if rows.get(s) is not None and tokens > rows[s]]
+    ended = [s for s in ended if s not in too_long]
+    if too_long:
+        said.append(f"{_listed(too_long)} cannot hold your sentence even at offset 0: "
+                    + "; ".join(f"{s}'s table has {rows[s]:,} rows" for s in too_long) + ", fewer than its "
+                    f"{tokens:,} tokens, so there is nothing to shift.")
     if ended:
         said.append(f"{_listed(ended)} cannot be shifted this far: the sentence would end past the table's last "
                     "row (see the table).")
@@ -221,15 +230,29 @@ def wavelength_reading(frame: pd.DataFrame, *, original_length: int, factor: flo
     return "\n".join(lines)
 
 
+def _focus(gap: float) -> str:
+    """"0.89 nats more focused than even" (or "more spread than even")."""
+    return f"{abs(gap):.2f} nats {'more focused' if gap >= 0 else 'more spread'} than even"
+
+
 def profile_reading(profiles: dict[str, pd.DataFrame], *, layer: int, train_length: int) -> str:
-    """Markdown: mean largest logit and entropy within and past the training length, per curve."""
+    """Markdown: mean largest logit and entropy within and past the training length, per curve, each against
+    its baseline: the entropy of an even spread over the visible keys (ln(p + 1) at position p), which grows
+    with the position whatever the model does, and whether the largest logit rises past the wall."""
     lines = []
     for name, frame in profiles.items():
         rows = frame[frame["layer"] == layer]
         within, past = rows[rows["position"] < train_length], rows[rows["position"] >= train_length]
         if past.empty:
             continue
-        lines.append(f"- **{name}**: largest logit {within['max_logit'].mean():.2f} within the first {train_length} "
-                     f"positions, {past['max_logit'].mean():.2f} past them; entropy {within['entropy'].mean():.2f} → "
-                     f"{past['entropy'].mean():.2f} nats.")
+        even_in, even_past = np.log(within["position"] + 1.0).mean(), np.log(past["position"] + 1.0).mean()
+        logit_in, logit_past = within["max_logit"].mean(), past["max_logit"].mean()
+        rise = logit_past - logit_in
+        logit = ("rises" if rise > 0.05 * abs(logit_in) else "falls" if rise < -0.05 * abs(logit_in) else "hardly moves")
+        gap_in, gap_past = even_in - within["entropy"].mean(), even_past - past["entropy"].mean()
+        lines.append(f"- **{name}**: largest logit {logit_in:.2f} within the first {train_length} positions, "
+                     f"{logit_past:.2f} past them (it {logit}); entropy {within['entropy'].mean():.2f} → "
+                     f"{past['entropy'].mean():.2f} nats, against {even_in:.2f} → {even_past:.2f} for an even spread "
+                     f"over the visible keys, which grows with the position by itself: {_focus(gap_in)} before the "
+                     f"wall, {_focus(gap_past)} past it.")
     return "\n".join(lines)
