@@ -27,7 +27,8 @@ PAGES = {
     "pages/lesson.py": dict(scheme="learned", model="learned", step="2"),
 }
 # Pages whose figures the page draws from a Recipe, so it shows their Python.
-WITH_CODE = ["pages/sinusoids.py", "pages/embeddings.py", "pages/similarity.py", "pages/order_blindness.py"]
+WITH_CODE = ["pages/sinusoids.py", "pages/embeddings.py", "pages/similarity.py", "pages/order_blindness.py",
+             "pages/extrapolation.py"]
 
 
 def walk(node):

@@ -76,14 +76,15 @@ class Recipe:
             return type(v)(value(item) for item in v) if isinstance(v, (list, tuple)) else v
 
         for s in self.steps:
-            values[s.target] = function_of(s.function)(*(value(a) for a in s.args),
-                                                        **{k: value(v) for k, v in s.kwargs})
+            result = function_of(s.function)(*(value(a) for a in s.args), **{k: value(v) for k, v in s.kwargs})
+            targets = s.target.split(", ")  # "model, meta = load(...)" unpacks
+            values.update(zip(targets, result) if len(targets) > 1 else [(s.target, result)])
         result = values[self.steps[-1].target]
         return result if self.pick is None else result[self.pick]
 
     def names(self) -> set[str]:
         """The Refs the steps read that no step binds: what the snippet's opening must load."""
-        bound = {s.target for s in self.steps}
+        bound = {name for s in self.steps for name in s.target.split(", ")}
         read = {ref.name for s in self.steps for v in (*s.args, *(v for _, v in s.kwargs)) for ref in refs(v)}
         return read - bound
 

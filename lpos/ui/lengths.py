@@ -3,6 +3,7 @@ of every token of a long text, cached per (model, token ids); a model is named b
 (lpos.ui.caching). Figures are kept as built objects (`st.cache_resource`)."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
@@ -10,6 +11,7 @@ import streamlit as st
 
 from lpos import checkpoints, precomputed
 from lpos.analysis import lengths
+from lpos.figures.export import Recipe, Ref, step
 from lpos.figures.lengths import length_curves_figure, token_loss_figure
 from lpos.tokenizer import visible
 from lpos.ui.caching import cache_data, cache_resource
@@ -87,6 +89,18 @@ def cards_at_one_length() -> CardCurves | None:
 def length_curves(tables: dict[str, dict[int, dict]], *, train_length: int, unigram: float | None = None) -> go.Figure:
     """The model cards' loss against evaluation length; keyed by the cards' contents."""
     return length_curves_figure(tables, train_length=train_length, unigram=unigram)
+
+
+def length_curves_recipe(names: list[str], *, train_length: int, unigram: float | None = None) -> Recipe:
+    """length_curves as a recipe (lpos.figures.export): each shipped model's card read from its file."""
+    steps, tables = [], {}
+    for name in names:
+        var = re.sub(r"\W", "_", name)
+        steps += [step(f"{var}_model, {var}_card", "lpos.checkpoints.load", name),
+                  step(f"{var}_losses", "lpos.analysis.lengths.loss_table", Ref(f"{var}_card"))]
+        tables[name] = Ref(f"{var}_losses")
+    return Recipe((*steps, step("fig", "lpos.figures.lengths.length_curves_figure", tables, train_length=train_length,
+                                unigram=unigram)))
 
 
 @cache_data(max_entries=64, show_spinner=False)
