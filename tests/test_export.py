@@ -13,22 +13,22 @@ from conftest import ROOT, app_test
 
 from lpos.figures.export import Recipe, Ref, array_of, figure_csv, figure_frame, file_name, step
 
-# Each page once, on a model that draws its central figures (the attention page: a rotating scheme).
+# Each page once, on a model that draws its central figures; Similarity twice (rows, then RoPE's kernel).
 PAGES = {
-    "pages/embeddings.py": dict(scheme="learned", model="learned"),
-    "pages/similarity.py": dict(scheme="learned", model="learned"),
-    "pages/sinusoids.py": dict(scheme="sinusoidal", model="sinusoidal"),
-    "pages/rope_alibi.py": dict(scheme="rope", model="rope"),
-    "pages/order_blindness.py": dict(scheme="rope", model="untrained"),
-    "pages/extrapolation.py": dict(scheme="learned", model="learned"),
-    "pages/stretch.py": dict(scheme="rope", model="rope"),
-    "pages/inside.py": dict(scheme="learned", model="untrained"),
-    "pages/timeline.py": dict(scheme="learned", model="learned"),
-    "pages/lesson.py": dict(scheme="learned", model="learned", step="2"),
+    "embeddings": ("pages/embeddings.py", dict(scheme="learned", model="learned")),
+    "similarity": ("pages/similarity.py", dict(scheme="learned", model="learned")),
+    "similarity-rope": ("pages/similarity.py", dict(scheme="rope", model="rope")),
+    "sinusoids": ("pages/sinusoids.py", dict(scheme="sinusoidal", model="sinusoidal")),
+    "attention": ("pages/rope_alibi.py", dict(scheme="rope", model="rope")),
+    "order-blindness": ("pages/order_blindness.py", dict(scheme="rope", model="untrained")),
+    "extrapolation": ("pages/extrapolation.py", dict(scheme="learned", model="learned")),
+    "stretch": ("pages/stretch.py", dict(scheme="rope", model="rope")),
+    "inside": ("pages/inside.py", dict(scheme="learned", model="untrained")),
+    "timeline": ("pages/timeline.py", dict(scheme="learned", model="learned")),
+    "lesson": ("pages/lesson.py", dict(scheme="learned", model="learned", step="2")),
 }
 # Pages whose figures the page draws from a Recipe, so it shows their Python.
-WITH_CODE = ["pages/sinusoids.py", "pages/embeddings.py", "pages/similarity.py", "pages/order_blindness.py",
-             "pages/extrapolation.py"]
+WITH_CODE = ["sinusoids", "embeddings", "similarity", "similarity-rope", "order-blindness", "extrapolation"]
 
 
 def walk(node):
@@ -56,10 +56,10 @@ def charts_and_snippets(at) -> list[tuple[dict, dict, str | None]]:
 @pytest.fixture(scope="module")
 def pages() -> dict:
     opened = {}
-    for page, query in PAGES.items():
+    for case, (page, query) in PAGES.items():
         at = app_test(page=page, **query)
         assert not at.exception, (page, at.exception)
-        opened[page] = charts_and_snippets(at)
+        opened[case] = charts_and_snippets(at)
     return opened
 
 

@@ -13,9 +13,8 @@ import streamlit as st
 
 from lpos.analysis import similarity, timeline
 from lpos.analysis.embeddings import token_counts
-from lpos.figures import timeline as timeline_figures
 from lpos.figures.export import Recipe, Ref, step
-from lpos.figures.similarity import kernel_line_figure, pca_figure, similarity_heatmaps
+from lpos.figures.similarity import pca_figure, similarity_heatmaps
 from lpos.positions import scheme_info
 from lpos.ui.caching import cache_data, cache_resource
 from lpos.ui.coverage import trained_rows
@@ -56,18 +55,26 @@ def second_map_sentence(model: LoadedModel) -> str:
             "table. Speckle around 0 with a diagonal of 1s.")
 
 
-@cache_resource(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)
-def position_band(model: LoadedModel, length: int) -> tuple[go.Figure, dict]:
-    """The band, measured: mean cosine by distance of the model's rows (and its step-0 rows), and
-    the table's structure figures (lpos.analysis.timeline.table_structure)."""
+def position_band(model: LoadedModel, length: int) -> tuple[Recipe, dict]:
+    """The band, measured: mean cosine by distance of the model's rows (and its step-0 rows), as a
+    recipe (lpos.figures.export), and the table's structure figures (lpos.analysis.timeline.table_structure)."""
     gpt = model.model
     rows = similarity.position_rows(gpt, length)
-    bands = {f"{gpt.config.position} rows": similarity.cosine_by_distance(rows)}
-    start = timeline.starting_rows(model.meta, len(rows)) if scheme_info(gpt.config.position).has_table else None
-    if start is not None:
-        bands["the same table at step 0"] = similarity.cosine_by_distance(start)
-    return (timeline_figures.band_figure(bands, title=f"The band, measured: mean cosine by distance ({len(rows)} rows)"),
-            timeline.table_structure(rows))
+    steps = [step("rows", "lpos.analysis.similarity.position_rows", Ref("model"), length),
+             step("band", "lpos.analysis.similarity.cosine_by_distance", Ref("rows"))]
+    bands = {f"{gpt.config.position} rows": Ref("band")}
+    if scheme_info(gpt.config.position).has_table and timeline.starting_rows(model.meta, len(rows)) is not None:
+        steps += [step("start", "lpos.analysis.timeline.starting_rows", Ref("meta"), len(rows)),
+                  step("start_band", "lpos.analysis.similarity.cosine_by_distance", Ref("start"))]
+        bands["the same table at step 0"] = Ref("start_band")
+    steps.append(step("fig", "lpos.figures.timeline.band_figure", bands,
+                      title=f"The band, measured: mean cosine by distance ({len(rows)} rows)"))
+    return Recipe(tuple(steps)), band_structure(model, length)
+
+
+@cache_data(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)
+def band_structure(model: LoadedModel, length: int) -> dict:
+    return timeline.table_structure(similarity.position_rows(model.model, length))
 
 
 @cache_resource(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)
@@ -125,14 +132,23 @@ def pca_sentence(table: np.ndarray, projection: similarity.Projection, *, scheme
                                   "rows on average (so bunched in a small knot)"))
 
 
-@st.cache_resource(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)
-def rope_kernel(length: int, head_dim: int, *, base: float) -> tuple[go.Figure, go.Figure, str]:
-    """RoPE's position x position kernel, the same kernel by offset at the model's base, and what
-    the line shows (its range read off the drawn line)."""
-    kernel = similarity.similarity_map(similarity.rope_kernel(length, head_dim, base=base), title="rope kernel")
+def rope_kernel(length: int, head_dim: int, *, base: float) -> tuple[Recipe, Recipe, str]:
+    """RoPE's position x position kernel and the same kernel by offset at the model's base, as
+    recipes (lpos.figures.export), and what the line shows (its range read off the drawn line)."""
+    analysis = "lpos.analysis.similarity"
+    kernel = Recipe((step("kernel", f"{analysis}.rope_kernel", length, head_dim, base=base),
+                     step("kernel_map", f"{analysis}.similarity_map", Ref("kernel"), title="rope kernel"),
+                     step("fig", "lpos.figures.similarity.similarity_heatmaps", [Ref("kernel_map")],
+                          axis_title="position")))
+    line = Recipe((step("line", f"{analysis}.rope_kernel_by_offset", length - 1, head_dim, base=base),
+                   step("fig", "lpos.figures.similarity.kernel_line_figure", Ref("line"), head_dim=head_dim)))
+    return kernel, line, kernel_reading(length, head_dim, base=base)
+
+
+@st.cache_data(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)
+def kernel_reading(length: int, head_dim: int, *, base: float) -> str:
     line = similarity.rope_kernel_by_offset(length - 1, head_dim, base=base)
-    return (similarity_heatmaps([kernel], axis_title="position"), kernel_line_figure(line, head_dim=head_dim),
-            similarity.rope_kernel_sentence(line, head_dim=head_dim, base=base))
+    return similarity.rope_kernel_sentence(line, head_dim=head_dim, base=base)
 
 
 @cache_data(max_entries=64, show_spinner=False)
