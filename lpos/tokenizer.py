@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 from pathlib import Path
 
 import tiktoken
@@ -74,13 +75,14 @@ def _character_at(data: bytes, i: int) -> tuple[int, int]:
     a = i
     while a > 0 and i - a < 3 and 0x80 <= data[a] < 0xC0:
         a -= 1
-    for length in (4, 3, 2, 1):
-        if a + length > i:
-            try:
-                data[a : a + length].decode("utf-8")
-                return a, a + length
-            except UnicodeDecodeError:
-                pass
+    lead = data[a]  # the lead byte says how long its character is: never take a following space along
+    length = 1 if lead < 0x80 else 2 if 0xC0 <= lead < 0xE0 else 3 if 0xE0 <= lead < 0xF0 else 4 if 0xF0 <= lead < 0xF8 else 0
+    if length and a + length > i:
+        try:
+            data[a : a + length].decode("utf-8")
+            return a, a + length
+        except UnicodeDecodeError:
+            pass
     return i, i + 1
 
 
@@ -111,8 +113,11 @@ def _piece_text(data: bytes, start: int, end: int) -> str:
 
 
 def visible(token: str) -> str:
-    """Token text with whitespace made visible, for chips and axis labels."""
-    return token.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥")
+    """Token text with whitespace made visible, for chips and axis labels; the spaces that separate a byte
+    label's parts ("‹F0 9F of 🐶›") stay spaces, so they never read as spaces of the token."""
+    parts = re.split(r"(‹[^›‹]*›)", token)
+    return "".join(part if part.startswith("‹") and part.endswith("›") else
+                   part.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥") for part in parts)
 
 
 def decode(ids: list[int]) -> str:

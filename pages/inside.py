@@ -8,7 +8,7 @@ from lpos.analysis.probes import PENALTIES
 from lpos.analysis.scheme_views import crossing_chance
 from lpos.analysis.streaming import NOISE_ERRORS, SINK_TOKENS, WINDOWS, sink_reading, sink_summary
 from lpos.figures.inside import distance_profile_figure, sink_gain_figure, streaming_figure
-from lpos.ui import inside
+from lpos.ui import coverage, inside
 from lpos.ui.attention import grouping_sentence, head_label
 from lpos.ui.selection import scheme_models
 from lpos.ui.export import chart
@@ -106,6 +106,10 @@ def head_portraits() -> None:
                "that named its head, or “d” and its mean distance; hover it for all four numbers.")
     if grouping := grouping_sentence(sidebar_model.model):
         st.caption(grouping)
+    if (limit := coverage.trained_rows(sidebar_model)) is not None and limit < mine.window:
+        st.caption(f"{sidebar_model.label} trained on windows of at most {limit} tokens: in these {mine.window}-token "
+                   f"windows the table rows it adds at positions {limit}–{mine.window - 1} never trained, so its "
+                   "heads are measured partly on inputs it never saw in training.")
     shown_layer = None if whole else layer  # a deep model's readings: the layer shown
     for line in heads_reading(inside.in_layer(mine, shown_layer), scheme=f"{selection.scheme} · {sidebar_model.label}"
                               + ("" if whole else f", layer {layer} of {config.n_layer}")):

@@ -179,3 +179,79 @@ def test_shift_sentence_says_a_table_cannot_hold_a_long_text_even_at_offset_0():
     assert "shifted this far" not in said
     short = shift_sentence([("learned", None)], tokens=100, offset=64, table_rows={"learned": 128})
     assert "learned cannot be shifted this far" in short
+
+
+# --- Misleading 2 and new-user 5: the probe reading --------------------------------------------------
+
+def _probe_frame(absolute: list[float], relative: list[float], window: int = 128):
+    import pandas as pd  # noqa: PLC0415
+
+    from lpos.analysis import probes  # noqa: PLC0415
+
+    names = probes.stream_names(len(absolute) - 1)
+    return pd.DataFrame([{"stream": i, "stream name": names[i], "target": t, "r2": v, "window": window}
+                         for t, values in (("absolute position", absolute), ("tokens since sentence end", relative))
+                         for i, v in enumerate(values)])
+
+
+def test_probe_reading_names_a_table_model_found_only_partly_and_its_untrained_rows():
+    from lpos.analysis import probes  # noqa: PLC0415
+
+    name = "learned · learned-32"
+    trained = {"learned": _probe_frame([0.98, 0.9, 0.9], [0.1, 0.3, 0.5]),
+               name: _probe_frame([0.23, 0.3, 0.25], [0.1, 0.2, 0.4])}
+    untrained = {"learned": _probe_frame([0.5, 0.5, 0.5], [0.0, 0.0, 0.1])}
+    text = "\n".join(probes.probe_reading(trained, untrained, limits={name: 32}))
+    assert f"In {name} a read-out finds position at the input only partly (R² 0.23); at its best layer 0.30" in text
+    assert "rows it adds at positions 32–127 never trained" in text
+
+
+def test_probe_reading_says_down_and_one_value_when_the_relative_probe_falls():
+    from lpos.analysis import probes  # noqa: PLC0415
+
+    trained = {"upload": _probe_frame([0.0, 0.1, 0.2], [-0.23, -0.3, -0.31])}
+    untrained = {"learned": _probe_frame([0.5, 0.5, 0.5], [0.0, 0.0, 0.1])}
+    text = "\n".join(probes.probe_reading(trained, untrained))
+    assert "falls with depth: R² after the last block upload -0.31, down from -0.23 at the input" in text
+    assert "up from" not in text and "–" not in text.split("falls with depth")[1]
+
+
+# --- Misleading 3: head portraits --------------------------------------------------------------------
+
+def test_heads_reading_says_why_a_strong_previous_token_head_counts_as_broad():
+    import pandas as pd  # noqa: PLC0415
+
+    from lpos.analysis import heads  # noqa: PLC0415
+
+    table = pd.DataFrame([{"layer": 2, "head": 3, "mean distance": 12.0, "previous token share": 0.36,
+                           "first token share": 0.05, "self share": 0.1},
+                          {"layer": 1, "head": 0, "mean distance": 30.0, "previous token share": 0.1,
+                           "first token share": 0.05, "self share": 0.1}])
+    table["behaviour"] = table.apply(heads.behaviour, axis=1, window=128)
+    portraits = heads.HeadPortraits(table=table, profiles=np.zeros((2, 1, 129)), queries=127, window=128)
+    text = " ".join(heads.heads_reading(portraits, scheme="rope"))
+    assert "2 broad (a head is named after a token only when at least 40% of its attention goes there" in text
+    assert "layer 2 head 3 (0.36 of its attention one token back, under the 40% that would name it, so it counts as broad)" in text
+
+
+# --- Misleading 4: a byte piece keeps its label through the shuffle -----------------------------------
+
+def test_shuffled_bars_keep_each_byte_piece_label():
+    from lpos.analysis.shuffle import ShuffleResult  # noqa: PLC0415
+    from lpos.figures.shuffle import attention_bars  # noqa: PLC0415
+
+    original = encode("猫 ヌ and the dog.")
+    shuffled = list(reversed(original[:-1])) + original[-1:]
+    n = len(original)
+    weights = np.full((1, n), 1.0 / n)
+    result = ShuffleResult("none", original, shuffled, 0.0, 0.0, weights, weights, None, None, 0.0)
+    before, after = (list(trace.text) for trace in attention_bars(result, head=0).data)
+    assert sorted(before) == sorted(after) and "‹8C of 猫›" in after and "‹8C of ヌ›" in after  # labels travel
+
+
+def test_byte_labels_take_no_space_along_and_keep_their_separators():
+    from lpos.tokenizer import token_strings, visible  # noqa: PLC0415
+
+    shown = [visible(t) for t in token_strings(encode("猫 ヌ and 🐶"))]
+    assert shown[:5] == ["‹E7 of 猫›", "‹8C of 猫›", "‹AB of 猫›", "␣‹E3 83 of ヌ›", "‹8C of ヌ›"]
+    assert "‹F0 9F of 🐶›" in shown[-3:] or any(s.endswith("‹F0 9F of 🐶›") for s in shown)

@@ -123,7 +123,8 @@ def heads_reading(portraits: HeadPortraits, *, scheme: str) -> list[str]:
     table = portraits.table
     counts = table["behaviour"].value_counts()
     named = ", ".join(f"{counts[b]} {b}" for b in BEHAVIOURS if b in counts)
-    lines = [f"**{scheme}**, {len(table)} heads: {named}."]
+    lines = [f"**{scheme}**, {len(table)} heads: {named} (a head is named after a token only when at least "
+             f"{DOMINANT_SHARE:.0%} of its attention goes there; otherwise by its mean distance)."]
     sinks = sink_heads(portraits)
     uniform = uniform_first_share(portraits.window)
     if len(sinks):
@@ -136,8 +137,11 @@ def heads_reading(portraits: HeadPortraits, *, scheme: str) -> list[str]:
                      f"(layer {top['layer']} head {top['head']}), against {uniform:.3f} for an even spread and "
                      f"{SINK_SHARE:.0%} to count as a sink.")
     previous = table.loc[table["previous token share"].idxmax()]
+    below = previous["previous token share"] < DOMINANT_SHARE
     lines.append(f"The strongest previous-token head is layer {previous['layer']} head {previous['head']} "
-                 f"({previous['previous token share']:.2f} of its attention one token back); mean distances run "
+                 f"({previous['previous token share']:.2f} of its attention one token back"
+                 + (f", under the {DOMINANT_SHARE:.0%} that would name it, so it counts as {previous['behaviour']}"
+                    if below else "") + "); mean distances run "
                  f"from {table['mean distance'].min():.1f} to {table['mean distance'].max():.1f} tokens "
                  f"(an even spread over {portraits.window} tokens gives {portraits.window / 4:.1f}).")
     return lines

@@ -202,9 +202,10 @@ def _no_signal(trained: dict[str, pd.DataFrame], names: list[str]) -> str:
 
 
 def probe_reading(trained: dict[str, pd.DataFrame], untrained: dict[str, pd.DataFrame], *,
-                  schemes: dict[str, str] | None = None) -> list[str]:
+                  schemes: dict[str, str] | None = None, limits: dict[str, int] | None = None) -> list[str]:
     """Sentences from the probe scores of trained models (by name) and untrained ones (by scheme), grouped by
-    what the numbers show; `schemes` names each trained model's scheme where its name is not one."""
+    what the numbers show; `schemes` names each trained model's scheme where its name is not one; `limits`:
+    the models whose table rows from that position on never trained (a short-window model)."""
     absolute = {n: _series(f, "absolute position") for n, f in trained.items()}
     absolute = {n: a for n, a in absolute.items() if not a.isna().all()}
     if not absolute:
@@ -216,6 +217,17 @@ def probe_reading(trained: dict[str, pd.DataFrame], untrained: dict[str, pd.Data
         lines.append(f"Position is in the stream from the start where the scheme adds it to the input (R² at the "
                      f"input: {_listing(given)}), and still there after the last block "
                      f"({_listing({n: absolute[n].iloc[-1] for n in given})}).")
+    partly = {n: a for n, a in absolute.items() if 0.1 <= a.iloc[0] < 0.5}
+    for n, a in partly.items():
+        lines.append(f"In {n} a read-out finds position at the input only partly (R² {_r2(a.iloc[0])}); at its best "
+                     f"layer {_r2(a.max())}, after the last block {_r2(a.iloc[-1])}.")
+    first = next(iter(trained.values()))
+    window = int(first["window"].iloc[0]) if "window" in first else None
+    for n, limit in (limits or {}).items():
+        if n in absolute and window is not None and limit < window:
+            lines.append(f"{n} trained on windows of at most {limit} tokens: in these {window}-token windows the rows "
+                         f"it adds at positions {limit}–{window - 1} never trained, so its probe mixes trained "
+                         "and untrained rows.")
     blank = {n: a for n, a in absolute.items() if a.iloc[0] < 0.1}
     written = {n: a for n, a in blank.items() if a.max() >= 0.1}
     if written:
@@ -248,9 +260,11 @@ def probe_reading(trained: dict[str, pd.DataFrame], untrained: dict[str, pd.Data
                      f"layer to the last: {_r2(max(drops.values()))}).")
     if gains:
         fresh_relative = {n: _series(f, "tokens since sentence end").max() for n, f in untrained.items()}
-        direction = "grows" if min(gains.values()) > 0 else "changes"
+        direction = ("grows" if min(gains.values()) > 0 else "falls" if max(gains.values()) < 0 else "changes")
+        low, high = min(r.iloc[0] for r in relative.values()), max(r.iloc[0] for r in relative.values())
+        start = _r2(low) if _r2(low) == _r2(high) else f"{_r2(low)} to {_r2(high)}"
+        moved = {"grows": "up from", "falls": "down from"}.get(direction, "against")
         lines.append(f"The distance to the last sentence end, a relative quantity, {direction} with depth: R² after "
-                     f"the last block {_listing({n: relative[n].iloc[-1] for n in gains})}, up from "
-                     f"{_r2(min(r.iloc[0] for r in relative.values()))}–{_r2(max(r.iloc[0] for r in relative.values()))}"
+                     f"the last block {_listing({n: relative[n].iloc[-1] for n in gains})}, {moved} {start}"
                      f" at the input; untrained models reach at most {_r2(max(fresh_relative.values()))}.")
     return lines

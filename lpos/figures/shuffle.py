@@ -33,10 +33,11 @@ def change_figure(table: pd.DataFrame) -> go.Figure:
 
 def attention_bars(result: ShuffleResult, *, head: int, tokenizer: Tokenizer = GPT2) -> go.Figure:
     """The last position's layer-1 weights over every token, before (top) and after (bottom) the
-    shuffle; each token keeps its colour, so a weight that travels with its token is easy to see."""
+    shuffle; each token keeps its colour and its label, so a weight that travels with its token is easy to
+    see (a byte piece keeps the character it belonged to in the original text, never its new neighbours')."""
     tokens_before = [visible(t) for t in tokenizer.token_strings(result.original)]
-    tokens_after = [visible(t) for t in tokenizer.token_strings(result.shuffled)]
     origin = moved_from(result.original, result.shuffled)  # shuffled position -> original position
+    tokens_after = [tokens_before[i] for i in origin]
     palette = qualitative.Plotly + qualitative.D3
     colour_before = [palette[i % len(palette)] for i in range(len(tokens_before))]
     colour_after = [colour_before[i] for i in origin]

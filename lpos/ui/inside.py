@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from lpos import checkpoints, precomputed
-from lpos.analysis import heads, probes, streaming
+from lpos.analysis import heads, probes, streaming, table_coverage
 from lpos.figures.inside import head_grid_figure, head_layer_figure, probe_figures
 from lpos.model import GPT
 from lpos.positions import SCHEMES
@@ -120,7 +120,9 @@ def _probe_view(shipped: tuple[str, ...], extra: LoadedModel | None, chosen: Tex
     trained, fresh = probe_panels(extra, chosen)
     panels = {"trained": trained, "untrained": fresh} if trained else {"untrained": fresh}
     sample = next(iter(fresh.values())).iloc[0]
-    return ProbeView(probe_figures(panels), probes.probe_reading(trained, fresh), int(sample["fitted"]),
+    limit = table_coverage.trained_rows(extra.meta, extra.model) if extra is not None else None
+    limits = {f"{extra.scheme} · {extra.label}": limit} if limit is not None else {}
+    return ProbeView(probe_figures(panels), probes.probe_reading(trained, fresh, limits=limits), int(sample["fitted"]),
                      int(sample["scored"]), int(sample["window"]), bool(trained))
 
 
