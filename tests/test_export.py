@@ -28,7 +28,7 @@ PAGES = {
     "lesson": ("pages/lesson.py", dict(scheme="learned", model="learned", step="2")),
 }
 # Pages whose figures the page draws from a Recipe, so it shows their Python.
-WITH_CODE = ["sinusoids", "embeddings", "similarity", "similarity-rope", "order-blindness", "extrapolation"]
+WITH_CODE = ["sinusoids", "embeddings", "similarity", "similarity-rope", "attention", "order-blindness", "extrapolation"]
 
 
 def walk(node):

@@ -15,7 +15,8 @@ import torch
 
 from lpos.analysis import attention, biases, counts
 from lpos.corpus import story
-from lpos.figures.attention import alibi_slopes_figure, offset_scores_figure, rope_angle_figure
+from lpos.figures.attention import alibi_slopes_figure, offset_scores_figure
+from lpos.figures.export import Recipe, Ref, step
 from lpos.model import GPT
 from lpos.positions import alibi_slopes
 from lpos.ui.caching import cache_data
@@ -98,9 +99,10 @@ def offset_scores_view(query: torch.Tensor, key: torch.Tensor, *, offsets: list[
     return offset_scores_figure(frame), float(spread)
 
 
-@st.cache_resource(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)
-def rope_angles(head_dim: int, *, base: float = 10000.0) -> go.Figure:
-    return rope_angle_figure(attention.rope_angle_frame(head_dim, base=base))
+def rope_angles(head_dim: int, *, base: float = 10000.0) -> Recipe:
+    """The angle each pair of a head turns per position, as a recipe (lpos.figures.export)."""
+    return Recipe((step("angles", "lpos.analysis.attention.rope_angle_frame", head_dim, base=base),
+                   step("fig", "lpos.figures.attention.rope_angle_figure", Ref("angles"))))
 
 
 @st.cache_resource(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)
