@@ -3,7 +3,7 @@ import streamlit as st
 
 from lpos import ui
 from lpos.analysis.lengths import (curve_reading, length_reading, output_count, sliding_sentence, training_length,
-                                   uniform_guess_sentence)
+                                   uniform_guess_sentence, wrong_tokenizer_sentence)
 from lpos.corpus import story
 from lpos.positions import SCHEMES
 from lpos.ui import coverage, lengths
@@ -84,7 +84,8 @@ def live() -> None:
     chart(lengths.token_losses(model, ids, train_length=trained_at), name="extrapolation-token-losses", where=plot_column, model=model, key="token_losses")
     outside = curve.outside_vocabulary
     plot_column.caption(f"Faint: the loss of each token; dark: the mean of the last {curve.window}."
-                        + (f" The {outside:,} gaps are tokens outside the model's vocabulary." if outside else "")
+                        + (f" The {outside:,} gaps are tokens the model cannot predict: its softmax covers only the "
+                           f"{output_count(model.model):,} tokens it saw in training." if outside else "")
                         + "\n\n" + (
                             "Past the dashed training length, compare the dark line with the dotted one: the same tokens, "
                             f"{sliding_sentence(trained_at)}. Both lines give every token at least {trained_at - 1:,} "
@@ -95,6 +96,9 @@ def live() -> None:
                             f"The text is no longer than this model's training length ({trained_at:,} tokens): every "
                             "token is read within what it was trained on, so no line marks the edge."))
     reading_column.markdown(f"**{selection.scheme} · {model.label}**")
+    if model.trained and not model.tokenizer.is_gpt2 and (doubt := wrong_tokenizer_sentence(
+            curve, model.model, source=str(model.meta.get("source", "")))):
+        st.warning(doubt, icon=":material/warning:")
     reading_column.markdown(curve_reading(curve, train_length=trained_at,
                                           baseline=lengths.window_baseline(model, ids, window=trained_at)))
     if not model.trained:

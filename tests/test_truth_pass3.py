@@ -255,3 +255,34 @@ def test_byte_labels_take_no_space_along_and_keep_their_separators():
     shown = [visible(t) for t in token_strings(encode("猫 ヌ and 🐶"))]
     assert shown[:5] == ["‹E7 of 猫›", "‹8C of 猫›", "‹AB of 猫›", "␣‹E3 83 of ヌ›", "‹8C of ヌ›"]
     assert "‹F0 9F of 🐶›" in shown[-3:] or any(s.endswith("‹F0 9F of 🐶›") for s in shown)
+
+
+# --- New user 2, 6, 7, 10 (CLI) ----------------------------------------------------------------------
+
+def test_a_loss_worse_than_even_guessing_says_the_tokenizer_is_probably_wrong():
+    model = tiny("rope", vocab_size=512)
+    bad = lengths.LossCurve(losses=np.full(40, 11.5, np.float32), rolling=np.full(40, 11.5, np.float32), window=32,
+                            text_tokens=41, wall=None)
+    said = lengths.wrong_tokenizer_sentence(bad, model, source="llama2.c model.bin, version 1")
+    assert "11.50, is worse than guessing evenly over its 512 tokens (ln(512) ≈ 6.2)" in said
+    assert "tok512.model" in said and "tokenizer.model" in said
+    good = lengths.LossCurve(losses=np.full(40, 3.0, np.float32), rolling=np.full(40, 3.0, np.float32), window=32,
+                             text_tokens=41, wall=None)
+    assert lengths.wrong_tokenizer_sentence(good, model) == ""
+
+
+def test_no_developer_remark_about_the_corpus_reaches_a_learner():
+    from lpos.analysis.table_coverage import position_loss_streams  # noqa: PLC0415
+
+    streams = position_loss_streams({"data_files": ["nowhere.txt"]}, length=32)
+    assert [name for _, name in streams] == ["the built-in story"]
+
+
+def test_cli_inspect_prints_no_column_of_none_for_rope(capsys):
+    from lpos.cli import main  # noqa: PLC0415
+
+    assert main(["inspect", "--scheme", "rope", "The dog"]) == 0
+    out = capsys.readouterr().out
+    assert "None" not in out and "position_norm" not in out and "no position rows to measure: RoPE" in out
+    assert main(["inspect", "--scheme", "learned", "The dog"]) == 0
+    assert "position_norm" in capsys.readouterr().out

@@ -205,6 +205,22 @@ def curve_reading(curve: LossCurve, *, train_length: int, baseline: np.ndarray |
     return " ".join(lines)
 
 
+def wrong_tokenizer_sentence(curve: LossCurve, model: GPT, *, source: str = "") -> str:
+    """"" or a warning when the model's mean loss on this text is worse than guessing evenly over its outputs:
+    a trained model that does that is most likely reading another tokenizer's ids (a tokenizer of the right size
+    and the wrong content loads without complaint). `source`: how the file was read (lpos.checkpoints)."""
+    mean, outputs = _mean(curve.losses), output_count(model)
+    if mean is None or mean <= math.log(outputs):
+        return ""
+    said = (f"This model's mean loss on this text, {mean:.2f}, is worse than guessing evenly over its {outputs:,} "
+            f"tokens ({uniform_guess_sentence(model)}): the tokenizer in use is probably not the one it was trained with.")
+    if source.startswith("llama2.c"):
+        said += (" A llama2.c model.bin needs the tokenizer it was trained with beside it: tokenizer.model for "
+                 "Meta's 32,000 tokens, or the tok512.model (tok<N>.model) that llama2.c's train_vocab.py wrote for a "
+                 "custom vocabulary.")
+    return said
+
+
 def length_reading(tables: dict[str, dict[int, dict]], *, train_length: int) -> str:
     """Markdown: what the loss-by-length tables of several schemes say, from their numbers."""
     at_train = {name: t[train_length]["loss"] for name, t in tables.items()

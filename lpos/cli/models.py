@@ -59,7 +59,13 @@ def run_inspect(args) -> int:
     if args.json:
         print(frame.to_json(orient="records", force_ascii=False))
     else:
-        print(f"scheme {chosen.model.config.position}, {len(ids)} tokens")
+        scheme = chosen.model.scheme
+        if frame["position_norm"].isna().all():  # a scheme that adds no rows: no column of None
+            frame = frame.drop(columns="position_norm")
+            print(f"scheme {chosen.model.config.position}, {len(ids)} tokens; no position rows to measure: "
+                  f"{scheme.label} {scheme.acts}, so sum_norm is token_norm")
+        else:
+            print(f"scheme {chosen.model.config.position}, {len(ids)} tokens")
         print(frame.to_string(index=False, float_format=lambda v: f"{v:.4f}", na_rep="-"))
     return 0
 
