@@ -286,3 +286,16 @@ def test_cli_inspect_prints_no_column_of_none_for_rope(capsys):
     assert "None" not in out and "position_norm" not in out and "no position rows to measure: RoPE" in out
     assert main(["inspect", "--scheme", "learned", "The dog"]) == 0
     assert "position_norm" in capsys.readouterr().out
+
+
+# --- New user 3: the characters left out, named where the page is read ---------------------------------
+
+def test_left_out_sentence_names_the_characters():
+    from lpos.ui.state import left_out_sentence  # noqa: PLC0415
+    from lpos.vocab.characters import CharacterTokenizer  # noqa: PLC0415
+
+    tokenizer = CharacterTokenizer(list("abcdefghijklmnopqrstuvwxyz .\n"), source="meta.pkl")
+    text = "café né ok"
+    ids, dropped = tokenizer.encode_known(text)
+    said = left_out_sentence(text, dropped, tokenizer)
+    assert said == "2 characters of the sidebar text are not in characters of meta.pkl (29) and were left out: “é”."
