@@ -9,9 +9,8 @@ from lpos.analysis.biases import MAX_DISTANCE, QUERY_POSITIONS, look_back
 from lpos.analysis.counts import count_sentence, listed, units_so_far
 from lpos.analysis.heads import head_sentence
 from lpos.figures.attention import BIAS_COLOURS, matrix_panels, rope_arrow_figure
-from lpos.figures.biases import bias_curves_figure
 from lpos.figures.common import DIVERGING
-from lpos.figures.counts import count_heatmap, running_count_figure
+from lpos.figures.counts import running_count_figure
 from lpos.positions import REGISTRY
 from lpos.tokenizer import visible
 from lpos.ui import attention
@@ -94,7 +93,7 @@ def alibi_section(own: bool, layer: int, head: int) -> None:
 def bias_curves_section(layer: int, head: int) -> None:
     """The model's own bias against distance, per head, beside ALiBi's lines."""
     curves = attention.bias_curves(model, layer=layer)
-    chart(bias_curves_figure(curves, label=scheme.label, colour=scheme.colour), name="attention-bias-curves", model=selection.model, key="ra_bias_curves")
+    chart(attention.bias_curves_recipe(layer=layer, label=scheme.label, colour=scheme.colour), name="attention-bias-curves", model=selection.model, key="ra_bias_curves")
     if curves.same_in_every_layer:
         where = ("It has no weights, and the bias is the same in every layer." if not curves.parameters else
                  f"Its {curves.parameters:,} learned numbers serve every layer: the bias is the same in each layer.")
@@ -137,7 +136,7 @@ def own_bias_section(layer: int, head: int) -> None:
 def counts_section(layer: int) -> None:
     """What each head counts: every token's position from the last token, the running count, and a measurement."""
     found = attention.contextual_counts(model, ids, layer=layer)
-    chart(count_heatmap(found, tokens=tokens), name="attention-counts", model=selection.model, key="ra_counts")
+    chart(attention.counts_recipe(ids, layer=layer, tokens=tokens), name="attention-counts", model=selection.model, key="ra_counts")
     st.caption(f"Row = head, column = an earlier token; the colour is that token's position as the last token counts "
                f"it: the sum of the head's gates (each between 0 and 1) from that token to the last. Counts stop at "
                f"{found.npos_max - 1}, the last row of the layer's count table.")

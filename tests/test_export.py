@@ -20,6 +20,8 @@ PAGES = {
     "similarity-rope": ("pages/similarity.py", dict(scheme="rope", model="rope")),
     "sinusoids": ("pages/sinusoids.py", dict(scheme="sinusoidal", model="sinusoidal")),
     "attention": ("pages/rope_alibi.py", dict(scheme="rope", model="rope")),
+    "attention-alibi": ("pages/rope_alibi.py", dict(scheme="alibi", model="alibi")),
+    "attention-cope": ("pages/rope_alibi.py", dict(scheme="cope", model="untrained")),
     "order-blindness": ("pages/order_blindness.py", dict(scheme="rope", model="untrained")),
     "extrapolation": ("pages/extrapolation.py", dict(scheme="learned", model="learned")),
     "stretch": ("pages/stretch.py", dict(scheme="rope", model="rope")),
@@ -28,7 +30,8 @@ PAGES = {
     "lesson": ("pages/lesson.py", dict(scheme="learned", model="learned", step="2")),
 }
 # Pages whose figures the page draws from a Recipe, so it shows their Python.
-WITH_CODE = ["sinusoids", "embeddings", "similarity", "similarity-rope", "attention", "order-blindness", "extrapolation"]
+WITH_CODE = ["sinusoids", "embeddings", "similarity", "similarity-rope", "attention", "attention-alibi",
+             "attention-cope", "order-blindness", "extrapolation"]
 
 
 def walk(node):

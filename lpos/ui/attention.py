@@ -105,6 +105,18 @@ def rope_angles(head_dim: int, *, base: float = 10000.0) -> Recipe:
                    step("fig", "lpos.figures.attention.rope_angle_figure", Ref("angles"))))
 
 
+def bias_curves_recipe(*, layer: int, label: str, colour: str) -> Recipe:
+    """A bias scheme's bias per head against distance, as a recipe (lpos.figures.export) on the model."""
+    return Recipe((step("curves", "lpos.analysis.biases.bias_curves", Ref("model"), layer=layer),
+                   step("fig", "lpos.figures.biases.bias_curves_figure", Ref("curves"), label=label, colour=colour)))
+
+
+def counts_recipe(ids: list[int], *, layer: int, tokens: list[str]) -> Recipe:
+    """Each head's count of every earlier token from the last one, as a recipe (lpos.figures.export)."""
+    return Recipe((step("found", "lpos.analysis.counts.contextual_counts", Ref("model"), list(ids), layer=layer),
+                   step("fig", "lpos.figures.counts.count_heatmap", Ref("found"), tokens=list(tokens))))
+
+
 @st.cache_resource(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)
 def alibi_slopes_chart(n_head: int) -> go.Figure:
     return alibi_slopes_figure(alibi_slopes(n_head).numpy())
