@@ -52,10 +52,11 @@ def scaling_sections() -> None:
         return
     train_length, config = views.rope_length(rope), rope.model.config
     st.markdown(f"Sections 1 to 3 rescale **{rope.label}**" + (
-        "" if rope.key == selection.model.key else
-        " (the selected model is not a trained RoPE model)") + ": pick another RoPE model in the sidebar to rescale it.")
+        ", the model in the sidebar." if rope.key == selection.model.key else
+        ": the model in the sidebar is not a trained RoPE model. Pick a RoPE model there to rescale that one instead."))
     factor = st.radio("Scaling factor (target length ÷ training length)", [2, 4, 8], index=1, horizontal=True,
-                      key="stretch_factor", format_func=lambda f: f"×{f} ({f * train_length:,} tokens)")
+                      key="stretch_factor", format_func=lambda f: f"×{f} ({f * train_length:,} tokens" + (
+                          f"; losses read to {stretch.CHUNK:,})" if f * train_length > stretch.CHUNK else ")"))
 
     st.subheader("1. Loss against evaluation length")
     measured = train_length < stretch.CHUNK  # every text is read in chunks of 1,024 tokens
@@ -73,8 +74,7 @@ def scaling_sections() -> None:
     st.caption("Each text is cut into chunks of 1,024 tokens and every chunk into windows of L tokens, so every length "
                "scores the same predictions and a line moves only because the model reads more context. These are the "
                "methods without their fine-tune: what a short fine-tune at the longer length would change is not "
-               "measured here. The learned model has no row past 128 and is left off (see Length "
-               "extrapolation).")
+               "measured here." + views.left_off_sentence(rope))
 
     st.subheader("2. Which pairs turn fully inside the training window")
     head = config.n_embd // config.n_head

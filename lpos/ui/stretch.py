@@ -74,6 +74,17 @@ def references() -> list[str]:
             and name in checkpoints.available() and load_offered(name)[0].max_input_length is None]
 
 
+def left_off_sentence(rope: LoadedModel) -> str:
+    """Which shipped models section 1 leaves off and why, from the models themselves ("" when none is)."""
+    if not speaks_gpt2(rope):
+        return (f" Only {rope.label}'s own curves are drawn: the shipped models read GPT-2's tokens, so they cannot "
+                "score the same text.")
+    ended = {name: load_offered(name)[0].max_input_length for name in REGISTRY if name in checkpoints.available()}
+    ended = {name: rows for name, rows in ended.items() if rows is not None}
+    return "".join(f" The {name} model has no row past {rows:,} and is left off (see Length extrapolation)."
+                   for name, rows in ended.items())
+
+
 def rope_length(rope: LoadedModel) -> int:
     """The length `rope` was trained on: what its rescaling stretches."""
     return training_length(rope.meta, rope.model)
