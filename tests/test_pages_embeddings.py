@@ -68,15 +68,15 @@ def test_no_positions_links_to_order_blindness():
     assert [link.proto.page for link in at.get("page_link")] == ["order_blindness"]
 
 
-def test_learned_table_stops_at_128_and_the_toggle_shows_the_first_128():
+def test_learned_table_stops_at_128_and_shows_the_first_128_by_default():
     text = " ".join(["word"] * 129)
     assert len(encode(text)) == 129
     at = typed(app_test(scheme="learned", model="untrained"), text)
     assert "The learned table has 128 rows; your text has 129 tokens" in at.warning[0].value
-    assert not at.get("plotly_chart") and not at.get("html")  # nothing drawn until the learner asks
-    at.toggle(key="truncate_learned").set_value(True).run()
-    assert not at.exception
-    assert chips_title(at).startswith("128 tokens")
+    assert "shows the first 128 tokens and leaves the other 1 out" in at.warning[0].value
+    assert not at.exception and chips_title(at).startswith("128 tokens")  # issue 37: drawn at once, said so
+    at.toggle(key="truncate_learned").set_value(False).run()
+    assert not at.get("plotly_chart") and not at.get("html")  # off: nothing drawn
 
 
 def test_other_schemes_take_long_text_as_it_is():

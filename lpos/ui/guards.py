@@ -30,9 +30,10 @@ def usable_ids(selection: Selection, *, minimum: int = 1) -> list[int]:
         extending = [name for name, scheme in REGISTRY.items() if scheme.max_length(model.config) is None]
         st.warning(f"The {model.scheme.label.lower()} has {rows} rows; your text has {len(ids)} tokens. "
                    f"A table stops at its last row: {names(extending)} extend to any "
-                   "length. Shorten the text, pick another scheme, or show the first rows.",
+                   f"length. This page shows the first {rows} tokens and leaves the other {len(ids) - rows:,} out; "
+                   "shorten the text or pick another scheme to see them all.",
                    icon=":material/straighten:")
-        if not st.toggle(f"Show the first {rows} tokens", key="truncate_learned"):
+        if not st.toggle(f"Show the first {rows} tokens", value=True, key="truncate_learned"):
             st.stop()
         return ids[:rows]
     if len(ids) > MAX_TOKENS:
