@@ -14,7 +14,7 @@ import streamlit as st
 from lpos.analysis import similarity, timeline
 from lpos.analysis.embeddings import token_counts
 from lpos.figures.export import Recipe, Ref, step
-from lpos.figures.similarity import pca_figure, similarity_heatmaps
+from lpos.figures.similarity import similarity_heatmaps
 from lpos.positions import scheme_info
 from lpos.ui.caching import cache_data, cache_resource
 from lpos.ui.coverage import trained_rows
@@ -77,16 +77,24 @@ def band_structure(model: LoadedModel, length: int) -> dict:
     return timeline.table_structure(similarity.position_rows(model.model, length))
 
 
-@cache_resource(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)
-def position_pca(model: LoadedModel, length: int) -> tuple[go.Figure, go.Figure, str]:
-    """The 2-D and 3-D PCA path of a model's first `length` position rows, and what they show."""
+def position_pca(model: LoadedModel, length: int) -> tuple[Recipe, Recipe, str]:
+    """The 2-D and 3-D PCA path of a model's first `length` position rows, as recipes
+    (lpos.figures.export), and what they show."""
+    shown, reading = pca_reading(model, length)
+    name = f"{shown} {model.model.config.position} position rows"
+    steps = (step("rows", "lpos.analysis.similarity.position_rows", Ref("model"), length),
+             step("projection", "lpos.analysis.similarity.pca", Ref("rows"), components=3))
+    return tuple(Recipe((*steps, step("fig", "lpos.figures.similarity.pca_figure", Ref("projection"), dimensions=d,
+                                      title=f"{name}, {d}-D"))) for d in (2, 3)) + (reading,)
+
+
+@cache_data(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)
+def pca_reading(model: LoadedModel, length: int) -> tuple[int, str]:
+    """How many rows the PCA path has, and its caption."""
     table = similarity.position_rows(model.model, length)
     projection = similarity.pca(table, components=3)
-    name = f"{len(table)} {model.model.config.position} position rows"
-    return (pca_figure(projection, dimensions=2, title=f"{name}, 2-D"),
-            pca_figure(projection, dimensions=3, title=f"{name}, 3-D"),
-            pca_sentence(table, projection, scheme=model.model.config.position, trained=model.trained,
-                         limit=trained_rows(model)))
+    return len(table), pca_sentence(table, projection, scheme=model.model.config.position, trained=model.trained,
+                                    limit=trained_rows(model))
 
 
 def step_ratio(points: np.ndarray) -> float:
