@@ -315,3 +315,59 @@ def test_stretch_page_says_what_it_rescales_and_what_it_leaves_off():
     assert ("The learned model has no row past" in text) == (learned is not None)
     options = [at.radio(key="stretch_factor").format_func(f) for f in (2, 4, 8)]
     assert options[-1] == "×8 (1,024 tokens)" or "losses read to 1,024" in options[-1]
+
+
+# --- New user 1: a wrong tokenizer refused, the model kept for the right one ------------------------------
+
+class _BoxFile:
+    """What the upload box holds: a name, bytes, an id (Streamlit's UploadedFile, as far as _load reads it)."""
+
+    def __init__(self, name: str, data: bytes, file_id: str):
+        self.name, self.data, self.file_id = name, data, file_id
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+    def getvalue(self) -> bytes:
+        return self.data
+
+    def truncate(self, size: int) -> None:
+        self.data = self.data[:size]
+
+
+def _character_checkpoint(characters: str) -> tuple[bytes, bytes]:
+    import io  # noqa: PLC0415
+    import pickle  # noqa: PLC0415
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(n_embd=32, n_layer=1, n_head=2, block_size=32, vocab_size=len(characters)))
+    buffer = io.BytesIO()
+    torch.save({"model": model.state_dict(), "iter_num": 100,
+                "model_args": dict(n_layer=1, n_head=2, n_embd=32, block_size=32, bias=True,
+                                   vocab_size=len(characters), dropout=0.0)}, buffer)
+    meta = {"vocab_size": len(characters), "itos": dict(enumerate(characters)),
+            "stoi": {c: i for i, c in enumerate(characters)}}
+    return buffer.getvalue(), pickle.dumps(meta)
+
+
+def test_a_wrong_tokenizer_is_refused_and_the_model_waits_for_the_right_one():
+    import streamlit as st  # noqa: PLC0415
+
+    from lpos.ui import upload  # noqa: PLC0415
+
+    right = "".join(chr(c) for c in range(32, 97))  # 65 characters
+    data, meta = _character_checkpoint(right)
+    _, wrong_meta = _character_checkpoint("".join(chr(c) for c in range(32, 112)))  # 80: more than the rows
+    model, wrong = _BoxFile("ckpt.pt", data, "m"), _BoxFile("meta.pkl", wrong_meta, "w")
+    for key in list(st.session_state):
+        del st.session_state[key]
+    upload._load([model, wrong])
+    kind, message = st.session_state["upload_message"][:2]
+    assert kind == "error" and "ckpt.pt is kept: add the tokenizer it was trained with" in message
+    assert st.session_state["upload_needs_tokenizer"] == ["m"] and model.size and not wrong.size
+    good = _BoxFile("meta.pkl", meta, "r")
+    st.session_state.update(upload=[model, good], upload_seen={"m", "w"})
+    upload._on_upload()
+    assert st.session_state["upload_message"][0] == "success", st.session_state["upload_message"]
+    assert st.session_state["model"].startswith("upload:ckpt.pt@")

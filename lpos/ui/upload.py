@@ -90,6 +90,25 @@ def _on_upload() -> None:
         _load(files)
 
 
+def _keep_for_its_tokenizer(files: list, *, n_head: int | None) -> bool:
+    """After a refusal of a model with a tokenizer: whether the model alone only asks for a tokenizer. Then
+    its bytes are kept, waiting for the right one as when none came (upload_needs_tokenizer), and only the
+    refused tokenizer's are given back."""
+    tokenizers = [f for f in files if is_tokenizer_file(f.name)]
+    models = [f for f in files if f not in tokenizers]
+    if not tokenizers or not models:
+        return False
+    try:
+        load_upload(models, n_head=n_head)
+    except NeedsTokenizer:
+        _forget_bytes(tokenizers)
+        st.session_state["upload_needs_tokenizer"] = [f.file_id for f in models]
+        return True
+    except CheckpointError:
+        return False
+    return False  # it loads without the tokenizer: the refusal stands as it was
+
+
 def _on_head_count() -> None:
     """The head count was chosen for the file that did not say it: load that file again with it."""
     pending = st.session_state.get("upload_pending") or []
@@ -119,6 +138,12 @@ def _load(files: list, *, n_head: int | None = None) -> None:
                                 upload_message=("info", f"{e}. Add it to the box; the model in use has not changed."))
         return
     except CheckpointError as e:
+        if _keep_for_its_tokenizer(files, n_head=n_head):  # the tokenizer was the wrong one: the model waits
+            models = ", ".join(f.name for f in files if not is_tokenizer_file(f.name))
+            st.session_state["upload_message"] = ("error", f"{str(e).rstrip('.')}. {models} is kept: add the "
+                                                   "tokenizer it was trained with to the box. The model in use has "
+                                                   "not changed.")
+            return
         _forget_bytes(files)
         st.session_state["upload_message"] = ("error", f"{str(e).rstrip('.')}. The model in use has not changed.")
         return
