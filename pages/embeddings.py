@@ -42,13 +42,15 @@ repeats = repeated_tokens(view)
 for repeat in repeats[:3]:
     i, j = repeat.positions
     word = literal(repeat.token)
+    at = (f"“{word}” at positions {i} and {j}" if repeat.occurrences == 2 else
+          f"“{word}” occurs {repeat.occurrences} times; at the first two, positions {i} and {j}")
     if view.position_rows is None:
-        st.info(f"“{word}” at positions {i} and {j}: identical token rows, and with {selection.scheme!r} "
+        st.info(f"{at}: identical token rows, and with {selection.scheme!r} "
                 f"nothing is added, so the summed rows are identical too (cosine {repeat.summed_cosine:.4f}). "
                 + (f"{scheme.label} tells them apart only inside attention." if scheme.in_attention else
                    "Only what comes before each copy can tell them apart: nothing says where a token sits."))
     else:
-        st.success(f"“{word}” at positions {i} and {j}: identical token rows (largest difference "
+        st.success(f"{at}: identical token rows (largest difference "
                    f"{repeat.token_rows_max_difference:g}), different summed rows: cosine similarity "
                    f"{repeat.summed_cosine:.4f}. The position row is what tells them apart.")
 if len(repeats) > 3:

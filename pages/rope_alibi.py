@@ -4,7 +4,7 @@ acts elsewhere is said in one line, and the two with no weights (RoPE, ALiBi) ca
 import streamlit as st
 
 from lpos import ui
-from lpos.analysis.attention import rotating_pair
+from lpos.analysis.attention import rope_step_sentence, rotating_pair
 from lpos.analysis.biases import MAX_DISTANCE, QUERY_POSITIONS, look_back
 from lpos.analysis.counts import count_sentence, listed, units_so_far
 from lpos.analysis.heads import head_sentence
@@ -45,7 +45,7 @@ def rope_section(own: bool, layer: int, head: int) -> None:
                             token=tokens[position]), name="attention-rope-arrow", model=selection.model, key="ra_arrow")
     st.caption(("This token's query in " if own else "This model's query (it does not rotate it) in ")
                + f"layer {layer + 1}, head {head}, before rotation, placed at positions 0, 1, 2, …\n"
-               "The arrow keeps its length and turns by the same angle per step: position is an angle, not an added row.")
+               + rope_step_sentence(pair, head_dim, base=config.rope_base, steps=steps))
     if config.n_kv_head and config.n_kv_head < config.n_head:  # grouped-query attention (Llama)
         st.caption(f"This model has {config.n_kv_head} key heads for its {config.n_head} query heads: each key head "
                    f"serves {config.n_head // config.n_kv_head} query heads in a row, so query head {head} is "
@@ -77,7 +77,8 @@ def alibi_section(own: bool, layer: int, head: int) -> None:
     effect = attention.alibi_effect(model, ids, layer=layer)
     chart(attention.alibi_slopes_chart(config.n_head), name="attention-alibi-slopes", model=selection.model, key="ra_slopes")
     st.caption(f"For {config.n_head} heads the slopes are {', '.join(f'{s:.3g}' for s in effect.slopes)}.\n"
-               "Steep heads look only at the last few tokens; gentle heads can reach far back.")
+               "Steep heads mark far keys down most, so they lean hardest towards recent tokens; gentle heads hardly "
+               "mind distance.")
     lowest = float(effect.bias[head].min()) or -1.0
     chart(matrix_panels([(f"bias, head {head}", effect.bias[head])], tokens=tokens, value_name="bias",
                         title=f"ALiBi bias: −{effect.slopes[head]:.3g} × distance",
@@ -87,7 +88,9 @@ def alibi_section(own: bool, layer: int, head: int) -> None:
     if own:
         tilt_panels(effect.without_bias, effect.with_bias, layer=layer, head=head, key="ra_tilt")
         st.caption("First: softmax of the same query·key scores without the bias. Then with it, as the model does.\n"
-                   "The bias shifts weight towards recent tokens, more strongly in heads with larger slopes.")
+                   + ("The bias shifts weight towards recent tokens, more strongly in heads with larger slopes."
+                      if len(ids) > 1 else "With one token there is only itself to attend to, so the bias changes "
+                      "nothing here: type a longer sentence in the sidebar."))
 
 
 def bias_curves_section(layer: int, head: int) -> None:

@@ -186,10 +186,10 @@ def neighbours() -> None:
     elif counts.get(token_id, 0) == 0:
         st.warning(f"“{visible(tokenizer.token_strings([token_id])[0])}” was never seen in training: its row is still random, "
                    "so its neighbours mean nothing.", icon=":material/casino:")
-    st.caption(f"Search runs over all {tokenizer.vocab_size:,} tokens of {tokenizer.name}, the model's vocabulary."
+    st.caption(f"Search runs over all {tokenizer.vocab_size:,} tokens of {tokenizer.name}, the tokenizer's vocabulary."
                + (" “count” is how often the token occurs in the training stories; training drew random windows from "
                   "them, so a rare token may never have been in a batch.\nRows of tokens that never occur (count 0) are "
-                  "still their random initial rows, so they turn up by chance." if counts is not None else ""))
+                  "still their random initial rows, so they can turn up by chance." if counts is not None else ""))
 
 
 token_map()

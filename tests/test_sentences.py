@@ -51,7 +51,7 @@ def test_repeat_sentence_counts_a_token_three_times(tiny_model):
     the = [r for r in embedding_analysis.repeated_tokens(view) if r.token == "␣the"][0]
     assert the.occurrences == 3
     text = embedding_analysis.repeat_sentence(the)
-    assert "occurs three times" in text and "twice" not in text and "first at positions 0 and 3" in text
+    assert "occurs three times" in text and "twice" not in text and "at its first two, positions 0 and 3," in text
     two = [r for r in embedding_analysis.repeated_tokens(view) if r.token == "␣and"][0]
     assert "occurs twice; at positions 2 and 5" in embedding_analysis.repeat_sentence(two)
 

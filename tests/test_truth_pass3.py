@@ -371,3 +371,17 @@ def test_a_wrong_tokenizer_is_refused_and_the_model_waits_for_the_right_one():
     upload._on_upload()
     assert st.session_state["upload_message"][0] == "success", st.session_state["upload_message"]
     assert st.session_state["model"].startswith("upload:ckpt.pt@")
+
+
+# --- Weak: plurals, the slow pair, a repeated word's rows ---------------------------------------------------
+
+def test_weak_sentences():
+    from lpos.analysis.attention import rope_step_sentence  # noqa: PLC0415
+    from lpos.analysis.embeddings import RepeatedToken, repeat_sentence  # noqa: PLC0415
+
+    assert "0.01° for pair 15" in rope_step_sentence(15, 32) and "too little to see" in rope_step_sentence(15, 32)
+    assert "too little" not in rope_step_sentence(0, 32)
+    fields = dict(token="␣Anna", positions=(2, 8), token_rows_max_difference=0.0, occurrences=3)
+    said = repeat_sentence(RepeatedToken(summed_cosine=0.958, **fields))
+    assert "occurs three times; at its first two, positions 2 and 8, its token rows are identical and its summed rows are not (cosine 0.958)" in said
+    assert "summed rows are identical too" in repeat_sentence(RepeatedToken(summed_cosine=1.0, **fields))

@@ -98,6 +98,17 @@ def rotating_pair(vector: torch.Tensor, *, pair: int, positions: int, base: floa
                          "angle": (steps * pair_frequencies(hs, base)[pair]).numpy()})
 
 
+def rope_step_sentence(pair: int, head_dim: int, *, base: float = 10000.0, steps: int = 8) -> str:
+    """What the drawn arrow does: the angle pair `pair` turns per position, and, when the `steps` positions
+    drawn turn it less than 5° in all, that the turn is too small to see (pair 15 of 32 columns: 0.01° a step)."""
+    degrees = math.degrees(float(pair_frequencies(head_dim, base)[pair]))
+    said = f"The arrow keeps its length and turns by the same angle per step, {degrees:.2g}° for pair {pair}"
+    if degrees * (steps - 1) < 5:
+        said += (f", {degrees * (steps - 1):.2g}° over the {steps} positions drawn: too little to see, so the "
+                 "points lie on top of each other; a lower pair turns visibly")
+    return said + ". Position is an angle, not an added row."
+
+
 def offset_scores(query: torch.Tensor, key: torch.Tensor, *, offsets: list[int], length: int,
                   base: float = 10000.0) -> pd.DataFrame:
     """q·k after RoPE with the query at m and the key at n = m - offset, for every m that fits.

@@ -114,10 +114,12 @@ def times(count: int) -> str:
 def repeat_sentence(repeat: RepeatedToken, *, literal=lambda text: text) -> str:
     """The lesson's sentence about a repeated token, with its real count (`literal` escapes the token
     text for Markdown). With nothing added to the input the summed rows are identical too."""
-    where = (f"at positions {repeat.positions[0]} and {repeat.positions[1]}" if repeat.occurrences == 2 else
-             f"first at positions {repeat.positions[0]} and {repeat.positions[1]}")
-    return (f"“{literal(repeat.token)}” occurs {times(repeat.occurrences)}; {where} it has identical token rows and "
-            f"summed rows with cosine {repeat.summed_cosine:.3f}.")
+    where = (f"at positions {repeat.positions[0]} and {repeat.positions[1]}," if repeat.occurrences == 2 else
+             f"at its first two, positions {repeat.positions[0]} and {repeat.positions[1]},")
+    summed = ("its summed rows are identical too (cosine 1.000: nothing is added at the input)"
+              if repeat.summed_cosine > 0.9995 else f"its summed rows are not (cosine {repeat.summed_cosine:.3f})")
+    return (f"“{literal(repeat.token)}” occurs {times(repeat.occurrences)}; {where} its token rows are identical and "
+            f"{summed}.")
 
 
 def never_seen(view: EmbeddingView) -> list[int]:

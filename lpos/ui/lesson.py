@@ -56,7 +56,8 @@ def shuffle_pair(ids: list[int], *, tokenizer: Tokenizer = GPT2) -> tuple[list[i
 
 def token_rows(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figure:
     chips, _ = embeddings.embedding_figures(sidebar, ids)
-    return chips, f"{len(ids)} tokens, so {len(ids)} rows looked up."
+    n = len(ids)
+    return chips, f"{n} token{'s' if n != 1 else ''}, so {n} row{'s' if n != 1 else ''} looked up."
 
 
 def order_blind(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figure:
