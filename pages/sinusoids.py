@@ -86,7 +86,9 @@ else:
                                                    title=f"The {config.n_embd}-column table this model adds, "
                                                          f"drawn at ±1 (added × {SINUSOID_SCALE:.3f})")
     chart(model_table, name="sinusoids-model-table", model=selection.model, key="sin_model_table")
-    st.caption(f"Your sentence has {len(ids)} tokens: the boxed rows 0–{len(ids) - 1} are the rows added to its token rows, "
+    boxed = "the boxed row 0 is the row added to its token row" if len(ids) == 1 else \
+        f"the boxed rows 0–{len(ids) - 1} are the rows added to its token rows"
+    st.caption(f"Your sentence has {len(ids)} token{'s' if len(ids) != 1 else ''}: {boxed}, "
                f"each multiplied by {SINUSOID_SCALE:.4f} first, so that a row has the norm of an initial token row "
                "(at ±1 the table would drown the token rows). The Embeddings page shows the rows as added.\n"
                "A longer sentence just uses more rows: the table never runs out.")

@@ -385,3 +385,14 @@ def test_weak_sentences():
     said = repeat_sentence(RepeatedToken(summed_cosine=0.958, **fields))
     assert "occurs three times; at its first two, positions 2 and 8, its token rows are identical and its summed rows are not (cosine 0.958)" in said
     assert "summed rows are identical too" in repeat_sentence(RepeatedToken(summed_cosine=1.0, **fields))
+
+
+def test_one_token_plurals_and_the_sink_sign():
+    from lpos.analysis import streaming  # noqa: PLC0415
+    from lpos.figures.sinusoids import block_note  # noqa: PLC0415
+
+    assert block_note(1, 4) == " (each cell averages 1 position × 4 columns)"
+    summary = {"alone": 3.0, "with sink": 3.1, "gain": -0.1, "error": 0.01, "noise": 0.02, "tokens": 100}
+    lines = streaming.sink_reading({"rope": summary}, window=8)
+    assert "(-0.100" not in lines[0] and "+0.100 nats per token" in lines[0]
+    assert lines[-1].startswith("The signed number in each line is the change in loss") and "plus that the loss rises" in lines[-1]

@@ -151,4 +151,6 @@ def sink_reading(summaries: dict[str, dict], *, window: int, sink: int = SINK_TO
         lines.append(f"Keeping the first {sink} tokens helps no scheme beyond its noise band ({NOISE_ERRORS} standard "
                      f"errors of the per-token difference): {gained}. These small models lean on no sink token the "
                      "way Xiao et al. (2023) found in large ones.")
+    lines.append("The signed number in each line is the change in loss when the first tokens are kept: minus means "
+                 "they lower the loss (they help), plus that the loss rises with them (they hurt).")
     return lines

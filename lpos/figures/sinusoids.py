@@ -18,7 +18,8 @@ def block_note(row_block: int, column_block: int) -> str:
     """'' at full resolution, else what one cell stands for."""
     if row_block == column_block == 1:
         return ""
-    return f" (each cell averages {row_block} positions × {column_block} columns)"
+    return (f" (each cell averages {row_block} position{'s' if row_block != 1 else ''} × {column_block} "
+            f"column{'s' if column_block != 1 else ''})")
 
 
 def table_heatmap(view: TableView, *, title: str, highlight_rows: int | None = None) -> go.Figure:

@@ -50,7 +50,7 @@ def position_map_figure(maps: np.ndarray, timeline: Timeline, index: int) -> go.
     fig = go.Figure(_map_trace(maps[index]))
     _square(fig, maps.shape[-1])
     # two lines: one is cut off at a phone's 400 px
-    return finish(fig, title=f"Step {timeline.steps[index]}:<br>{MAP_TITLES[timeline.position_kind]}", height=520)
+    return finish(fig, title=f"Step {timeline.steps[index]}: <br>{MAP_TITLES[timeline.position_kind]}", height=520)
 
 
 def position_map_animation(maps: np.ndarray, timeline: Timeline) -> go.Figure:
@@ -59,7 +59,7 @@ def position_map_animation(maps: np.ndarray, timeline: Timeline) -> go.Figure:
     drawn = [block_average(m, max_rows=ANIMATION_CELLS, max_columns=ANIMATION_CELLS) for m in maps]
     block = drawn[0][1]
     frames = [go.Frame(data=[_map_trace(values, block=block)], name=str(step),
-                       layout=go.Layout(title_text=f"Step {step}:<br>{MAP_TITLES[timeline.position_kind]}"))
+                       layout=go.Layout(title_text=f"Step {step}: <br>{MAP_TITLES[timeline.position_kind]}"))
               for step, (values, _, _) in zip(timeline.steps, drawn)]
     fig = go.Figure(data=[frames[0].data[0]], frames=frames)
     _square(fig, maps.shape[-1])
