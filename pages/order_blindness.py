@@ -3,7 +3,8 @@ import streamlit as st
 
 from lpos import ui
 from lpos.analysis.scheme_views import names, positionless_scheme, ties_sentence, weight_change
-from lpos.analysis.shuffle import ORDER_BLIND_TOLERANCE, can_shuffle, predictions_table, shuffle_earlier, shuffle_table
+from lpos.analysis.shuffle import (ORDER_BLIND_TOLERANCE, can_shuffle, predictions_table, shuffle_earlier, shuffle_table,
+                                   token_by_token)
 from lpos.figures.shuffle import change_figure
 from lpos.ui.attention import head_label
 from lpos.ui.selection import scheme_models
@@ -72,7 +73,9 @@ def experiment() -> None:
         st.stop()
     shuffled = tokenizer.encode_known(PRESETS["man"])[0][:limit] if source == "swap" else shuffle_earlier(original, seed=seed)
 
-    st.code(f"original: {tokenizer.decode(original)}\nshuffled: {tokenizer.decode(shuffled)}", language=None, wrap_lines=True)
+    st.code(f"original: {tokenizer.decode(original)}\nshuffled: {tokenizer.decode(shuffled)}\n"
+            f"shuffled, token by token: {token_by_token(original, shuffled, tokenizer=tokenizer)}", language=None,
+            wrap_lines=True)
     if source == "swap":
         st.caption("The two presets hold the same tokens and end on the same “.”, so the second is one permutation of "
                    "the first: an honest shuffle. (Without the full stop their last tokens would differ.)")

@@ -396,3 +396,13 @@ def test_one_token_plurals_and_the_sink_sign():
     lines = streaming.sink_reading({"rope": summary}, window=8)
     assert "(-0.100" not in lines[0] and "+0.100 nats per token" in lines[0]
     assert lines[-1].startswith("The signed number in each line is the change in loss") and "plus that the loss rises" in lines[-1]
+
+
+def test_shuffled_text_is_also_shown_token_by_token():
+    from lpos.analysis.shuffle import token_by_token  # noqa: PLC0415
+
+    original = encode("The dog bit the man.")  # The, ␣dog, ␣bit, ␣the, ␣man, .
+    shuffled = [original[i] for i in (2, 3, 4, 0, 1, 5)]  # decoded: " bit the manThe dog."
+    assert token_by_token(original, shuffled) == "␣bit │ ␣the │ ␣man │ The │ ␣dog │ ."
+    moved = encode("猫 ヌ.")
+    assert "‹8C of 猫›" in token_by_token(moved, [moved[1], moved[0], *moved[2:]])

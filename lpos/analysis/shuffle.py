@@ -123,6 +123,13 @@ def shuffle_experiment(model: GPT, ids: list[int], *, seed: int = 0, shuffled: l
     )
 
 
+def token_by_token(original: list[int], shuffled: list[int], *, tokenizer: Tokenizer = GPT2) -> str:
+    """The shuffled tokens one by one, split by │, each with its label from the original text (a byte piece
+    keeps its character): decoded, a shuffle glues tokens together (“bit the manThe dog”, “17 51 7”)."""
+    labels = [visible(t) for t in tokenizer.token_strings(original)]
+    return " │ ".join(labels[i] for i in moved_from(original, shuffled))
+
+
 def _quoted(ids: list[int], *, limit: int = 80, tokenizer: Tokenizer = GPT2) -> str:
     text = " ".join(tokenizer.decode(ids).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
