@@ -126,7 +126,7 @@ def test_tables_have_one_row_per_scheme(tiny_model):
     assert table["order-blind at layer 1"].tolist() == [s in BLIND_UNTRAINED for s in SCHEMES]
     predictions = predictions_table(results)
     assert len(predictions) == len(SCHEMES)
-    assert all(len(cell.split("  ")) == 5 for cell in predictions["top-5 next tokens, original order"])
+    assert all(len(cell.split(" · ")) == 5 for cell in predictions["top-5 next tokens, original order"])
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)

@@ -179,7 +179,8 @@ def _percent(probability: float) -> str:
 
 
 def _ranked(top: pd.DataFrame) -> str:
-    return "  ".join(f"{token} {_percent(p)}" for token, p in zip(top["token"], top["probability"]))
+    """“␣and” 20.3% · “.” 13.0% · …: each token quoted, so a punctuation token reads apart from its share."""
+    return " · ".join(f"“{token}” {_percent(p)}" for token, p in zip(top["token"], top["probability"]))
 
 
 def predictions_table(results: list[ShuffleResult]) -> pd.DataFrame:
