@@ -128,7 +128,9 @@ def head_portraits() -> None:
     table = mine.table if whole else mine.table[mine.table["layer"] == layer]
     with st.expander("The numbers, every head of the sidebar model" if whole else
                      f"The numbers, every head of layer {layer} of the sidebar model", icon=":material/table:"):
-        st.dataframe(table.round(3), hide_index=True, key="inside_head_table")
+        st.dataframe(table.round(3), hide_index=True, key="inside_head_table",  # three digits, as rounded: never 0.0380
+                     column_config={c: st.column_config.NumberColumn(format="%.3f") for c in table.columns
+                                    if table[c].dtype.kind == "f"})
 
 
 @st.fragment
