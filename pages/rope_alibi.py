@@ -79,12 +79,15 @@ def alibi_section(own: bool, layer: int, head: int) -> None:
     st.caption(f"For {config.n_head} heads the slopes are {', '.join(f'{s:.3g}' for s in effect.slopes)}.\n"
                "Steep heads mark far keys down most, so they lean hardest towards recent tokens; gentle heads hardly "
                "mind distance.")
-    lowest = float(effect.bias[head].min()) or -1.0
+    lowest = float(effect.bias[head].min()) if len(ids) > 1 else 0.0
+    lowest = lowest if lowest < 0 else -1.0  # one token: a single cell at distance 0, bias 0; a colour bar of −1 … 0
     chart(matrix_panels([(f"bias, head {head}", effect.bias[head])], tokens=tokens, value_name="bias",
                         title=f"ALiBi bias: −{effect.slopes[head]:.3g} × distance",
                         zmin=lowest, zmax=0.0, colorscale=BIAS_COLOURS), name="attention-alibi-bias", model=selection.model, key="ra_bias")
-    st.caption("Zero on the diagonal, more negative the further back the key is; above the diagonal the causal mask hides keys.\n"
-               "The penalty grows linearly with distance, with no table: it works at any length.")
+    st.caption(("Zero on the diagonal, more negative the further back the key is; above the diagonal the causal mask "
+                "hides keys.\n" if len(ids) > 1 else "One token, so one cell: the token's bias on itself, at distance 0, "
+                "is 0. A longer sentence shows the penalty growing.\n")
+               + "The penalty grows linearly with distance, with no table: it works at any length.")
     if own:
         tilt_panels(effect.without_bias, effect.with_bias, layer=layer, head=head, key="ra_tilt")
         st.caption("First: softmax of the same query·key scores without the bias. Then with it, as the model does.\n"
@@ -124,7 +127,8 @@ def bias_curves_section(layer: int, head: int) -> None:
 def own_bias_section(layer: int, head: int) -> None:
     """A learned bias over the sentence, and how it tilts the attention weights."""
     effect = attention.bias_effect(model, ids, layer=layer)
-    reach = float(abs(effect.bias[head]).max()) or 1.0
+    reach = float(abs(effect.bias[head]).max()) if len(ids) > 1 else 0.0
+    reach = reach if reach >= 1e-3 else 1.0  # one cell, or a bias still near zero: no colour bar in millionths
     chart(matrix_panels([(f"bias, head {head}", effect.bias[head])], tokens=tokens, value_name="bias",
                         title=f"{scheme.label} bias over this sentence, layer {layer + 1}", zmin=-reach,
                         zmax=reach, colorscale=DIVERGING), name="attention-own-bias", model=selection.model, key="ra_own_bias")

@@ -415,3 +415,13 @@ def test_top5_cells_quote_each_token():
 
     top = pd.DataFrame({"token": ["␣and", ".", ","], "probability": [0.203, 0.13, 0.097]})
     assert _ranked(top) == "“␣and” 20.3% · “.” 13.0% · “,” 9.7%"
+
+
+def test_one_token_bias_map_says_it_is_one_cell():
+    from conftest import app_test  # noqa: PLC0415
+
+    at = app_test(page="pages/rope_alibi.py", scheme="alibi", model="untrained", text="Hi")
+    assert not at.exception
+    captions = " ".join(c.value for c in at.caption)
+    assert "One token, so one cell" in captions and "only itself to attend to" in captions
+    assert "The bias shifts weight towards recent tokens" not in captions
