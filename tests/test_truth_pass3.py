@@ -425,3 +425,12 @@ def test_one_token_bias_map_says_it_is_one_cell():
     captions = " ".join(c.value for c in at.caption)
     assert "One token, so one cell" in captions and "only itself to attend to" in captions
     assert "The bias shifts weight towards recent tokens" not in captions
+
+
+def test_scheme_box_holds_the_name_and_the_hint_is_shown_whole():
+    from conftest import app_test  # noqa: PLC0415
+    from lpos.positions import HINTS  # noqa: PLC0415
+
+    at = app_test(scheme="cope", model="untrained")
+    assert at.selectbox(key="scheme").format_func("learned") == "learned"  # no hint cut to "a trained table of posi"
+    assert HINTS["cope"] in [c.value for c in at.sidebar.caption]

@@ -295,7 +295,7 @@ def test_sidebar_upload_selects_the_model_and_a_bad_file_keeps_it():
     assert "ckpt.pt (your upload)" in model_box(at).options
     assert at.selectbox(key="scheme").value == "learned"  # the upload's own scheme
     assert at.success[0].value.startswith("Loaded ckpt.pt. Only you can see it")
-    assert [unescaped(c.value) for c in at.sidebar.caption][1:] == [
+    assert [unescaped(c.value) for c in at.sidebar.caption][1:-1] == [  # the last: the scheme's hint (issue 37)
         "read as: nanoGPT ckpt.pt; _orig_mod. prefixes removed",
         "2 layers, 4 heads, width 64, 256 position rows, vocabulary 50,257, head tied to the token table, 3.3M parameters",
         "ignored: optimizer, config, token rows 50,257-50,303 (padding, never a token)"]

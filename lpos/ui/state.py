@@ -121,8 +121,8 @@ def sidebar() -> Selection:
         st.text_area("Sentence", st.session_state["url_text"], key="sentence", max_chars=MAX_CHARS, height=90,
                      help="Any text: it is split into the model's tokens (GPT-2's, unless the model has its own).")
         st.selectbox("Position scheme", SCHEMES, key="scheme", on_change=_on_scheme_change,
-                     format_func=lambda s: f"{s} — {HINTS[s]}",
                      help="How the model knows where each token sits.")
+        st.caption(HINTS[st.session_state["scheme"]])  # whole, under the box: a box cuts a long option at any width
         st.selectbox("Model", model_options(), key="model", on_change=_on_model_change, format_func=label,
                      help="A shipped model trained on children's stories, the same size untrained, "
                           "or a model you upload above (“Upload your own model”).")
