@@ -434,3 +434,14 @@ def test_scheme_box_holds_the_name_and_the_hint_is_shown_whole():
     at = app_test(scheme="cope", model="untrained")
     assert at.selectbox(key="scheme").format_func("learned") == "learned"  # no hint cut to "a trained table of posi"
     assert HINTS["cope"] in [c.value for c in at.sidebar.caption]
+
+
+def test_the_float_error_note_sits_on_its_line():
+    import pandas as pd  # noqa: PLC0415
+
+    from lpos.analysis.shuffle import ORDER_BLIND_TOLERANCE  # noqa: PLC0415
+    from lpos.figures.shuffle import change_figure  # noqa: PLC0415
+
+    table = pd.DataFrame({"scheme": ["learned", "none"], "layer-1 attention output, max |change|": [0.3, 1e-8]})
+    notes = [a for a in change_figure(table).layout.annotations if "float error" in a.text]
+    assert len(notes) == 1 and notes[0].y == pytest.approx(np.log10(ORDER_BLIND_TOLERANCE))  # log10 units

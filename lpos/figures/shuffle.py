@@ -23,8 +23,11 @@ def change_figure(table: pd.DataFrame) -> go.Figure:
     fig = go.Figure(go.Bar(x=list(table["scheme"]), y=shown, marker_color=colours, customdata=changes,
                            text=[f"{c:.1e}" for c in changes], textposition="outside",
                            hovertemplate="%{x}<br>max |change| %{customdata:.3g}<extra></extra>"))
-    fig.add_hline(y=ORDER_BLIND_TOLERANCE, line=dict(color="black", dash="dash"),
-                  annotation_text="below: unchanged up to float error", annotation_position="bottom left")
+    fig.add_hline(y=ORDER_BLIND_TOLERANCE, line=dict(color="black", dash="dash"))
+    # on a log axis an annotation's y is in log10 units (add_hline's own label lands far from its line)
+    fig.add_annotation(x=1, xref="paper", xanchor="right", y=np.log10(ORDER_BLIND_TOLERANCE), yanchor="top",
+                       text="below the dashed line: unchanged up to float error", showarrow=False,
+                       bgcolor="rgba(255,255,255,0.85)")
     fig.update_yaxes(type="log", title_text="max |change| (log scale)", tickformat=".0e", dtick=2,
                      range=[np.log10(shown.min()) - 1.5, np.log10(shown.max()) + 1])
     fig.update_xaxes(title_text="position scheme")
