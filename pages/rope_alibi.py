@@ -130,7 +130,7 @@ def own_bias_section(layer: int, head: int) -> None:
     reach = float(abs(effect.bias[head]).max()) if len(ids) > 1 else 0.0
     reach = reach if reach >= 1e-3 else 1.0  # one cell, or a bias still near zero: no colour bar in millionths
     chart(matrix_panels([(f"bias, head {head}", effect.bias[head])], tokens=tokens, value_name="bias",
-                        title=f"{scheme.label} bias over this sentence, layer {layer + 1}", zmin=-reach,
+                        title=f"{scheme.label}: its bias over this sentence, layer {layer + 1}", zmin=-reach,
                         zmax=reach, colorscale=DIVERGING), name="attention-own-bias", model=selection.model, key="ra_own_bias")
     st.caption("Row = query, column = key; red raises a score, blue lowers it; above the diagonal the causal mask hides keys.")
     tilt_panels(effect.without_bias, effect.with_bias, layer=layer, head=head, key="ra_own_tilt")
