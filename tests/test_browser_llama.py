@@ -45,7 +45,7 @@ def test_every_page_draws_with_the_llama(llama_app, page):
     assert "llama.pt (shared folder)" in model_box_text(page)
     texts = walk_every_page(page, "llama.pt (shared folder)")
     titles = list(texts)
-    assert "RoPE rotates queries and keys inside attention" in texts[titles[0]]  # nothing added to the input
+    assert "RoPE adds no position rows: it rotates queries and keys by their position inside attention" in texts[titles[0]]  # nothing added to the input
     stretch = next(text for title, text in texts.items() if title.startswith("Stretching"))
     assert f"llama.pt (shared folder) was trained on {TRAINED_ON}-token windows (RoPE base {BASE:,g})" in stretch
     assert "Sections 1 to 3 rescale llama.pt (shared folder)" in stretch

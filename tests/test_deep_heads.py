@@ -21,6 +21,7 @@ from conftest import app_test
 from lpos import checkpoints, corpus
 from lpos.analysis.probes import probe_text
 from lpos.model import GPT, GPTConfig
+from lpos.positions import SCHEMES
 from lpos.tokenizer import CharacterTokenizer
 
 LAYERS, HEADS, KV_HEADS = 30, 9, 3
@@ -87,7 +88,7 @@ def test_inside_portrays_one_chosen_layer_of_a_deep_model(deep):
     drawn = charts(at)
     grid = drawn["inside_heads"]
     assert grid["layout"]["title"]["text"] == f"Layer {LAYERS}: what each head does"
-    assert grid["data"][0]["x"] == [f"h{h}" for h in range(HEADS)] and len(grid["data"][0]["y"]) == 5  # one row per scheme
+    assert grid["data"][0]["x"] == [f"h{h}" for h in range(HEADS)] and len(grid["data"][0]["y"]) == len(SCHEMES)  # one row per scheme
     profile = drawn["inside_profile"]
     assert profile["layout"]["title"]["text"].startswith(f"Layer {LAYERS}, head 8")
     line = next(t for t in profile["data"] if t["name"].startswith("rope"))

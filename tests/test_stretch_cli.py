@@ -42,7 +42,7 @@ def test_extend_table(capsys):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--method", "pi", "--checkpoint", "alibi"], "RoPE scaling needs a rope model"),
+    (["--method", "pi", "--checkpoint", "alibi"], "RoPE scaling needs a scheme that rotates queries and keys"),
     (["--lengths", "100"], "each length must divide 1024"),
     (["--factor", "0.5"], "at least 1"),
 ])

@@ -11,9 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from lpos.bench.common import CHROMIUM, ROOT
-from lpos.positions import HINTS, SCHEMES
-
-SCHEME_LABELS = [f"{s} — {HINTS[s]}" for s in SCHEMES]  # the app's select box shows these
+from lpos.positions import SCHEMES
 
 # The status widget fades out for 200 ms after a run; once it is fading, the run is over. A skeleton
 # stands in for an element whose code is still loading (the chart component, on first use).
@@ -165,7 +163,7 @@ class Tab:
 
     def pick_scheme(self, scheme: str) -> dict:
         select = self.page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(has_text="Position scheme")
-        option = self.page.locator('[role="option"]').filter(has_text=SCHEME_LABELS[SCHEMES.index(scheme)])
+        option = self.page.get_by_role("option", name=scheme, exact=True)  # the box shows the bare names
         return self.act(select.click, option.first.click)
 
     def step_slider(self, label: str, key: str = "ArrowRight") -> dict:

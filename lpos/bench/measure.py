@@ -6,7 +6,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from lpos.bench.browser import SCHEME_LABELS, Server, Tab, check_browser, page_paths, peak_memory
+from lpos.bench.browser import Server, Tab, check_browser, page_paths, peak_memory
 from lpos.bench.common import CHROMIUM, CHROMIUM_ARGS, MEMORY_LIMIT_MB, ROOT, spread
 from lpos.bench.interactions import measure_controls, measure_idle, measure_walk
 from lpos.positions import DEFAULT_SCHEME, SCHEMES, schemes_with
@@ -16,7 +16,7 @@ FLOOR_APP = f'''import streamlit as st
 
 with st.sidebar:
     text = st.text_area("Sentence", "The dog bit the man")
-    scheme = st.selectbox("Position scheme", {SCHEME_LABELS!r})
+    scheme = st.selectbox("Position scheme", {list(SCHEMES)!r})
 st.write(text, scheme)
 '''
 

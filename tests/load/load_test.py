@@ -186,7 +186,7 @@ class Session:
 
     async def switch_scheme(self, page, scheme: str) -> None:
         await page.locator("[data-testid='stSidebar'] [data-testid='stSelectbox']").first.click()
-        await page.get_by_role("option", name=f"{scheme} —").first.click()
+        await page.get_by_role("option", name=scheme, exact=True).click()  # the box shows bare names
         await self.redrawn(page, url_has=f"scheme={scheme}")
         await self.check_own_view(page)
 

@@ -217,8 +217,8 @@ class Session:
         self.check(run, page=HOME, own=[f"␣{self.marker}", f"␣{variant}"], query={"text": self.sentence()})
 
     async def switch_scheme(self, scheme: str) -> None:
-        label = next(option for option in self.options["Position scheme"] if option.startswith(f"{scheme} —"))
-        self.set_value("Position scheme", label)
+        assert scheme in self.options["Position scheme"], self.options["Position scheme"]  # the box shows bare names
+        self.set_value("Position scheme", scheme)
         run = await self.rerun(query=self.query, page_hash=self.page_hash, widgets=self.widget_states())
         self.check(run, page=HOME, own=[f"␣{self.marker}"], query={"scheme": scheme})
 
