@@ -177,6 +177,16 @@ class MemoryStore:
                 entry.broadcast = replace(broadcast, version=entry.broadcast.version + 1)
             return entry.broadcast
 
+    def resume(self, code: str, secret: str) -> Broadcast:
+        """The class's view for its teacher coming back (on another replica, in a new session): NotTeacher
+        for a wrong secret, ClassEnded for a class that is over. Keeps the class alive, counts no follower."""
+        with self._lock:
+            entry = self._live(code, self.clock())
+            if not hmac.compare_digest(entry.digest, secret_digest(secret)):
+                raise NotTeacher(NOT_TEACHER)
+            entry.active = self.clock()
+            return entry.broadcast
+
     def follow(self, code: str, session: str, *, known_version: int = -1) -> Broadcast | int:
         """A student's poll: counts the session as following, and returns the broadcast, or only its
         version when that is `known_version` (nothing new to send)."""
@@ -230,6 +240,12 @@ end
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
 redis.call('PEXPIRE', KEYS[2], ARGV[6])
 return {ARGV[2], ARGV[3], ARGV[4], ARGV[5], tostring(version)}"""
+_RESUME = """local digest = redis.call('HGET', KEYS[1], 'digest')
+if not digest then return 'ended' end
+if digest ~= ARGV[1] then return 'not_teacher' end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+return redis.call('HMGET', KEYS[1], 'step', 'text', 'scheme', 'model', 'version')"""
 _PRUNE = """local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. string.format('%.6f', now - tonumber(ARGV[1])))
@@ -262,7 +278,7 @@ class RedisStore:
         self.idle_ms, self.max_followers = max(1, round(idle_expiry_s * 1000)), max_followers
         self.redis = redis.Redis.from_url(url, decode_responses=True, socket_timeout=3, socket_connect_timeout=3)
         self._scripts = {name: self.redis.register_script(source) for name, source in
-                         {"start": _START, "publish": _PUBLISH, "follow": _FOLLOW, "followers": _FOLLOWERS,
+                         {"start": _START, "publish": _PUBLISH, "resume": _RESUME, "follow": _FOLLOW, "followers": _FOLLOWERS,
                           "end": _END}.items()}
 
     def _run(self, name: str, code: str, *args) -> object:
@@ -290,6 +306,14 @@ class RedisStore:
     def publish(self, code: str, secret: str, broadcast: Broadcast) -> Broadcast:
         b = broadcast.checked()
         answer = self._run("publish", code, secret_digest(secret), b.step, b.text, b.scheme, b.model, self.idle_ms)
+        if answer == "ended":
+            raise ClassEnded(ENDED)
+        if answer == "not_teacher":
+            raise NotTeacher(NOT_TEACHER)
+        return self._broadcast(answer)
+
+    def resume(self, code: str, secret: str) -> Broadcast:
+        answer = self._run("resume", code, secret_digest(secret), self.idle_ms)
         if answer == "ended":
             raise ClassEnded(ENDED)
         if answer == "not_teacher":

@@ -4,7 +4,8 @@ At about 16 log-spaced steps (0, 25, ..., the last) training records, from the m
 the validation loss on a fixed slice of held-out TinyStories text; the position rows (the learned
 table itself, or for the other schemes what the first block writes that depends on position);
 the nearest tokens of ~40 probe words; the first layer's attention on a probe sentence; and the
-cosine between the summed rows of a word repeated in that sentence. Everything is float16 or
+cosine between the summed rows of a word repeated in that sentence; and for a scheme with a learned
+bias on the scores (t5, fire), the first layer's bias at a few query positions. Everything is float16 or
 small integers, so a model's whole timeline stays well under 1 MB inside its checkpoint's meta,
 read back with the same `torch.load(weights_only=True)` as the weights.
 """
@@ -24,6 +25,7 @@ EVAL_WINDOWS = 32  # windows of block_size held-out tokens scored at each snapsh
 NEIGHBOURS = 8
 PROBE_SENTENCE = "Once upon a time, a little girl named Lily saw a cat. The cat was happy, and Lily played with the cat."
 REPEATED_WORD = " cat"
+BIAS_QUERIES = (15, 63, 127)  # query positions whose bias rows a snapshot keeps (FIRE's depends on them)
 PROBE_WORDS = (
     " cat", " dog", " bird", " fish", " ball", " tree", " park", " house", " car", " toy",
     " mom", " dad", " girl", " boy", " king", " queen", " friend", " happy", " sad", " big",
@@ -81,6 +83,20 @@ def nearest(model: GPT, ids: list[int], *, k: int = NEIGHBOURS) -> tuple[torch.T
 
 
 @torch.no_grad()
+def bias_rows(model: GPT) -> tuple[list[int], torch.Tensor] | None:
+    """(queries, bias (nh, Q, block_size)): the first layer's bias on the scores of queries at BIAS_QUERIES
+    (those inside the block) against every key; keys after a query are never read. None for a scheme
+    without a learned bias (ALiBi's is fixed: the same at every step)."""
+    scheme, config = model.scheme, model.config
+    if not scheme.shows("bias") or not (scheme.model_parameters(config) | scheme.layer_parameters(config)):
+        return None
+    block = model.config.block_size
+    queries = [q for q in BIAS_QUERIES if q < block] or [block - 1]
+    bias = model.scheme.bias(model.transformer.h[0].attn, 0, block, block)  # (nh, T, S)
+    return queries, bias[:, queries].detach().clone()
+
+
+@torch.no_grad()
 def take(model: GPT, step: int, x: torch.Tensor, y: torch.Tensor) -> dict:
     """One snapshot of `model` at `step` (it is put back in the mode it was in)."""
     was_training = model.training
@@ -101,6 +117,9 @@ def take(model: GPT, step: int, x: torch.Tensor, y: torch.Tensor) -> dict:
         "attention": attention[0][0].half(),  # (nh, T, T) first layer, probe sentence
         "repeated_cos": (total[where] @ total[where].T).half(),  # (n, n) between the repeats
     }
+    learned_bias = bias_rows(model)
+    if learned_bias is not None:
+        snapshot["bias_queries"], snapshot["bias"] = learned_bias[0], learned_bias[1].half()
     model.train(was_training)
     return snapshot
 
@@ -122,4 +141,5 @@ def timeline(snapshots: list[dict], eval_tokens: int) -> dict:
         "attention": stack("attention"),  # (S, nh, T, T) float16
         "repeated_word": REPEATED_WORD.strip(),
         "repeated_cos": stack("repeated_cos"),  # (S, n, n) float16
-    }
+    } | ({"bias_queries": snapshots[0]["bias_queries"], "bias": stack("bias")}  # (S, nh, Q, T) float16
+         if all("bias" in s for s in snapshots) else {})

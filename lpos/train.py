@@ -112,10 +112,19 @@ def make_optimizer(model: GPT, args: TrainArgs) -> torch.optim.AdamW:
     # The token table gets no weight decay: decay would move rows that never receive a gradient,
     # and a token absent from training must keep its initial row exactly. The position table is
     # decayed like any matrix: every one of its rows is used in every batch, and decay wears down
-    # the part of the initial noise that gradients do not explain.
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "wte" not in n]
-    no_decay = [p for n, p in model.named_parameters() if not any(p is q for q in decay)]
-    groups = [{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    # the part of the initial noise that gradients do not explain. A scheme whose own weights learn at
+    # another rate (`learning_rate_scale`) gets a group of its own, without decay; each group's
+    # "scale" multiplies the schedule's rate (train's loop).
+    scheme = model.scheme
+    own_names = set(scheme.model_parameters(model.config)) | set(scheme.layer_parameters(model.config))
+    scaled = [p for n, p in model.named_parameters()
+              if scheme.learning_rate_scale != 1.0 and set(n.split(".")) & own_names]
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "wte" not in n and not any(p is q for q in scaled)]
+    no_decay = [p for n, p in model.named_parameters() if not any(p is q for q in decay + scaled)]
+    groups = [{"params": decay, "weight_decay": args.weight_decay, "scale": 1.0},
+              {"params": no_decay, "weight_decay": 0.0, "scale": 1.0}]
+    if scaled:
+        groups.append({"params": scaled, "weight_decay": 0.0, "scale": scheme.learning_rate_scale})
     return torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.95))
 
 
@@ -175,7 +184,7 @@ def train(args: TrainArgs, corpus: Corpus | None = None, *, progress: bool = Tru
         x, y = batch(corpus.train, step, args, rank, world)
         seen += torch.bincount(x.reshape(-1), minlength=config.vocab_size)
         for group in optimizer.param_groups:
-            group["lr"] = learning_rate(step, args)
+            group["lr"] = learning_rate(step, args) * group["scale"]
         loss = model.vocab_loss(x, y, positions=window_positions(step, args, rank, world))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -241,5 +250,6 @@ def describe(model: GPT, corpus: Corpus, args: TrainArgs, counts: Counter, *, st
         "val_oov_share": float((~torch.isin(corpus.val, model.output_vocab)).float().mean()),
         "vocab_trained": len(counts),
         "token_counts": {int(k): int(v) for k, v in counts.items()},
+        "scheme_learning_rate_scale": model.scheme.learning_rate_scale,
         "train_args": {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(args).items()},
     }

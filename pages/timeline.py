@@ -5,7 +5,7 @@ from lpos import ui
 from lpos.analysis.scheme_views import names
 from lpos.analysis.similarity import neighbour_sentence
 from lpos.analysis.table_coverage import split_band, timeline_coverage_reading
-from lpos.analysis.timeline import attention_sentence, neighbours_at
+from lpos.analysis.timeline import attention_sentence, bias_reading, evaluation_rows_sentence, neighbours_at
 from lpos.figures.timeline import ANIMATION_CELLS, position_map_animation
 from lpos.positions import SCHEMES, schemes_with
 from lpos.ui import coverage
@@ -46,6 +46,9 @@ def step_view() -> None:
     chart(figures.position_map, name="timeline-position-map", where=left, model=selection.model, key="timeline_map")
     chart(figures.band, name="timeline-band", where=right, model=selection.model, key="timeline_band")
     if timeline.position_kind == "table":
+        rows_kept = evaluation_rows_sentence(selection.model.model, maps.shape[-1])
+        if rows_kept:
+            left.caption(rows_kept)
         here = band[(band.step == step) & (band.distance == 1)].iloc[0]
         right.caption(f"At step {step} neighbouring rows have cosine {here.cosine:.2f}; "
                       f"{neighbour_sentence(here.neighbour_distance, maps.shape[-1])}.")
@@ -61,6 +64,12 @@ def step_view() -> None:
                       f"adds to the residual stream at each position, averaged over held-out windows. At step {step}: cosine "
                       f"{here[1]:.2f} at distance 1, {here[far]:.2f} at distance {far} (the reading above follows "
                       "the whole run).")
+
+    if figures.bias is not None:
+        st.subheader("The learned bias forming")
+        chart(figures.bias, name="timeline-bias", model=selection.model, key="timeline_bias")
+        st.caption(f"What the first layer adds to each attention score, by how far back the key sits, for queries at "
+                   f"a few positions (a line per head and query). {bias_reading(timeline, index)}")
 
     st.subheader("Nearest tokens of a probe word")
     word = st.selectbox("Probe word", timeline.probe_words, key="timeline_word")

@@ -107,6 +107,20 @@ def test_students_on_another_replica_follow_through_redis(browser, tmp_path, red
         open_url(fresh, f"{replicas[1].url}/lesson?class={code}")
         assert fresh.locator("h2").filter(has_text="2. ").count() == 1
         assert move_and_time(teacher, [fresh], 3) < FOLLOW_WITHIN_S
+        # the teacher's replica dies: the teacher's browser (its cookie) takes the class back on the other
+        # replica, at the class's step, and the follower follows its next step
+        replicas[0].process.terminate()
+        replicas[0].process.wait(timeout=20)
+        back = teacher.context.new_page()
+        open_url(back, f"{replicas[1].url}/lesson?presenter=1")
+        assert back.locator(".st-key-live_class_code h1").inner_text().strip().replace("-", "") == code
+        assert back.get_by_text(f"You are teaching class {code[:4]}-{code[4:]} again, at its step 3").count() == 1
+        assert move_and_time(back, [fresh], 4) < FOLLOW_WITHIN_S
+        run_and_wait(back, back.get_by_role("button", name="End the class").click)  # ending clears the cookie
+        again = teacher.context.new_page()
+        open_url(again, f"{replicas[1].url}/lesson?presenter=1")
+        assert again.get_by_role("button", name="Start a live class").count() == 1
+        assert all(c["name"] != "lpos_teacher" for c in teacher.context.cookies())
     finally:
         for replica in replicas:
             replica.process.terminate()

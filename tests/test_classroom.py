@@ -127,6 +127,22 @@ def test_only_the_teachers_secret_moves_or_ends_the_class(store):
     assert store.follow(other_code, "student").same_view(VIEW)
 
 
+def test_the_teacher_takes_the_class_back_with_its_secret_only(store):
+    """A teacher's new session (another replica) gets the class's current view back; a forged secret does
+    not, an ended class is ended, and taking back counts no follower."""
+    code, secret = store.start(VIEW)
+    store.publish(code, secret, Broadcast(step=5, text="Where it was", scheme="alibi", model="alibi"))
+    back = store.resume(code, secret)
+    assert (back.step, back.text, back.scheme, back.model, back.version) == (5, "Where it was", "alibi", "alibi", 2)
+    assert store.followers(code) == 0
+    for forged in ("", secret[:-1] + ("A" if secret[-1] != "A" else "B")):
+        with pytest.raises(NotTeacher):
+            store.resume(code, forged)
+    store.end(code, secret)
+    with pytest.raises(ClassEnded):
+        store.resume(code, secret)
+
+
 def test_unknown_and_forged_codes_are_ended_classes(store):
     with pytest.raises(ClassEnded, match="ended"):
         store.follow(classroom.new_code(), "student")

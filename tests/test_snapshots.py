@@ -129,6 +129,10 @@ def test_shipped_timelines_fit_and_end_at_the_model(name):
         rows = timeline["position_rows"][-1]
         positions = model.scheme.input_positions(model.config, len(rows), 0)
         assert torch.equal(rows, model.transformer.wpe.weight.detach()[positions].half())
+    if "bias" in timeline:  # a learned bias: its last snapshot is the saved model's first-layer bias
+        queries = timeline["bias_queries"]
+        bias = model.scheme.bias(model.transformer.h[0].attn, 0, model.config.block_size, model.config.block_size)
+        assert torch.equal(timeline["bias"][-1], bias[:, queries].half())
     first = meta["timeline"]["val_loss"]
     assert first[-1] < first[0] - 4  # from about ln(11,678) = 9.4 nats at step 0 to near the card's loss
 
@@ -139,3 +143,44 @@ def test_shipped_learned_table_is_organised():
     structure = table_structure(model.transformer.wpe.weight.detach())
     assert structure["neighbour_distance"] <= 10
     assert structure["cosine_at_1"] >= 0.5 and structure["cosine_at_1"] - structure["cosine_at_64"] >= 0.5
+
+
+@pytest.mark.parametrize("scheme", ["t5", "fire"])
+def test_a_learned_bias_is_kept_and_read_back(tmp_path, corpus_file, corpus, scheme):  # noqa: F811
+    """t5 and fire keep the first layer's bias rows at each snapshot; the page's frame reads them by distance."""
+    from lpos.analysis.timeline import bias_over_distance, bias_reading
+
+    args = tiny_args(tmp_path, corpus_file, scheme=scheme, block_size=32, eval_lengths=(16, 32))
+    model, meta = train(args, corpus, progress=False)
+    line = timeline_of(meta)
+    assert line.bias_queries == [15] and line.bias.shape == (len(line.steps), 2, 1, 32)  # queries inside the block
+    frame = bias_over_distance(line, len(line) - 1)
+    bias = model.scheme.bias(model.transformer.h[0].attn, 0, 32, 32)[:, 15].detach().half().float().numpy()  # (nh, S)
+    for head in range(2):
+        part = frame[frame["head"] == head].sort_values("distance")
+        assert part["distance"].tolist() == list(range(16))
+        np.testing.assert_array_equal(part["bias"].to_numpy(), bias[head, 15::-1])  # distance d is key 15 - d
+    reading = bias_reading(line, len(line) - 1)
+    assert f"at step {line.steps[-1]}" in reading and "differ" not in reading  # one kept query: no comparison
+
+
+def test_no_bias_snapshot_without_a_learned_bias():
+    assert snapshots.bias_rows(initial_model(tiny_args_plain("alibi"))) is None
+    assert snapshots.bias_rows(initial_model(tiny_args_plain("rope"))) is None
+
+
+def tiny_args_plain(scheme):
+    from lpos.train import TrainArgs
+    return TrainArgs(scheme=scheme, n_layer=1, n_head=2, n_embd=16, block_size=16)
+
+
+def test_a_randomized_table_says_which_rows_the_timeline_keeps():
+    from lpos.analysis.timeline import evaluation_rows_sentence
+    from lpos.train import TrainArgs
+
+    sampled = initial_model(TrainArgs(scheme="learned", random_positions=64, n_layer=1, n_head=2, n_embd=16, block_size=16))
+    positions = sampled.scheme.input_positions(sampled.config, 16, 0)
+    said = evaluation_rows_sentence(sampled, 16)
+    assert "table has 64 rows" in said and f"…, {int(positions[-1])})" in said
+    assert said.count(", ") >= 3 and str(int(positions[1])) in said
+    assert evaluation_rows_sentence(initial_model(tiny_args_plain("learned")), 16) is None

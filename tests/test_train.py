@@ -84,6 +84,21 @@ def state(model) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.slow
+def test_a_scheme_with_a_learning_rate_scale_gets_its_own_group(tmp_path, corpus_file):
+    """t5's bias table learns at 10x the rate without decay; every other weight keeps its group."""
+    args = tiny_args(tmp_path, corpus_file, scheme="t5")
+    model = lpos.train.initial_model(args)
+    groups = lpos.train.make_optimizer(model, args).param_groups
+    scaled = [g for g in groups if g["scale"] != 1.0]
+    assert len(scaled) == 1 and scaled[0]["scale"] == model.scheme.learning_rate_scale == 10.0
+    assert scaled[0]["params"] == [model.transformer.relative_bias.weight] and scaled[0]["weight_decay"] == 0.0
+    assert sum(len(g["params"]) for g in groups) == len(list(model.parameters()))
+    plain = lpos.train.make_optimizer(lpos.train.initial_model(tiny_args(tmp_path, corpus_file)), args).param_groups
+    assert [g["scale"] for g in plain] == [1.0, 1.0]
+    _, meta = train(dataclasses.replace(args, steps=2), progress=False)
+    assert meta["scheme_learning_rate_scale"] == 10.0
+
+
 def test_deterministic_for_a_seed(tmp_path, corpus_file, corpus):
     first, _ = train(tiny_args(tmp_path, corpus_file, steps=3, out=str(tmp_path / "a.pt")), corpus, progress=False)
     second, _ = train(tiny_args(tmp_path, corpus_file, steps=3, out=str(tmp_path / "b.pt")), corpus, progress=False)

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from lpos.analysis.scheme_views import names
 from lpos.analysis.similarity import cosine_by_distance, cosine_similarity_map, mean_neighbour_distance
 from lpos.tokenizer import GPT2, Tokenizer, visible
 
@@ -33,6 +34,9 @@ class Timeline:
     attention: np.ndarray  # (S, nh, T, T) first layer on the probe sentence
     repeated_word: str
     repeated_cos: np.ndarray  # (S, n, n) cosine of the summed rows of the repeated word
+    # a learned bias on the scores (t5, fire): the first layer's bias rows of a few queries (S, nh, Q, T)
+    bias_queries: list[int] | None = None
+    bias: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.steps)
@@ -52,6 +56,8 @@ def timeline_of(meta: dict, *, tokenizer: Tokenizer = GPT2) -> Timeline | None:
         neighbour_cos=array("neighbour_cos"),
         probe_tokens=[visible(t) for t in tokenizer.token_strings(tokenizer.encode_known(raw["probe_sentence"])[0])],
         attention=array("attention"), repeated_word=str(raw["repeated_word"]), repeated_cos=array("repeated_cos"),
+        bias_queries=[int(q) for q in raw["bias_queries"]] if "bias" in raw else None,
+        bias=array("bias") if "bias" in raw else None,
     )
 
 
@@ -166,3 +172,59 @@ def attention_sentence(timeline: Timeline, index: int) -> str:
     return (f"At step {timeline.steps[index]} {verdict}: the last token (with {T - 1} earlier tokens) looks back "
             f"{listed} tokens on average, head by head, against {even_back:.1f} for an even spread, and puts at most "
             f"{largest.max():.3f} on one key (even: {even_weight:.3f}).")
+
+
+def bias_over_distance(timeline: Timeline, index: int) -> pd.DataFrame:
+    """The first layer's learned bias at snapshot `index` against distance, for each head and kept query:
+    columns head, query, distance (0 .. query), bias. Empty for a timeline without a learned bias."""
+    if timeline.bias is None:
+        return pd.DataFrame(columns=["head", "query", "distance", "bias"])
+    parts = []
+    for h, rows in enumerate(timeline.bias[index]):  # (Q, T)
+        for query, row in zip(timeline.bias_queries, rows):
+            keys = np.arange(query + 1)
+            parts.append(pd.DataFrame({"head": h, "query": query, "distance": query - keys, "bias": row[keys]}))
+    return pd.concat(parts, ignore_index=True).sort_values(["head", "query", "distance"], ignore_index=True)
+
+
+def bias_reading(timeline: Timeline, index: int) -> str:
+    """How far the learned bias has moved: its spread (largest minus smallest over distances, per head, at the
+    last kept query) at step 0 and at this step, and how much it differs between the kept queries at one
+    distance (zero for a bias of distance alone, such as T5's)."""
+    def spread(i: int) -> np.ndarray:
+        frame = bias_over_distance(timeline, i)
+        last = frame[frame["query"] == timeline.bias_queries[-1]]
+        return last.groupby("head")["bias"].agg(lambda b: b.max() - b.min()).to_numpy()
+
+    frame = bias_over_distance(timeline, index)
+    shared = min(timeline.bias_queries)
+    at = frame[frame.distance == shared].groupby("head")["bias"].agg(lambda b: b.max() - b.min())
+    first, now, step = spread(0), spread(index), timeline.steps[index]
+    queries = names([str(q) for q in timeline.bias_queries])
+    differ = float(at.max())
+    if len(timeline.bias_queries) == 1:
+        where = ""
+    elif differ == 0:
+        where = f"At distance {shared}, the queries at positions {queries} get the same bias: it depends on the distance alone."
+    elif differ < 0.01:
+        where = (f"At distance {shared}, the queries at positions {queries} get biases that differ by less than 0.01 at "
+                 f"step {step}: so far the bias barely depends on where the query sits.")
+    else:
+        where = (f"At distance {shared}, the queries at positions {queries} get biases that differ by up to {differ:.2f} "
+                 f"at step {step}: the bias depends on where the query sits, not only on the distance.")
+    return (f"Largest minus smallest bias over the distances, head by head (query at position "
+            f"{timeline.bias_queries[-1]}): {first.min():.3f} to {first.max():.3f} at step {timeline.steps[0]}, "
+            f"{now.min():.3f} to {now.max():.3f} at step {step}. {where}").strip()
+
+
+def evaluation_rows_sentence(model, T: int) -> str | None:
+    """For a table read at sampled positions (a randomized table): which of its rows the timeline kept, the
+    ones a T-token evaluation window reads. None when a window reads rows 0..T-1."""
+    positions = model.scheme.input_positions(model.config, T, 0)
+    if torch.equal(positions.cpu(), torch.arange(T)):
+        return None
+    shown = ", ".join(str(int(p)) for p in positions[:3])
+    return (f"This model's table has {model.config.block_size:,} rows; a window of {T} tokens reads {T} of them at "
+            f"positions drawn once from its seed, in increasing order ({shown}, …, {int(positions[-1])}). The map "
+            f"and the band compare those {T} rows in reading order, so a distance counts tokens in the window, "
+            f"not rows of the table.")

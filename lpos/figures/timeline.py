@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 from lpos.analysis.sinusoids import block_average
 from lpos.analysis.timeline import Timeline
 from lpos.figures.attention import matrix_panels
-from lpos.figures.common import DIVERGING, finish
+from lpos.figures.common import DIVERGING, finish, safe
 from lpos.figures.sinusoids import LINE_COLOURS
 
 MAP_TITLES = {"table": "cosine of the learned position rows",
@@ -124,3 +124,24 @@ def attention_figures(timeline: Timeline, index: int) -> list[go.Figure]:
         fig.layout.annotations = ()
         figures.append(finish(fig, title=f"Step {step}, {name}"))
     return figures
+
+
+QUERY_DASHES = ("dot", "dash", "solid")  # the kept queries, nearest the start first
+
+
+def bias_figure(frame: pd.DataFrame, *, step: int, label: str) -> go.Figure:
+    """The first layer's learned bias against distance at one snapshot (lpos.analysis.timeline.bias_over_distance):
+    a colour per head, a dash per query position."""
+    fig = go.Figure()
+    queries = sorted(frame["query"].unique())
+    for head, per_head in frame.groupby("head"):
+        for i, (query, rows) in enumerate(per_head.groupby("query")):
+            name = f"head {head}, query at {query}"
+            fig.add_trace(go.Scatter(
+                x=rows["distance"], y=rows["bias"], mode="lines", name=name, legendgroup=f"head {head}",
+                line=dict(color=LINE_COLOURS[head % len(LINE_COLOURS)], dash=QUERY_DASHES[(i - len(queries)) % 3]),
+                hovertemplate=f"{name}<br>distance %{{x}}<br>bias %{{y:.3f}}<extra></extra>"))
+    fig.add_hline(y=0, line=dict(color="grey", width=1, dash="dot"))
+    fig.update_xaxes(title_text="distance from the query i − j")
+    fig.update_yaxes(title_text="bias added to the score")
+    return finish(fig, title=f"Step {step}: {safe(label)}'s first-layer bias by distance", height=420)

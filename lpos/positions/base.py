@@ -58,6 +58,10 @@ class PositionScheme:
     views: frozenset[str] = frozenset()
     # where it acts, in a sentence that follows "It ": for Embeddings' empty panel and the attention page
     acts: str = ""
+    # How much faster than the rest of the model this scheme's own weights (`model_parameters`,
+    # `layer_parameters`) learn; 1.0: the same rate and decay as every other weight. Any other value also
+    # leaves them out of weight decay (lpos.train.make_optimizer).
+    learning_rate_scale: float = 1.0
 
     # ------------------------------------------------------------ what it says
 

@@ -9,7 +9,11 @@ shared by every layer, as in T5.
 Choices: the causal buckets (T5's `bidirectional=False`: only i - j >= 0 occurs), the config's
 `num_buckets` (32) and `max_distance` (128) as T5's defaults; T5 does not scale q·k by 1/sqrt(d) (it
 folds that into its initialisation), lpos keeps the scaling of its other schemes and adds the bias
-after it; the table starts at N(0, 0.02) like lpos's other weights.
+after it; the table starts at N(0, 0.02) like lpos's other weights. The table learns at 10 times the
+base rate, without weight decay (T5 trained with AdaFactor and no decay): Adam moves a weight by about
+the learning rate per step at most, so over lpos's 1,100-step schedule one entry can travel about 1.8
+(the sum of the rates), and a first run at the base rate ended with its entries between -1.56 and
++1.58, at that limit, while ALiBi's fixed lines reach -127 · slope.
 """
 from __future__ import annotations
 
@@ -47,6 +51,7 @@ class T5Bias(PositionScheme):
     in_attention = True
     views = frozenset({"bias"})
     acts = "adds a learned bias per head and distance bucket to attention scores"
+    learning_rate_scale = 10.0
 
     def check_config(self, config) -> None:
         if config.num_buckets < 2 or config.max_distance <= config.num_buckets // 2:

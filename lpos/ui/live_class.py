@@ -8,19 +8,25 @@ seconds and asks the store (lpos.classroom) for the class's version only; when t
 it reruns the app, and `before_widgets` (app.py's sidebar, before its widgets) copies the view in.
 A student who changes the view themselves is exploring; one click rejoins. Every failure (a
 forged or expired code, a full class, an unreachable store) is a sentence; the page keeps working.
+
+A replica that dies takes its sessions' state with it, the teacher's secret included. So the teacher's
+browser also keeps the class in a cookie (TEACHER_COOKIE, written by the page itself, never in a URL);
+a new session, on whichever replica the page reconnects to, reads it (st.context.cookies) and teaches
+the class again from its current view (`take_back`).
 """
 from __future__ import annotations
 
 import io
 import math
+import re
 import secrets
 import time
 from dataclasses import replace
 
 import streamlit as st
 
-from lpos.classroom import (ENDED, Broadcast, ClassEnded, ClassError, GuessLimiter, open_store, parse_code,
-                            shown_code)
+from lpos.classroom import (ENDED, IDLE_EXPIRY_S, Broadcast, ClassEnded, ClassError, GuessLimiter, open_store,
+                            parse_code, shown_code)
 from lpos.checkpoints import ModelRef
 from lpos.lesson import STEPS
 from lpos.positions import DEFAULT_SCHEME, SCHEMES
@@ -31,6 +37,8 @@ from lpos.ui.text import literal
 POLL_S = 1.0  # a follower asks for the class's version this often: the step latency's upper part
 COUNT_S = 3.0  # the teacher's count of followers (and the word that keeps the class alive)
 LESSON_PATH = "lesson"  # pages/lesson.py's URL path
+TEACHER_COOKIE = "lpos_teacher"  # "<code>.<secret>" while this browser teaches a class
+COOKIE_VALUE = re.compile(r"[A-Z0-9]+\.[A-Za-z0-9_-]+")  # a code and a token_urlsafe secret, nothing else
 
 
 @st.cache_resource(show_spinner=False)
@@ -74,8 +82,41 @@ def before_widgets() -> None:
         st.session_state.update(live_link_read=True, live_following=False)
         if "class" in st.query_params:
             join(st.query_params["class"])
+        else:
+            take_back()
     if st.session_state.get("live_following"):
         _catch_up()
+
+
+def take_back() -> None:
+    """A browser whose teacher cookie names a live class and its secret teaches that class again, from the
+    class's current view (its replica died, or the page was reloaded). Anything else leaves the page alone:
+    the teacher panel clears a cookie that no longer opens a class."""
+    raw = st.context.cookies.get(TEACHER_COOKIE, "")
+    if st.session_state.get("live_teacher") or not COOKIE_VALUE.fullmatch(raw):
+        return
+    code, secret = raw.split(".")
+    try:
+        view = class_store().resume(code, secret)
+    except ClassError:
+        return
+    st.session_state.update(live_teacher={"code": code, "secret": secret}, live_cookie=raw)
+    _apply(view)
+    _notify(f"You are teaching class {shown_code(code)} again, at its step {view.step}: this browser kept the class "
+            "when the page lost its server or was reloaded.")
+
+
+def _teacher_cookie(teaching: dict | None) -> None:
+    """Keep this browser's teacher cookie equal to the class it teaches (cleared when it teaches none)."""
+    want = f"{teaching['code']}.{teaching['secret']}" if teaching else ""
+    if st.session_state.get("live_cookie", st.context.cookies.get(TEACHER_COOKIE, "")) == want:
+        return
+    if want and not COOKIE_VALUE.fullmatch(want):
+        return
+    age = round(IDLE_EXPIRY_S) if want else 0
+    st.html(f"<script>document.cookie = '{TEACHER_COOKIE}={want}; path=/; max-age={age}; SameSite=Strict';</script>",
+            unsafe_allow_javascript=True)
+    st.session_state["live_cookie"] = want
 
 
 def join(raw: str) -> None:
@@ -298,6 +339,7 @@ def _follower_count(code: str) -> None:
 def teacher_panel(*, presenter: bool) -> None:
     """Presenter mode offers a class; a running class shows its code, link and QR code, large."""
     teaching = st.session_state.get("live_teacher")
+    _teacher_cookie(teaching)
     if not teaching:
         if presenter:
             st.button("Start a live class", key="live_start", on_click=start, icon=":material/groups:",
@@ -310,6 +352,8 @@ def teacher_panel(*, presenter: bool) -> None:
             with st.container(key="live_class_code"):  # drawn large by lpos.ui.lesson.presenter_css
                 st.title(shown_code(code), anchor=False)
             st.code(link, language=None)
+            st.caption("If this page loses its server or is reloaded, it takes the class back by itself: this "
+                       "browser keeps the class in a cookie until the class ends.")
             _follower_count(code)
             if _own_upload():
                 st.caption(f"Students see {label(_local_view().model)}: your uploaded model stays in this browser.")

@@ -11,7 +11,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from lpos.analysis import timeline
-from lpos.figures.timeline import attention_figures, band_figure, loss_curve_figure, position_map_figure, repeated_figure
+from lpos.figures.timeline import (attention_figures, band_figure, bias_figure, loss_curve_figure, position_map_figure,
+                                   repeated_figure)
 from lpos.ui.caching import cache_resource
 from lpos.ui.models import LoadedModel
 
@@ -44,6 +45,7 @@ class StepFigures:
     band: go.Figure
     repeated: go.Figure
     attention: list[go.Figure]  # one per head
+    bias: go.Figure | None  # the learned bias by distance (t5, fire), None for other schemes
 
 
 @cache_resource(max_entries=STEP_FIGURES, show_spinner=False)
@@ -55,5 +57,7 @@ def step_figures(model: LoadedModel, index: int) -> StepFigures:
     return StepFigures(loss_curve_figure(line, index), position_map_figure(found.maps, line, index),
                        band_figure(shown, title="The band, measured: mean cosine by distance",
                                    of="the rows" if line.position_kind == "table" else "what block 1 adds"),
-                       repeated_figure(found.repeated, word=line.repeated_word, index=index), attention_figures(line, index))
+                       repeated_figure(found.repeated, word=line.repeated_word, index=index), attention_figures(line, index),
+                       None if line.bias is None else
+                       bias_figure(timeline.bias_over_distance(line, index), step=steps[index], label=model.model.scheme.label))
 
