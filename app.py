@@ -6,9 +6,22 @@ from lpos.ui.profiling import profiled
 
 st.set_page_config(page_title="lpos — where does each token sit?", page_icon="📍", layout="wide")
 
+# The default page is served at the root URL but reserves its own path ("embeddings" from its file name),
+# which the alias below takes instead; "root" is a path nobody types.
+EMBEDDINGS = st.Page("pages/embeddings.py", title="Embeddings: token + position", icon=":material/view_module:",
+                     url_path="root", default=True)
+
+
+def embeddings_by_name() -> None:
+    """/embeddings, typed or linked: the Embeddings page lives at the app's root URL, so go there (with the link's
+    query parameters) instead of Streamlit's "Page not found"."""
+    st.switch_page(EMBEDDINGS, query_params=st.query_params.to_dict())
+
+
 PAGES = {
     "Start here": [
-        st.Page("pages/embeddings.py", title="Embeddings: token + position", icon=":material/view_module:", default=True),
+        EMBEDDINGS,
+        st.Page(embeddings_by_name, title="Embeddings", url_path="embeddings", visibility="hidden"),
         st.Page("pages/lesson.py", title="Lesson: the story of positions", icon=":material/school:"),
     ],
     "What each scheme is": [
