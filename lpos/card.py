@@ -315,7 +315,10 @@ def rebuild_section(models: list[ShippedModel]) -> list[str]:
             f"{a['weight_decay']:g} on every matrix but the token table (the learned position tables included), and "
             f"the learned table drawn at N(0, {a.get('wpe_init_std', 0.02):g}) instead of GPT-2's N(0, 0.02), so the "
             "initial noise does not outweigh what training writes"
-            + (f" ({names(differ)}: other settings, in their `train_args`)" if differ else "") + ".", "",
+            + (f" ({names(differ)}: other settings, in their `train_args`)" if differ else "") + "."
+            + "".join(f" {m.name}'s own position weights learn at {m.meta['scheme_learning_rate_scale']:g} times that "
+                      f"rate, without weight decay (its module, `lpos/positions/{m.scheme.name}.py`, says why)."
+                      for m in models if m.meta.get("scheme_learning_rate_scale", 1.0) != 1.0), "",
             "and `python -m lpos eval --checkpoint NAME` reproduces the loss-by-length rows of NAME (its \"all held-out "
             f"stories\" and \"{HELD_OUT}\" rows).", "", OTHER_MODELS]
 
