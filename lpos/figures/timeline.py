@@ -138,10 +138,11 @@ def bias_figure(frame: pd.DataFrame, *, step: int, label: str) -> go.Figure:
         for i, (query, rows) in enumerate(per_head.groupby("query")):
             name = f"head {head}, query at {query}"
             fig.add_trace(go.Scatter(
-                x=rows["distance"], y=rows["bias"], mode="lines", name=name, legendgroup=f"head {head}",
+                x=rows["distance"], y=rows["bias"], mode="lines", line_shape="hv", name=name, legendgroup=f"head {head}",
                 line=dict(color=LINE_COLOURS[head % len(LINE_COLOURS)], dash=QUERY_DASHES[(i - len(queries)) % 3]),
                 hovertemplate=f"{name}<br>distance %{{x}}<br>bias %{{y:.3f}}<extra></extra>"))
     fig.add_hline(y=0, line=dict(color="grey", width=1, dash="dot"))
     fig.update_xaxes(title_text="distance from the query i − j")
     fig.update_yaxes(title_text="bias added to the score")
-    return finish(fig, title=f"Step {step}: {safe(label)}'s first-layer bias by distance", height=420)
+    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.2))  # 12 entries: below, so a phone keeps the plot
+    return finish(fig, title=f"Step {step}: the first layer's learned bias ({safe(label)}) by distance", height=520)
