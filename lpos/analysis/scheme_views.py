@@ -18,7 +18,7 @@ from lpos.positions import REGISTRY, scheme_info
 TIES = {
     "rows": "a row chosen by position is added to each token",
     "rotation": "each query and key is rotated by its position",
-    "bias": "each score gets a bias that depends on the distance from key to query",
+    "bias": "each score gets a bias computed from where the query and the key sit",  # FIRE's reads the query's own place too
     "contextual": "each key's position is a count of the gates between it and the query, so it depends on the "
                   "tokens in between",
 }
