@@ -88,11 +88,18 @@ def before_widgets() -> None:
         _catch_up()
 
 
+def _cookie() -> str:
+    """This browser's teacher cookie as the session's first request sent it ("" without one; and where there is no
+    browser, as in Streamlit's AppTest, whose context is a stand-in)."""
+    value = st.context.cookies.get(TEACHER_COOKIE, "")
+    return value if isinstance(value, str) else ""
+
+
 def take_back() -> None:
     """A browser whose teacher cookie names a live class and its secret teaches that class again, from the
     class's current view (its replica died, or the page was reloaded). Anything else leaves the page alone:
     the teacher panel clears a cookie that no longer opens a class."""
-    raw = st.context.cookies.get(TEACHER_COOKIE, "")
+    raw = _cookie()
     if st.session_state.get("live_teacher") or not COOKIE_VALUE.fullmatch(raw):
         return
     code, secret = raw.split(".")
@@ -109,7 +116,7 @@ def take_back() -> None:
 def _teacher_cookie(teaching: dict | None) -> None:
     """Keep this browser's teacher cookie equal to the class it teaches (cleared when it teaches none)."""
     want = f"{teaching['code']}.{teaching['secret']}" if teaching else ""
-    if st.session_state.get("live_cookie", st.context.cookies.get(TEACHER_COOKIE, "")) == want:
+    if st.session_state.get("live_cookie", _cookie()) == want:
         return
     if want and not COOKIE_VALUE.fullmatch(want):
         return
