@@ -150,6 +150,14 @@ class MemoryStore:
             raise ClassEnded(ENDED)
         return entry
 
+    def _taught(self, code: str, secret: str) -> _Class:
+        """The live class `code`, for its teacher only (kept alive: its teacher spoke). Under the lock."""
+        entry = self._live(code, self.clock())
+        if not hmac.compare_digest(entry.digest, secret_digest(secret)):
+            raise NotTeacher(NOT_TEACHER)
+        entry.active = self.clock()
+        return entry
+
     def start(self, broadcast: Broadcast) -> tuple[str, str]:
         """A new class showing `broadcast`: (code, teacher secret)."""
         broadcast, secret = replace(broadcast.checked(), version=1), new_secret()
@@ -169,10 +177,7 @@ class MemoryStore:
         """The teacher's view (a change bumps the version; the same view only keeps the class alive)."""
         broadcast = broadcast.checked()
         with self._lock:
-            entry = self._live(code, self.clock())
-            if not hmac.compare_digest(entry.digest, secret_digest(secret)):
-                raise NotTeacher(NOT_TEACHER)
-            entry.active = self.clock()
+            entry = self._taught(code, secret)
             if not broadcast.same_view(entry.broadcast):
                 entry.broadcast = replace(broadcast, version=entry.broadcast.version + 1)
             return entry.broadcast
@@ -181,11 +186,7 @@ class MemoryStore:
         """The class's view for its teacher coming back (on another replica, in a new session): NotTeacher
         for a wrong secret, ClassEnded for a class that is over. Keeps the class alive, counts no follower."""
         with self._lock:
-            entry = self._live(code, self.clock())
-            if not hmac.compare_digest(entry.digest, secret_digest(secret)):
-                raise NotTeacher(NOT_TEACHER)
-            entry.active = self.clock()
-            return entry.broadcast
+            return self._taught(code, secret).broadcast
 
     def follow(self, code: str, session: str, *, known_version: int = -1) -> Broadcast | int:
         """A student's poll: counts the session as following, and returns the broadcast, or only its
@@ -223,15 +224,16 @@ class MemoryStore:
 # Each Redis step is one Lua script: atomic across replicas, timed by the Redis server's own clock.
 # KEYS[1]: the class hash (digest, step, text, scheme, model, version); KEYS[2]: its followers
 # (a sorted set, session -> last poll). Both expire together IDLE_EXPIRY_S after the teacher's last word.
+_TEACHER = """local digest = redis.call('HGET', KEYS[1], 'digest')
+if not digest then return 'ended' end
+if digest ~= ARGV[1] then return 'not_teacher' end
+"""  # a script's first lines when only the class's teacher may run it
 _START = """if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'digest', ARGV[1], 'step', ARGV[2], 'text', ARGV[3], 'scheme', ARGV[4],
            'model', ARGV[5], 'version', 1)
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
 return 1"""
-_PUBLISH = """local digest = redis.call('HGET', KEYS[1], 'digest')
-if not digest then return 'ended' end
-if digest ~= ARGV[1] then return 'not_teacher' end
-local now = redis.call('HMGET', KEYS[1], 'step', 'text', 'scheme', 'model', 'version')
+_PUBLISH = _TEACHER + """local now = redis.call('HMGET', KEYS[1], 'step', 'text', 'scheme', 'model', 'version')
 local version = tonumber(now[5])
 if now[1] ~= ARGV[2] or now[2] ~= ARGV[3] or now[3] ~= ARGV[4] or now[4] ~= ARGV[5] then
   version = version + 1
@@ -240,10 +242,7 @@ end
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
 redis.call('PEXPIRE', KEYS[2], ARGV[6])
 return {ARGV[2], ARGV[3], ARGV[4], ARGV[5], tostring(version)}"""
-_RESUME = """local digest = redis.call('HGET', KEYS[1], 'digest')
-if not digest then return 'ended' end
-if digest ~= ARGV[1] then return 'not_teacher' end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
+_RESUME = _TEACHER + """redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 return redis.call('HMGET', KEYS[1], 'step', 'text', 'scheme', 'model', 'version')"""
 _PRUNE = """local t = redis.call('TIME')
@@ -295,6 +294,13 @@ class RedisStore:
         step, text, scheme, model, version = fields
         return Broadcast(int(step), text, scheme, model, int(version))
 
+    @classmethod
+    def _taught(cls, answer) -> Broadcast:
+        """A teacher's script's answer: the class's view, or why not."""
+        if answer in ("ended", "not_teacher"):
+            raise ClassEnded(ENDED) if answer == "ended" else NotTeacher(NOT_TEACHER)
+        return cls._broadcast(answer)
+
     def start(self, broadcast: Broadcast) -> tuple[str, str]:
         broadcast, secret = broadcast.checked(), new_secret()
         while True:
@@ -305,20 +311,11 @@ class RedisStore:
 
     def publish(self, code: str, secret: str, broadcast: Broadcast) -> Broadcast:
         b = broadcast.checked()
-        answer = self._run("publish", code, secret_digest(secret), b.step, b.text, b.scheme, b.model, self.idle_ms)
-        if answer == "ended":
-            raise ClassEnded(ENDED)
-        if answer == "not_teacher":
-            raise NotTeacher(NOT_TEACHER)
-        return self._broadcast(answer)
+        return self._taught(self._run("publish", code, secret_digest(secret), b.step, b.text, b.scheme, b.model,
+                                      self.idle_ms))
 
     def resume(self, code: str, secret: str) -> Broadcast:
-        answer = self._run("resume", code, secret_digest(secret), self.idle_ms)
-        if answer == "ended":
-            raise ClassEnded(ENDED)
-        if answer == "not_teacher":
-            raise NotTeacher(NOT_TEACHER)
-        return self._broadcast(answer)
+        return self._taught(self._run("resume", code, secret_digest(secret), self.idle_ms))
 
     def follow(self, code: str, session: str, *, known_version: int = -1) -> Broadcast | int:
         answer = self._run("follow", code, FOLLOWER_SEEN_S, session[:64], self.max_followers, known_version)

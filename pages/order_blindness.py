@@ -4,7 +4,7 @@ import streamlit as st
 from lpos import ui
 from lpos.analysis.scheme_views import names, positionless_scheme, ties_sentence, weight_change
 from lpos.analysis.shuffle import (ORDER_BLIND_TOLERANCE, can_shuffle, predictions_table, shuffle_earlier, shuffle_table,
-                                   token_by_token, top1_table)
+                                   token_by_token)
 from lpos.figures.shuffle import change_figure
 from lpos.ui.attention import head_label
 from lpos.ui.selection import scheme_models
@@ -106,20 +106,12 @@ def experiment() -> None:
                           + " So moving a token can change what it contributes; the bars say by how much.")
 
     st.subheader("The whole model: the causal mask leaks order")
-    st.table(printed(top1_table(results)))
-    with st.expander("The top 5 next tokens of each model, before and after"):
-        st.table(printed(predictions_table(results)))
+    predictions = predictions_table(results)  # yes/no, the wording of the table above, not True/False
+    st.table(predictions.assign(**{"same top-1": predictions["same top-1"].map({True: "yes", False: "no"})})
+             .set_index("scheme"))
     if baseline is not None:
         st.markdown(mask_sentence(baseline, layers=next(m for m in models if m.scheme == BASELINE).model.config.n_layer))
     looks(models, results)
-
-
-def printed(table):
-    """A predictions table as the page prints it: yes/no (the wording of the table above, not True/False), the
-    distance with the three digits it was rounded to."""
-    moved = "distribution moved (total variation)"
-    return table.assign(**{"same top-1": table["same top-1"].map({True: "yes", False: "no"}),
-                           moved: table[moved].map("{:.3f}".format)}).set_index("scheme")
 
 
 def moved_sentence(others: list) -> str:

@@ -411,7 +411,9 @@ def test_html_in_the_sentence_is_shown_as_text():
 
 # The only st.html calls: the token chips, whose builder escapes every piece of token text
 # (tests/test_figures_embeddings.py reads hostile tokens back from it); st.html sanitises as well.
-CHIPS_HTML_CALLS = {"pages/embeddings.py": "st.html(chips)", "pages/lesson.py": "st.html(fig)"}
+CHIPS_HTML_CALLS = {"pages/embeddings.py": "st.html(chips)", "pages/lesson.py": "st.html(fig)",
+                    # the teacher's cookie: a script of a checked code and secret only (test below)
+                    "lpos/ui/teacher_cookie.py": "st.html(script(want, age), unsafe_allow_javascript=True)"}
 
 
 def test_no_unsafe_html_anywhere():
@@ -430,6 +432,11 @@ def test_no_unsafe_html_anywhere():
     html_calls = [(str(p.relative_to(ROOT)), line.split("#")[0].strip()) for p in sources
                   for line in p.read_text().splitlines() if "st.html(" in line]
     assert sorted(html_calls) == sorted(CHIPS_HTML_CALLS.items())
+    from lpos.ui.teacher_cookie import script
+    assert script("K7QMX4TR.abc_-9", 60).count("'") == 2  # a checked value: nothing can close the string
+    for hostile in ("K7QMX4TR.x'; alert(1); '", "</script><script>alert(1)", "K7QMX4TR.a b", "K7QMX4TR"):
+        with pytest.raises(ValueError):
+            script(hostile, 60)
     # what they draw is token_chips_html's escaped HTML, from the Embeddings topic's one view
     assert "embedding_figures(" in (ROOT / "pages/embeddings.py").read_text()
     assert "return token_chips_html(view), embedding_heatmaps(" in (ROOT / "lpos/ui/embeddings.py").read_text()

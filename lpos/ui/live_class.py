@@ -10,7 +10,7 @@ A student who changes the view themselves is exploring; one click rejoins. Every
 forged or expired code, a full class, an unreachable store) is a sentence; the page keeps working.
 
 A replica that dies takes its sessions' state with it, the teacher's secret included. So the teacher's
-browser also keeps the class in a cookie (TEACHER_COOKIE, written by the page itself, never in a URL);
+browser also keeps the class in a cookie (lpos.ui.teacher_cookie, written by the page itself, never in a URL);
 a new session, on whichever replica the page reconnects to, reads it (st.context.cookies) and teaches
 the class again from its current view (`take_back`).
 """
@@ -18,27 +18,25 @@ from __future__ import annotations
 
 import io
 import math
-import re
 import secrets
 import time
 from dataclasses import replace
 
 import streamlit as st
 
-from lpos.classroom import (ENDED, IDLE_EXPIRY_S, Broadcast, ClassEnded, ClassError, GuessLimiter, open_store,
+from lpos.classroom import (ENDED, Broadcast, ClassEnded, ClassError, GuessLimiter, open_store,
                             parse_code, shown_code)
 from lpos.checkpoints import ModelRef
 from lpos.lesson import STEPS
 from lpos.positions import DEFAULT_SCHEME, SCHEMES
 from lpos.ui.models import UNTRAINED, label, offered
 from lpos.ui.selection import MAX_CHARS
+from lpos.ui import teacher_cookie
 from lpos.ui.text import literal
 
 POLL_S = 1.0  # a follower asks for the class's version this often: the step latency's upper part
 COUNT_S = 3.0  # the teacher's count of followers (and the word that keeps the class alive)
 LESSON_PATH = "lesson"  # pages/lesson.py's URL path
-TEACHER_COOKIE = "lpos_teacher"  # "<code>.<secret>" while this browser teaches a class
-COOKIE_VALUE = re.compile(r"[A-Z0-9]+\.[A-Za-z0-9_-]+")  # a code and a token_urlsafe secret, nothing else
 
 
 @st.cache_resource(show_spinner=False)
@@ -88,42 +86,23 @@ def before_widgets() -> None:
         _catch_up()
 
 
-def _cookie() -> str:
-    """This browser's teacher cookie as the session's first request sent it ("" without one; and where there is no
-    browser, as in Streamlit's AppTest, whose context is a stand-in)."""
-    value = st.context.cookies.get(TEACHER_COOKIE, "")
-    return value if isinstance(value, str) else ""
-
-
 def take_back() -> None:
     """A browser whose teacher cookie names a live class and its secret teaches that class again, from the
     class's current view (its replica died, or the page was reloaded). Anything else leaves the page alone:
     the teacher panel clears a cookie that no longer opens a class."""
-    raw = _cookie()
-    if st.session_state.get("live_teacher") or not COOKIE_VALUE.fullmatch(raw):
+    found = teacher_cookie.read()
+    if st.session_state.get("live_teacher") or found is None:
         return
-    code, secret = raw.split(".")
+    code, secret = found
     try:
         view = class_store().resume(code, secret)
     except ClassError:
         return
-    st.session_state.update(live_teacher={"code": code, "secret": secret}, live_cookie=raw)
+    st.session_state.update(live_teacher={"code": code, "secret": secret})
+    teacher_cookie.written(code, secret)
     _apply(view)
     _notify(f"You are teaching class {shown_code(code)} again, at its step {view.step}: this browser kept the class "
             "when the page lost its server or was reloaded.")
-
-
-def _teacher_cookie(teaching: dict | None) -> None:
-    """Keep this browser's teacher cookie equal to the class it teaches (cleared when it teaches none)."""
-    want = f"{teaching['code']}.{teaching['secret']}" if teaching else ""
-    if st.session_state.get("live_cookie", _cookie()) == want:
-        return
-    if want and not COOKIE_VALUE.fullmatch(want):
-        return
-    age = round(IDLE_EXPIRY_S) if want else 0
-    st.html(f"<script>document.cookie = '{TEACHER_COOKIE}={want}; path=/; max-age={age}; SameSite=Strict';</script>",
-            unsafe_allow_javascript=True)
-    st.session_state["live_cookie"] = want
 
 
 def join(raw: str) -> None:
@@ -346,7 +325,7 @@ def _follower_count(code: str) -> None:
 def teacher_panel(*, presenter: bool) -> None:
     """Presenter mode offers a class; a running class shows its code, link and QR code, large."""
     teaching = st.session_state.get("live_teacher")
-    _teacher_cookie(teaching)
+    teacher_cookie.keep(teaching)
     if not teaching:
         if presenter:
             st.button("Start a live class", key="live_start", on_click=start, icon=":material/groups:",
