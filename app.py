@@ -27,11 +27,14 @@ PAGES = {
     "What each scheme is": [
         st.Page("pages/sinusoids.py", title="Sinusoids", icon=":material/waves:"),
         st.Page("pages/similarity.py", title="Similarity and neighbours", icon=":material/explore:"),
-        st.Page("pages/rope_alibi.py", title="Positions in attention", icon=":material/rotate_right:"),
+        st.Page("pages/attention.py", title="Positions in attention", icon=":material/rotate_right:",
+                url_path="rope_alibi"),
     ],
     "Experiments": [
-        st.Page("pages/order_blindness.py", title="Order blindness (shuffle)", icon=":material/shuffle:"),
-        st.Page("pages/extrapolation.py", title="Length extrapolation", icon=":material/straighten:"),
+        st.Page("pages/shuffle.py", title="Order blindness (shuffle)", icon=":material/shuffle:",
+                url_path="order_blindness"),
+        st.Page("pages/lengths.py", title="Length extrapolation", icon=":material/straighten:",
+                url_path="extrapolation"),
         st.Page("pages/inside.py", title="Inside the model", icon=":material/neurology:"),
         st.Page("pages/stretch.py", title="Stretching the context", icon=":material/open_in_full:"),
         st.Page("pages/timeline.py", title="Training timeline", icon=":material/history:"),

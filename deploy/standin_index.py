@@ -1,5 +1,5 @@
 """Stand-ins for PyPI and the PyPI CPU index of PyTorch on 127.0.0.1, to show which torch (and which
-numpy) pip and uv pick from requirements.txt without reaching either (docs/DEPLOY.md, tests/test_deploy.py).
+numpy) pip and uv pick from requirements.txt without reaching either (docs/DEPLOY.md, tests/deploy/test_deploy.py).
 
     python deploy/standin_index.py [--keep DIR]
 

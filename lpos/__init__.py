@@ -1,6 +1,6 @@
 """lpos: how a small GPT turns text into vectors and knows where each token sits.
 
-The public API (DESIGN.md), as tiktoken exposes its own:
+The public API (docs/ARCHITECTURE.md), as tiktoken exposes its own:
 
     import lpos
     ids = lpos.tokenizer.encode("The dog bit the man")

@@ -16,7 +16,7 @@ import torch
 
 from lpos import checkpoints
 from lpos.analysis.lengths import length_reading
-from lpos.analysis.table_coverage import drift_reading, row_drift, trained_rows
+from lpos.analysis.coverage import drift_reading, row_drift, trained_rows
 from lpos.analysis.timeline import table_structure
 from lpos.card_sections import (HELD_OUT, ShippedModel, full_table_of, goal_lines, loss_rows, most_common, names,
                                 random_table_section, said)
@@ -24,8 +24,8 @@ from lpos.positions import REGISTRY
 from lpos.train import TrainArgs, window_positions
 
 REBUILD = "bash checkpoints/rebuild.sh ../shared/data/*.txt"
-# Not written from any file's meta: the layouts and tokenizers lpos reads (issue 22), kept in the card so that
-# `python -m lpos card` keeps the section (tests/test_own_vocab_sentences.py checks the card holds it).
+# Not written from any file's meta: the layouts and tokenizers lpos reads, kept in the card so that
+# `python -m lpos card` keeps the section (tests/pages/test_own_vocab_sentences.py checks the card holds it).
 OTHER_MODELS = """## Other models: the layouts lpos reads
 
 Besides these files, `checkpoints.load`, `python -m lpos convert` and the app's upload read (see the
@@ -226,7 +226,7 @@ def short_window_section(model: ShippedModel, models: list[ShippedModel]) -> lis
              f"{args['block_size']}, so the same {step:,} tokens a step"
              + (f"; the same {', '.join(same).replace('_', ' ')} as `{full.name}`" if same else "")
              + f". Its table keeps all {rows} rows, but rows {limit}–{rows - 1} are never read in training and get no "
-             f"gradient. Measured against its own step-0 table ({drift.source}; `lpos.analysis.table_coverage`):", ""]
+             f"gradient. Measured against its own step-0 table ({drift.source}; `lpos.analysis.coverage`):", ""]
     return lines + [f"- {line}" for line in drift_reading(drift)]
 
 

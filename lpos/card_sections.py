@@ -16,7 +16,7 @@ import torch
 
 from lpos.analysis.lengths import training_length
 from lpos.analysis.similarity import initial_position_rows
-from lpos.analysis.table_coverage import DIRECTION_KEPT, RowDrift, drift_summary, starting_table
+from lpos.analysis.coverage import DIRECTION_KEPT, RowDrift, drift_summary, starting_table
 from lpos.analysis.timeline import BAND_DISTANCES, table_structure
 from lpos.model import GPT
 from lpos.positions.alibi import Alibi
@@ -26,8 +26,8 @@ from lpos.positions.t5 import T5Bias
 
 MB = 2**20  # the card's MB, in the table and in the size goal
 GOAL_LOSS, GOAL_SPREAD, GOAL_MINUTES, GOAL_FILE_MB = 3.1, 0.3, 25, 8
-GOAL_LEARNED_BIAS = 0.1  # T5's and FIRE's loss at the training length, at most this above RoPE's (issue 33)
-GOAL_RANDOM_LENGTH, GOAL_RANDOM_STRETCH, GOAL_RANDOM_TABLE = 512, 0.3, 0.15  # the randomized table's (issue 34)
+GOAL_LEARNED_BIAS = 0.1  # T5's and FIRE's loss at the training length, at most this above RoPE's
+GOAL_RANDOM_LENGTH, GOAL_RANDOM_STRETCH, GOAL_RANDOM_TABLE = 512, 0.3, 0.15  # the randomized table's
 RANDOM_PAPER = ('Ruoss et al. 2023, ["Randomized Positional Encodings Boost Length Generalization of Transformers"]'
                 "(https://arxiv.org/abs/2305.16843)")
 HELD_OUT = "held-out TinyStories stories"  # what meta["loss_by_length_tinystories"] scores, as `lpos eval` names it
@@ -190,7 +190,7 @@ def alibi_goal(models: list[ShippedModel]) -> list[str]:
 
 
 def learned_bias_goals(standard: list[ShippedModel]) -> list[str]:
-    """T5's and FIRE's loss at the training length within GOAL_LEARNED_BIAS of RoPE's (issue 33)."""
+    """T5's and FIRE's loss at the training length within GOAL_LEARNED_BIAS of RoPE's."""
     lines = []
     for rope in (m for m in standard if isinstance(m.scheme, Rope) and m.tinystories(m.window) is not None):
         for model in (m for m in standard if isinstance(m.scheme, (T5Bias, Fire)) and m.window == rope.window):
@@ -210,7 +210,7 @@ def full_table_of(model: ShippedModel, models: list[ShippedModel]) -> ShippedMod
 
 
 def random_table_goals(models: list[ShippedModel]) -> list[str]:
-    """The randomized table reads far past its training windows, and costs little at them (issue 34)."""
+    """The randomized table reads far past its training windows, and costs little at them."""
     lines = []
     for model in (m for m in models if m.model.config.random_positions):
         short, long = model.tinystories(model.window), model.tinystories(GOAL_RANDOM_LENGTH)
@@ -244,7 +244,7 @@ def file_goals(models: list[ShippedModel]) -> list[str]:
         lines.append(f"- Rows of tokens never seen in training keep their initial values exactly: each file stores "
                      f"{counts} token rows of {models[0].model.config.vocab_size:,} (its training vocabulary's) and "
                      "the others are rebuilt from the seed on load — **met** by construction; "
-                     "`tests/test_train.py::test_untouched_rows_stay_initial` checks it.")
+                     "`tests/training/test_train.py::test_untouched_rows_stay_initial` checks it.")
     return lines
 
 
@@ -259,7 +259,7 @@ def goal_lines(models: list[ShippedModel]) -> list[str]:
 
 def random_start(model: ShippedModel) -> tuple[torch.Tensor, torch.Tensor | None, str]:
     """The randomized table's step-0 rows and which rows those are (None: all), with how they were found:
-    `table_coverage.starting_table`'s rebuild from the training seed (checked against the step-0 snapshot at
+    `coverage.starting_table`'s rebuild from the training seed (checked against the step-0 snapshot at
     the rows it holds), else the snapshot itself at those rows."""
     found = starting_table(model.meta, model.model)
     if found is not None:

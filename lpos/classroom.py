@@ -16,12 +16,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import math
-import os
 import secrets
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+
+from lpos import settings
 
 CODE_ALPHABET = "23456789ABCDEFGHJKMNPQRSTUVWXYZ"  # 31 symbols: no 0/O, 1/I/L
 CODE_LENGTH = 8  # shown as two groups of four: "K7QM-X4TR"
@@ -345,5 +346,5 @@ class RedisStore:
 
 def open_store(redis_url: str | None = None) -> MemoryStore | RedisStore:
     """A RedisStore at `redis_url` (LPOS_REDIS_URL when not given), else a MemoryStore for this process."""
-    url = (os.environ.get("LPOS_REDIS_URL", "") if redis_url is None else redis_url).strip()
+    url = (settings.redis_url() if redis_url is None else redis_url).strip()
     return RedisStore(url) if url else MemoryStore()

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from lpos import settings
 from lpos.tokenizer import END_OF_TEXT, END_OF_TEXT_ID, encode
 
 SHIPPED_SEED = 1337  # the shipped models' training seed: their held-out split and their init_seed
@@ -26,7 +26,7 @@ VAL_FRACTION = 0.05
 
 def data_dir() -> Path:
     """The corpus folder: LPOS_DATA_DIR, else `shared/data` beside the project checkout."""
-    return Path(os.environ.get("LPOS_DATA_DIR") or PACKAGE_ROOT.parent.parent / "shared" / "data")
+    return settings.data_dir(PACKAGE_ROOT.parent.parent / "shared" / "data")
 
 
 def training_seed(meta: dict) -> int:

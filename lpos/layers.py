@@ -4,7 +4,7 @@ and SwiGLU.
 A Llama (llama2.c, Meta's Llama, Hugging Face's LlamaForCausalLM) is lpos's GPT with
 `norm="rmsnorm"`, `mlp="swiglu"`, no biases and `position="rope"`; grouped-query attention
 (`n_kv_head` key/value heads shared by groups of query heads) lives in the one attention path
-(`lpos.attention`), and RoPE's base is `GPTConfig.rope_base`. The module names follow llama2.c
+(`lpos.self_attention`), and RoPE's base is `GPTConfig.rope_base`. The module names follow llama2.c
 inside lpos's blocks (`mlp.w1`, `mlp.w2`, `mlp.w3`), so a learner who read llama2.c finds them.
 """
 from __future__ import annotations

@@ -113,7 +113,7 @@ STEPS: tuple[Step, ...] = (
         "bucket ends; FIRE's is a learned curve of the log distance. Those two are learned: an untrained model's are "
         "close to zero.",
         "bias",
-        further=("pages/rope_alibi.py", "Every scheme that acts inside attention, on your sentence"),
+        further=("pages/attention.py", "Every scheme that acts inside attention, on your sentence"),
     ),
     Step(
         "What training learned",

@@ -3,7 +3,7 @@
 Pre-LayerNorm blocks, `transformer.wte` (tied to `lm_head` unless `tied=False`), the position
 scheme's own modules (`transformer.wpe` for the learned table, `transformer.relative_bias` for T5's),
 and one attention path that can hand back its weights, because the app draws them
-(`lpos.attention`). The schemes differ only through their hooks (`lpos.positions.base`):
+(`lpos.self_attention`). The schemes differ only through their hooks (`lpos.positions.base`):
 `embed_parts` asks for the rows they add, the attention's steps for what they do to q, k and the
 scores; nothing here compares a scheme's name. `GPT.trace` runs the blocks once and keeps what
 analysis reads (weights, residual streams), so no analysis writes the layer loop again. `offset` starts the positions at k instead
@@ -23,11 +23,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from lpos.corpus import SHIPPED_SEED
-from lpos.attention import CausalSelfAttention
+from lpos.self_attention import CausalSelfAttention
 from lpos.kv_cache import KVCache, LayerCache
 from lpos.layers import MLP, SwiGLU, check_block_fields, norm_layer
 from lpos.positions import DEFAULT_SCHEME, REGISTRY, RopeScaling, check_scheme, scheme_info
-from lpos.positions.sinusoidal import SINUSOID_SCALE  # noqa: F401  (public here since issue 1: the sinusoid rows' scale)
+from lpos.positions.sinusoidal import SINUSOID_SCALE  # noqa: F401  (public here: the sinusoid rows' scale)
 from lpos.token_table import SharedTokenTable, initial_token_table
 
 INFERENCE_LOSS_ROWS = 128  # positions scored at once by vocab_loss without gradients
@@ -336,7 +336,7 @@ def untrained_model(scheme: str) -> GPT:
 def seeded_model(config: GPTConfig, *, seed: int, wpe_init_std: float) -> GPT:
     """The model as `python -m lpos train` starts it: every weight drawn after torch.manual_seed(seed)
     (the global random state is left there, as training continues from it), then a learned table
-    redrawn at N(0, wpe_init_std). lpos.analysis.table_coverage rebuilds a shipped model's step-0
+    redrawn at N(0, wpe_init_std). lpos.analysis.coverage rebuilds a shipped model's step-0
     table with it."""
     torch.manual_seed(seed)
     model = GPT(config)

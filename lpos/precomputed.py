@@ -31,7 +31,7 @@ import pandas as pd
 import torch
 
 from lpos import checkpoints, corpus
-from lpos.analysis import heads, lengths, probes, shuffle, streaming, stretch, table_coverage
+from lpos.analysis import coverage, heads, lengths, probes, shuffle, streaming, stretch
 from lpos.model import GPT, untrained_model
 from lpos.positions import ROPE_METHODS, SCHEMES, RopeScaling
 from lpos.tokenizer import GPT2, encode
@@ -199,7 +199,7 @@ def _position_loss_written(model, meta, corpus_meta):
     length = model.max_input_length
     if length is None or model.config.random_positions:  # only a table read in order has a loss by row
         return ()
-    return (dict(stream=stream, length=length) for stream, _ in table_coverage.position_loss_streams(corpus_meta, length=length))
+    return (dict(stream=stream, length=length) for stream, _ in coverage.position_loss_streams(corpus_meta, length=length))
 
 
 LOSSES = View("losses", loss_key, lambda model, *, method, factor, chunks, train_length: stretch.chunk_losses(
@@ -219,8 +219,8 @@ CURVE = View("curve", curve_key, lambda model, *, ids: lengths.loss_along_text(m
 SHUFFLE = View("shuffle", shuffle_key, lambda model, *, original, shuffled, tokenizer=GPT2: shuffle.shuffle_experiment(
     model, original, shuffled=shuffled, tokenizer=tokenizer),
     lambda model, meta, corpus_meta: [dict(original=o, shuffled=s) for o, s in shuffle_pairs()], context=("tokenizer",))
-POSITION_LOSS = View("position_loss", position_loss_key, lambda model, *, stream, length: table_coverage.loss_by_position(
-    model, stream, length=length, max_windows=table_coverage.POSITION_WINDOWS), _position_loss_written)
+POSITION_LOSS = View("position_loss", position_loss_key, lambda model, *, stream, length: coverage.loss_by_position(
+    model, stream, length=length, max_windows=coverage.POSITION_WINDOWS), _position_loss_written)
 VIEWS: tuple[View, ...] = (LOSSES, PROFILE, PROBES, PORTRAITS, SINK, CURVE, SHUFFLE, POSITION_LOSS)
 
 

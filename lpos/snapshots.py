@@ -87,8 +87,7 @@ def bias_rows(model: GPT) -> tuple[list[int], torch.Tensor] | None:
     """(queries, bias (nh, Q, block_size)): the first layer's bias on the scores of queries at BIAS_QUERIES
     (those inside the block) against every key; keys after a query are never read. None for a scheme
     without a learned bias (ALiBi's is fixed: the same at every step)."""
-    scheme, config = model.scheme, model.config
-    if not scheme.shows("bias") or not (scheme.model_parameters(config) | scheme.layer_parameters(config)):
+    if not model.scheme.shows("bias") or not model.scheme.parameter_count(model.config):
         return None
     block = model.config.block_size
     queries = [q for q in BIAS_QUERIES if q < block] or [block - 1]

@@ -15,17 +15,17 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import re
 from pathlib import Path
 
 import tiktoken
 from tiktoken.load import load_tiktoken_bpe
 
-from lpos.vocab.base import MAX_TOKENIZER_BYTES, Tokenizer, TokenizerError, UnknownCharacters
-from lpos.vocab.characters import CharacterTokenizer, read_meta_pickle, read_text_vocabulary
-from lpos.vocab.huggingface import TOKENIZER_JSON, HuggingFaceTokenizer, read_tokenizer_json
-from lpos.vocab.minbpe import MinbpeTokenizer, is_minbpe, read_minbpe
-from lpos.vocab.sentencepiece import SentencePieceTokenizer, read_sentencepiece
+from lpos import vocab
+from lpos.vocab.base import MAX_TOKENIZER_BYTES, Tokenizer, TokenizerError, UnknownCharacters, piece_labels, visible
+from lpos.vocab.characters import CharacterTokenizer
+from lpos.vocab.huggingface import TOKENIZER_JSON, HuggingFaceTokenizer
+from lpos.vocab.minbpe import MinbpeTokenizer
+from lpos.vocab.sentencepiece import SentencePieceTokenizer
 
 RANKS_PATH = Path(__file__).parent / "assets" / "r50k_base.tiktoken"
 RANKS_SHA256 = "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"
@@ -60,64 +60,8 @@ def encode(text: str) -> list[int]:
 def token_strings(ids: list[int]) -> list[str]:
     """The text of each token. A token holding part of a multi-byte character (GPT-2 splits most
     emoji and CJK characters into byte pieces) shows those bytes, and the character they belong to
-    when the neighbouring tokens complete it: "‹F0 9F of 😀›", never U+FFFD, so two different
-    characters never read alike."""
-    pieces = [encoding().decode_single_token_bytes(i) for i in ids]
-    joined, labels, start = b"".join(pieces), [], 0
-    for piece in pieces:
-        labels.append(_piece_text(joined, start, start + len(piece)))
-        start += len(piece)
-    return labels
-
-
-def _character_at(data: bytes, i: int) -> tuple[int, int]:
-    """The span [a, b) of the UTF-8 character covering byte i of `data` (one byte when it is not valid)."""
-    a = i
-    while a > 0 and i - a < 3 and 0x80 <= data[a] < 0xC0:
-        a -= 1
-    lead = data[a]  # the lead byte says how long its character is: never take a following space along
-    length = 1 if lead < 0x80 else 2 if 0xC0 <= lead < 0xE0 else 3 if 0xE0 <= lead < 0xF0 else 4 if 0xF0 <= lead < 0xF8 else 0
-    if length and a + length > i:
-        try:
-            data[a : a + length].decode("utf-8")
-            return a, a + length
-        except UnicodeDecodeError:
-            pass
-    return i, i + 1
-
-
-def _piece_text(data: bytes, start: int, end: int) -> str:
-    try:
-        return data[start:end].decode("utf-8")
-    except UnicodeDecodeError:
-        pass
-    out, i = [], start
-    while i < end:
-        a, b = _character_at(data, i)
-        if a >= start and b <= end:
-            try:
-                out.append(data[a:b].decode("utf-8"))
-            except UnicodeDecodeError:  # a byte of a character this text does not complete
-                hexed = f"{data[a]:02X}"
-                out[-1:] = [out[-1][:-1] + " " + hexed + "›"] if out and out[-1].endswith("›") and " of " not in out[-1] \
-                    else out[-1:] + [f"‹{hexed}›"]
-        else:  # this token holds only some bytes of the character
-            inside = " ".join(f"{x:02X}" for x in data[max(a, start) : min(b, end)])
-            whole = data[a:b]
-            try:
-                out.append(f"‹{inside} of {whole.decode('utf-8')}›")
-            except UnicodeDecodeError:
-                out.append(f"‹{inside}›")
-        i = min(b, end)
-    return "".join(out)
-
-
-def visible(token: str) -> str:
-    """Token text with whitespace made visible, for chips and axis labels; the spaces that separate a byte
-    label's parts ("‹F0 9F of 🐶›") stay spaces, so they never read as spaces of the token."""
-    parts = re.split(r"(‹[^›‹]*›)", token)
-    return "".join(part if part.startswith("‹") and part.endswith("›") else
-                   part.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥") for part in parts)
+    when the neighbouring tokens complete it: "‹F0 9F of 😀›" (lpos.vocab.base.piece_labels)."""
+    return piece_labels([encoding().decode_single_token_bytes(i) for i in ids])
 
 
 def decode(ids: list[int]) -> str:
@@ -145,11 +89,9 @@ class GPT2Tokenizer(Tokenizer):
 
 
 GPT2 = GPT2Tokenizer()
-FORMATS = {"gpt2": lambda data: GPT2, "characters": CharacterTokenizer.from_data,
-           "minbpe": MinbpeTokenizer.from_data, "huggingface": HuggingFaceTokenizer.from_data,
-           "sentencepiece": SentencePieceTokenizer.from_data}
-TOKENIZER_FILES = ("nanoGPT's meta.pkl, a Hugging Face tokenizer.json, a SentencePiece or minbpe .model, "
-                   "or the training text (.txt) of a character-level model")
+STORED_KINDS = {"gpt2": lambda data: GPT2, **{kind.kind: kind.from_data for kind in (
+    CharacterTokenizer, MinbpeTokenizer, HuggingFaceTokenizer, SentencePieceTokenizer)}}  # Tokenizer.to_data's "kind"
+TOKENIZER_FILES = vocab.DESCRIBED  # "nanoGPT's meta.pkl, a Hugging Face tokenizer.json, …": the formats lpos.vocab declares
 
 
 def load_tokenizer(path: str | Path) -> Tokenizer:
@@ -167,26 +109,19 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
     with path.open("rb") as file:
         head = file.read(16)
     suffix = path.suffix.lower()
-    if suffix == ".pkl" or head.startswith(b"\x80"):  # pickle protocol 2 and up
-        return read_meta_pickle(path)
-    if suffix == ".json":
-        return read_tokenizer_json(path)
-    if is_minbpe(head):
-        return read_minbpe(path)
-    if suffix == ".model":
-        return read_sentencepiece(path)
-    if suffix in (".txt", ".text", ""):
-        return read_text_vocabulary(path)
+    for found in vocab.FORMATS:
+        if found.sniff(head, suffix):
+            return found.read(path)
     raise TokenizerError(f"{path.name} is not a tokenizer lpos reads: give {TOKENIZER_FILES}")
 
 
 def from_data(data) -> Tokenizer:
     """The tokenizer an lpos file stores (`Tokenizer.to_data`); TokenizerError if it is damaged."""
-    if not isinstance(data, dict) or data.get("kind") not in FORMATS:
+    if not isinstance(data, dict) or data.get("kind") not in STORED_KINDS:
         kind = data.get("kind") if isinstance(data, dict) else type(data).__name__
         raise TokenizerError(f"the stored tokenizer is of an unknown kind {str(kind)[:40]!r}")
     try:
-        return FORMATS[data["kind"]](data)
+        return STORED_KINDS[data["kind"]](data)
     except TokenizerError:
         raise
     except (KeyError, TypeError, ValueError) as e:

@@ -115,10 +115,11 @@ def make_optimizer(model: GPT, args: TrainArgs) -> torch.optim.AdamW:
     # the part of the initial noise that gradients do not explain. A scheme whose own weights learn at
     # another rate (`learning_rate_scale`) gets a group of its own, without decay; each group's
     # "scale" multiplies the schedule's rate (train's loop).
-    scheme = model.scheme
-    own_names = set(scheme.model_parameters(model.config)) | set(scheme.layer_parameters(model.config))
-    scaled = [p for n, p in model.named_parameters()
-              if scheme.learning_rate_scale != 1.0 and set(n.split(".")) & own_names]
+    scheme, scaled = model.scheme, []
+    if scheme.learning_rate_scale != 1.0:
+        with torch.device("meta"):  # only the names of the scheme's modules, nothing allocated
+            own = set(scheme.model_parameters(model.config)) | set(scheme.layer_parameters(model.config))
+        scaled = [p for n, p in model.named_parameters() if set(n.split(".")) & own]
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "wte" not in n and not any(p is q for q in scaled)]
     no_decay = [p for n, p in model.named_parameters() if not any(p is q for q in decay + scaled)]
     groups = [{"params": decay, "weight_decay": args.weight_decay, "scale": 1.0},

@@ -3,13 +3,12 @@ import streamlit as st
 
 from lpos import ui
 from lpos.analysis.scheme_views import names
-from lpos.analysis.similarity import neighbour_sentence
-from lpos.analysis.table_coverage import split_band, timeline_coverage_reading
+from lpos.analysis.coverage import timeline_coverage_reading
 from lpos.analysis.timeline import attention_sentence, bias_reading, evaluation_rows_sentence, neighbours_at
 from lpos.figures.timeline import ANIMATION_CELLS, position_map_animation
 from lpos.positions import SCHEMES, schemes_with
 from lpos.ui import coverage
-from lpos.ui.timeline import model_timeline, step_figures
+from lpos.ui.timeline import band_captions, model_timeline, step_figures
 from lpos.ui.export import chart
 
 selection = ui.selection()
@@ -23,8 +22,51 @@ if found is None:
     st.info(f"{kind} has no training timeline: only the shipped models kept snapshots while they trained. "
             "Pick a shipped model in the sidebar (any scheme).", icon=":material/history:")
     st.stop()
-timeline, maps, band = found.timeline, found.maps, found.band
+timeline, maps = found.timeline, found.maps
 limit = coverage.trained_rows(selection.model) if timeline.position_kind == "table" else None
+
+
+def loss_and_maps(index: int, figures) -> None:
+    """The held-out loss so far, and the position map with its band at this snapshot."""
+    chart(figures.loss, name="timeline-loss", model=selection.model, key="timeline_loss")
+    st.caption(f"Loss on the first {timeline.eval_tokens:,} held-out TinyStories tokens, at windows of "
+               f"{maps.shape[-1]} tokens; the model card's loss is over all held-out tokens.")
+    left, right = st.columns(2)
+    chart(figures.position_map, name="timeline-position-map", where=left, model=selection.model, key="timeline_map")
+    chart(figures.band, name="timeline-band", where=right, model=selection.model, key="timeline_band")
+    if timeline.position_kind == "table" and (rows_kept := evaluation_rows_sentence(selection.model.model, maps.shape[-1])):
+        left.caption(rows_kept)
+    for line in band_captions(found, selection.model, index, limit=limit):
+        right.caption(line)
+
+
+def probe_word(index: int, figures) -> None:
+    """A probe word's nearest tokens, and the repeated word's copies, at this snapshot."""
+    step = timeline.steps[index]
+    st.subheader("Nearest tokens of a probe word")
+    word = st.selectbox("Probe word", timeline.probe_words, key="timeline_word")
+    left, right = st.columns([1, 2])
+    left.dataframe(neighbours_at(timeline, word, index, tokenizer=selection.model.tokenizer), hide_index=True,
+                   key="timeline_neighbours")
+    left.caption(f"By cosine of token rows, among the tokens the model was trained on, at step {step}. "
+                 "At step 0 the neighbours are random; related words move together as training goes on.")
+    chart(figures.repeated, name="timeline-repeated-token", where=right, model=selection.model, key="timeline_repeated")
+    right.caption(f"“{timeline.repeated_word}” appears {timeline.repeated_cos.shape[-1]} times in the probe sentence. "
+                  "Its token rows are identical; what enters the first block is token + position, so the copies' cosine "
+                  f"(here {found.repeated['cosine'][index]:.3f} at step {step}) is below 1 only for schemes that add "
+                  f"position rows ({names(list(schemes_with('rows')))}), and exactly 1 for "
+                  f"{names([name for name in SCHEMES if name not in schemes_with('rows')])}.")
+
+
+def first_layer_attention(index: int, figures) -> None:
+    st.subheader("First-layer attention on the probe sentence")
+    for head, panel in enumerate(figures.attention):  # two heads a row; a phone stacks them
+        if head % 2 == 0:
+            row = st.columns(2, gap="small")
+        chart(panel, name=f"timeline-attention-head-{head + 1}", where=row[head % 2], model=selection.model,
+              key=f"timeline_attention_{head}")
+    st.caption("Rows are the attending token, columns the tokens it reads; each row sums to 1. "
+               + attention_sentence(timeline, index))
 
 
 @st.fragment
@@ -37,62 +79,14 @@ def step_view() -> None:
         st.markdown(f"- {line}")
     if limit is not None:
         st.markdown(f"- {timeline_coverage_reading(timeline.steps, timeline.position_rows, limit)}")
-
-    chart(figures.loss, name="timeline-loss", model=selection.model, key="timeline_loss")
-    st.caption(f"Loss on the first {timeline.eval_tokens:,} held-out TinyStories tokens, at windows of "
-               f"{maps.shape[-1]} tokens; the model card's loss is over all held-out tokens.")
-
-    left, right = st.columns(2)
-    chart(figures.position_map, name="timeline-position-map", where=left, model=selection.model, key="timeline_map")
-    chart(figures.band, name="timeline-band", where=right, model=selection.model, key="timeline_band")
-    if timeline.position_kind == "table":
-        rows_kept = evaluation_rows_sentence(selection.model.model, maps.shape[-1])
-        if rows_kept:
-            left.caption(rows_kept)
-        here = band[(band.step == step) & (band.distance == 1)].iloc[0]
-        right.caption(f"At step {step} neighbouring rows have cosine {here.cosine:.2f}; "
-                      f"{neighbour_sentence(here.neighbour_distance, maps.shape[-1])}.")
-        if limit is not None:
-            split = split_band(timeline.position_rows[index], limit)
-            right.caption(f"This model trained on windows of at most {limit} tokens. At step {step}, neighbouring rows "
-                          f"among rows 0–{limit - 1} have cosine {split['trained']:.2f}; among rows {limit} and after, "
-                          f"which training never read, {split['untrained']:.2f}.")
-    else:
-        far = min(64, maps.shape[-1] // 2)
-        here = band[band.step == step].set_index("distance").cosine
-        right.caption("This model has no learned table of position rows. The map compares what the first block "
-                      f"adds to the residual stream at each position, averaged over held-out windows. At step {step}: cosine "
-                      f"{here[1]:.2f} at distance 1, {here[far]:.2f} at distance {far} (the reading above follows "
-                      "the whole run).")
-
+    loss_and_maps(index, figures)
     if figures.bias is not None:
         st.subheader("The learned bias forming")
         chart(figures.bias, name="timeline-bias", model=selection.model, key="timeline_bias")
         st.caption(f"What the first layer adds to each attention score, by how far back the key sits, for queries at "
                    f"a few positions (a line per head and query). {bias_reading(timeline, index)}")
-
-    st.subheader("Nearest tokens of a probe word")
-    word = st.selectbox("Probe word", timeline.probe_words, key="timeline_word")
-    left, right = st.columns([1, 2])
-    left.dataframe(neighbours_at(timeline, word, index, tokenizer=selection.model.tokenizer), hide_index=True,
-                   key="timeline_neighbours")
-    left.caption(f"By cosine of token rows, among the tokens the model was trained on, at step {step}. "
-                 "At step 0 the neighbours are random; related words move together as training goes on.")
-    repeated = found.repeated
-    chart(figures.repeated, name="timeline-repeated-token", where=right, model=selection.model, key="timeline_repeated")
-    right.caption(f"“{timeline.repeated_word}” appears {timeline.repeated_cos.shape[-1]} times in the probe sentence. "
-                  "Its token rows are identical; what enters the first block is token + position, so the copies' cosine "
-                  f"(here {repeated['cosine'][index]:.3f} at step {step}) is below 1 only for schemes that add position "
-                  f"rows ({names(list(schemes_with('rows')))}), and exactly 1 for "
-                  f"{names([name for name in SCHEMES if name not in schemes_with('rows')])}.")
-
-    st.subheader("First-layer attention on the probe sentence")
-    for head, panel in enumerate(figures.attention):  # two heads a row; a phone stacks them
-        if head % 2 == 0:
-            row = st.columns(2, gap="small")
-        chart(panel, name=f"timeline-attention-head-{head}", where=row[head % 2], model=selection.model, key=f"timeline_attention_{head}")
-    st.caption("Rows are the attending token, columns the tokens it reads; each row sums to 1. "
-               + attention_sentence(timeline, index))
+    probe_word(index, figures)
+    first_layer_attention(index, figures)
 
 
 step_view()

@@ -20,6 +20,11 @@ from lpos.bench import CHROMIUM, CHROMIUM_ARGS  # one place for the browser and 
 from lpos.corpus import data_dir
 
 ROOT = Path(__file__).resolve().parent.parent
+# The tests mirror the package (tests/positions/, tests/pages/, ...), and a few share helpers across folders
+# (`from test_upload import seed_bytes`): every folder of tests is importable by module name, as the flat
+# tests/ was. Test file names stay unique across folders for that reason (tests/test_structure.py checks it).
+sys.path[:0] = sorted(str(folder) for folder in Path(__file__).parent.iterdir()
+                      if folder.is_dir() and any(folder.glob("test_*.py")))
 SCHEMES = list(lpos.positions.SCHEMES)  # every registered scheme, in the registry's order
 # The five schemes with a shipped trained model since the first release, for tests of those models and their
 # pinned numbers; a test about every scheme reads SCHEMES.
@@ -27,7 +32,9 @@ CLASSIC_SCHEMES = ["learned", "sinusoidal", "rope", "alibi", "none"]
 DATA_DIR = data_dir()  # the corpus folder: LPOS_DATA_DIR, else shared/data beside the checkout
 
 
-def untrained_model(scheme: str, **config):
+def seeded_model(scheme: str, **config):
+    """A GPT of `scheme` and `config` drawn with seed 0, in eval mode: any size, unlike
+    lpos.model.untrained_model (the app's untrained model, shipped size and seed, token table included)."""
     from lpos.model import GPT, GPTConfig
 
     torch.manual_seed(0)
@@ -39,7 +46,7 @@ def tiny_model():
     """A small untrained model factory: tiny_model("rope", n_layer=2)."""
     def make(scheme: str, **config):
         defaults = dict(n_layer=2, n_head=4, n_embd=32, block_size=64)
-        return untrained_model(scheme, **{**defaults, **config})
+        return seeded_model(scheme, **{**defaults, **config})
     return make
 
 

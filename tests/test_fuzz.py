@@ -13,7 +13,7 @@ import functools
 import numpy as np
 import pytest
 import torch
-from conftest import SCHEMES, untrained_model
+from conftest import SCHEMES, seeded_model
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_figures_embeddings import read_chips, unsafe_markup
@@ -55,7 +55,7 @@ def long_texts(draw, max_tokens: int = 5000):
 
 @functools.cache
 def tiny(scheme: str):
-    return untrained_model(scheme, n_layer=2, n_head=4, n_embd=32, block_size=64), {}
+    return seeded_model(scheme, n_layer=2, n_head=4, n_embd=32, block_size=64), {}
 
 
 @functools.cache

@@ -7,9 +7,9 @@
 - No layer imports a tool: the CLI (`lpos.cli`, `lpos.__main__`), training (`lpos.train`), the model
   card (`lpos.card`) and the bench (`lpos.bench`) use the layers and each other; nothing else imports them.
 - Streamlit is imported only under `lpos/ui/` (app.py and pages/ sit outside the package).
-- No module is over MAX_LINES lines (STYLE: one concept per module, ~300 lines at most).
+- No module is over MAX_LINES lines (docs/ARCHITECTURE.md: one concept per module, ~300 lines at most).
 - Analysis asks the model for its attention steps; it never re-writes a projection, a rotation,
-  a mask or the score scaling (STYLE 13).
+  a mask or the score scaling (docs/ARCHITECTURE.md: one implementation of each piece of maths).
 """
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ import ast
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "lpos"
@@ -282,3 +284,57 @@ def test_analysis_leaves_attention_to_the_model():
     wrong = [f"{modules()[name].relative_to(ROOT)}:{line} in {function}(): {pattern} ({REWRITES[pattern]}): {source}"
              for name in scanned for pattern, line, function, source in sorted(attention_rewrites(name), key=lambda f: f[1])]
     assert not wrong, "analysis re-writes attention steps:\n" + "\n".join(wrong)
+
+
+# What vulture cannot see being used: attributes and methods that Streamlit and pickle call by name.
+CALLED_BY_NAME = {"uses_pages_directory", "find_class", "persistent_load"}
+
+
+def test_no_dead_code():
+    """No function, class or method that nothing calls (vulture at 60%: tests count as callers, so the
+    public API a test uses stays), apart from what a library calls by name."""
+    vulture = pytest.importorskip("vulture")
+    found = vulture.Vulture()
+    found.scavenge([str(ROOT / "lpos"), str(ROOT / "pages"), str(ROOT / "app.py"), str(ROOT / "tests")])
+    dead = [f"{item.filename.relative_to(ROOT)}:{item.first_lineno} {item.typ} {item.name}"
+            for item in found.get_unused_code(min_confidence=60)
+            if item.typ in ("function", "method", "class", "attribute", "property") and item.name not in CALLED_BY_NAME
+            and "tests" not in item.filename.relative_to(ROOT).parts]
+    assert dead == []
+
+
+MAX_PAGE_FUNCTION_LINES = 40
+
+
+def test_pages_wire_in_short_functions():
+    """A page reads state, calls the ui layer and draws: no function of pages/ passes 40 lines (the maths and
+    the computed sentences live in lpos)."""
+    long = [f"{path.name}:{node.name} {node.end_lineno - node.lineno + 1} lines"
+            for path in sorted((ROOT / "pages").glob("*.py"))
+            for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.FunctionDef)
+            and node.end_lineno - node.lineno + 1 > MAX_PAGE_FUNCTION_LINES]
+    assert long == []
+
+
+MAX_PAGE_LINES = 120
+
+
+def test_pages_are_short():
+    """A page is wiring: at most 120 lines."""
+    long = [f"{path.name}: {n} lines" for path in sorted((ROOT / "pages").glob("*.py"))
+            if (n := len(path.read_text().splitlines())) > MAX_PAGE_LINES]
+    assert long == []
+
+
+TEST_FOLDERS = {"positions", "model", "checkpoints", "tokenizer", "analysis", "figures", "pages", "browser",
+                "training", "cli", "tools", "deploy"}
+
+
+def test_the_tests_mirror_the_package():
+    """Tests sit in folders named after the part of lpos they test (docs/ARCHITECTURE.md), and no two test files
+    share a name: tests import helpers from one another by module name (tests/conftest.py)."""
+    tests = ROOT / "tests"
+    folders = {path.parent.name for path in tests.rglob("test_*.py") if path.parent != tests}
+    assert folders == TEST_FOLDERS
+    names = [path.name for path in tests.rglob("test_*.py")]
+    assert sorted(names) == sorted(set(names))

@@ -1,9 +1,24 @@
 """Pure analysis: tensors in, small result objects or DataFrames out. No Streamlit.
 
-One module per question: embeddings (token + position = sum), sinusoids, similarity (cosine
-maps, neighbours, PCA), attention (weights, RoPE, ALiBi), biases (a bias scheme's bias against
-distance), counts (CoPE's contextual positions), shuffle (order blindness), lengths
-(loss against length).
+One module per question:
+- embeddings: what the embedding layer does to a sentence (token rows + position rows = sum)
+- sinusoids: the sinusoidal table's frequency bands, wavelengths and offset dot products
+- similarity: cosine maps of positions and tokens, nearest neighbours, PCA
+- attention: the weights per layer and head, RoPE's turn of a query, ALiBi's effect
+- biases: a bias scheme's bias against distance (ALiBi, T5, FIRE)
+- counts: CoPE's contextual positions
+- scheme_views: which scheme a page's view follows, and what it measures
+- shuffle: order blindness (permute every earlier token)
+- lengths: loss against length, along a text, the unigram and sliding-window baselines
+- coverage: the learned table's rows that training never reached
+- stretch: RoPE scaling and positions as a shift
+- generate: writing past the wall, one token at a time with a KV cache
+- probes: where position lives (linear probes on every residual stream)
+- heads: head portraits on held-out text
+- streaming: the attention sink, tested with a window of W tokens
+- timeline: the snapshots a shipped model kept while it trained
+
+The names below are the ones a notebook reaches for first; every module's own functions are public too.
 """
 from lpos.analysis.attention import alibi_effect, attention_maps, offset_scores, queries_and_keys
 from lpos.analysis.biases import bias_curves, bias_effect

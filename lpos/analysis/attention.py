@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from lpos.model import GPT
-from lpos.positions import alibi_bias, alibi_slopes, pair_frequencies, rope_rotate
+from lpos.positions import REGISTRY, alibi_bias, alibi_slopes, pair_frequencies, rope_rotate
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,32 @@ def alibi_effect(model: GPT, ids: list[int], *, layer: int) -> AlibiEffect:
     )
 
 
+def in_attention_sentence() -> str:
+    """What each scheme that acts inside attention does, a sentence each, and that none of them adds
+    token rows (when so): the attention page's opening."""
+    inside = [s for s in REGISTRY.values() if s.in_attention]
+    return (" ".join(f"{s.label} {s.acts}." for s in inside)
+            + (" None of them adds anything to the token rows." if not any(s.adds_rows for s in inside) else ""))
+
+
+def alibi_slopes_sentence(slopes: np.ndarray) -> str:
+    """ALiBi's slope per head (nh,), listed, and what a steep or a gentle slope does."""
+    return (f"For {len(slopes)} heads the slopes are {', '.join(f'{s:.3g}' for s in slopes)}.\n"
+            "Steep heads mark far keys down most, so they lean hardest towards recent tokens; gentle heads hardly "
+            "mind distance.")
+
+
+def key_head_sentence(model: GPT, *, layer: int, head: int) -> str:
+    """Which key head query head `head` is compared with under grouped-query attention (Llama); "" when
+    every query head has a key head of its own."""
+    config = model.config
+    if not config.n_kv_head or config.n_kv_head >= config.n_head:
+        return ""
+    return (f"This model has {config.n_kv_head} key heads for its {config.n_head} query heads: each key head "
+            f"serves {config.n_head // config.n_kv_head} query heads in a row, so query head {head + 1} is "
+            f"compared with key head {model.transformer.h[layer].attn.key_head(head) + 1}.")
+
+
 def rope_angle_frame(head_dim: int, *, base: float = 10000.0) -> pd.DataFrame:
     """Per pair of a head's columns: the angle it turns per position (radians, degrees) and its
     wavelength in positions."""
@@ -107,6 +133,22 @@ def rope_step_sentence(pair: int, head_dim: int, *, base: float = 10000.0, steps
         said += (f", {degrees * (steps - 1):.2g}° over the {steps} positions drawn: too little to see, so the "
                  "points lie on top of each other; a lower pair turns visibly")
     return said + ". Position is an angle, not an added row."
+
+
+def rope_query_sentence(*, rotates: bool, layer: int, head: int, pair: int, head_dim: int, base: float,
+                        steps: int) -> str:
+    """Whose query the arrow is (the model's own when it `rotates` its queries), and what it does (rope_step_sentence)."""
+    return (("This token's query in " if rotates else "This model's query (it does not rotate it) in ")
+            + f"layer {layer + 1}, head {head + 1}, before rotation, placed at positions 0, 1, 2, …\n"
+            + rope_step_sentence(pair, head_dim, base=base, steps=steps))
+
+
+def rope_speed_sentence(head_dim: int, *, n_embd: int, base: float) -> str:
+    """How the speeds of a head's pairs step down: a geometric ladder over the head's columns, not the model's width."""
+    return (f"Each of the head's {head_dim // 2} pairs turns at its own speed: pair 0 one radian per position, "
+            f"the last almost not at all.\nA geometric ladder like the sinusoidal table's, but over the head's "
+            f"{head_dim} columns ({head_dim // 2} pairs, each {base ** (-2 / head_dim):.2f}× the speed of the one "
+            f"before), not the model's {n_embd}: RoPE rotates each head's q and k separately.")
 
 
 def offset_scores(query: torch.Tensor, key: torch.Tensor, *, offsets: list[int], length: int,

@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from lpos.analysis.attention import check_layer, queries_and_keys
+from lpos.analysis.counts import listed
 from lpos.analysis.heads import head_statistics
 from lpos.model import GPT
 
@@ -62,6 +63,11 @@ class BiasCurves:
         values = self.head_curve(head).to_numpy()
         changes = np.flatnonzero(np.abs(np.diff(values)) > SAME)
         return int(changes[-1] + 1) if len(changes) else 0
+
+
+def has_fixed_bias(model: GPT) -> bool:
+    """The model's scheme adds a bias with no weights (ALiBi): the same lines on any model."""
+    return model.scheme.shows("bias") and not model.scheme.parameter_count(model.config)
 
 
 @torch.no_grad()
@@ -124,6 +130,33 @@ def bias_curves(model: GPT, *, layer: int, queries: tuple[int, ...] = QUERY_POSI
                       parameters=model.scheme.parameter_count(model.config))
 
 
+def bias_curves_sentence(curves: BiasCurves, *, head: int, trained: bool) -> str:
+    """What the bias curves show, measured: where the bias lives (every layer or its own), whether it depends
+    on the query's position, how often head `head`'s bias changes with distance, and the ALiBi lines beside it."""
+    if curves.same_in_every_layer:
+        where = ("It has no weights, and the bias is the same in every layer." if not curves.parameters else
+                 f"Its {curves.parameters:,} learned numbers serve every layer: the bias is the same in each layer.")
+    else:
+        where = (f"Each layer has a bias of its own ({curves.parameters:,} learned numbers in all): this is "
+                 f"layer {curves.layer + 1}'s; choose another layer above.")
+    if curves.depends_on_query:
+        shares = [f"{listed([str(q) for q in g])} share one line" if len(g) > 1 else f"{g[0]} has its own"
+                  for g in curves.same_line]
+        when = (f"Queries at {listed(shares)}: the bias depends on where the query sits, not only on the "
+                f"distance. Each line reaches back to its farthest query's position or distance {MAX_DISTANCE}.")
+    else:
+        when = f"It depends on the distance alone: queries at {listed([str(q) for q in QUERY_POSITIONS])} get the same line."
+    changes, last = curves.changes(head), curves.last_change(head)
+    steps = (f"Head {head + 1}'s bias is the same at every distance 0–{MAX_DISTANCE}." if not changes else
+             f"Head {head + 1}'s bias changes value {changes} time{'s' if changes > 1 else ''} over distances 0–{MAX_DISTANCE}"
+             + (f", the last time at distance {last}: it stays the same from there on." if last < MAX_DISTANCE else
+                ", up to the last distance drawn."))
+    dashed = ("" if curves.is_alibi else "\nDashed: ALiBi's fixed line for the same head, for comparison; the y axis "
+              "fits this model's own bias, so an ALiBi line steeper than that leaves the panel.")
+    start = " Untrained: the learned bias is still its random start." if curves.parameters and not trained else ""
+    return f"{where} {when} {steps}{start}{dashed}"
+
+
 @dataclass(frozen=True)
 class BiasEffect:
     bias: np.ndarray  # (nh, T, T) the model's own bias over the sentence, 0 above the diagonal
@@ -154,3 +187,11 @@ def look_back(effect: BiasEffect) -> tuple[np.ndarray, np.ndarray] | None:
         return None
     return tuple(head_statistics(torch.from_numpy(w[None]))["mean distance"].numpy()
                  for w in (effect.with_bias, effect.without_bias))
+
+
+def look_back_sentence(effect: BiasEffect, *, head: int) -> str:
+    """How far back head `head`'s queries look on average with the bias and without it (look_back), on a
+    line of its own; "" for a sentence of one token."""
+    distances = look_back(effect)
+    return ("" if distances is None else f"\nWith it head {head + 1}'s queries look back {distances[0][head]:.2f} tokens "
+            f"on average; without it, {distances[1][head]:.2f}.")

@@ -57,6 +57,13 @@ def contextual_counts(model: GPT, ids: list[int], *, layer: int) -> ContextualCo
                             npos_max=model.config.npos_max)
 
 
+def count_heatmap_sentence(found: ContextualCounts) -> str:
+    """What the heatmap of every head's count from the last token shows, and where counts stop."""
+    return (f"Row = head, column = an earlier token; the colour is that token's position as the last token counts "
+            f"it: the sum of the head's gates (each between 0 and 1) from that token to the last. Counts stop at "
+            f"{found.npos_max - 1}, the last row of the layer's count table.")
+
+
 def word_starts(tokens: list[str]) -> np.ndarray:
     """(T,) bool: the token holds a letter or digit that begins a word (nothing word-like before it)."""
     flags, before = [], ""
@@ -108,7 +115,7 @@ def correlation_rows(counts: list[np.ndarray], tokens: list[list[str]]) -> pd.Da
     pooled = np.concatenate(counts, axis=1)  # (nh, sum T)
     rows = []
     for head in range(pooled.shape[0]):
-        row = {"head": head, "per token": float(np.mean([c[head, 0] / c.shape[1] for c in counts]))}
+        row = {"head": head + 1, "per token": float(np.mean([c[head, 0] / c.shape[1] for c in counts]))}
         for unit in UNITS:
             row[unit] = correlation(pooled[head], np.concatenate([b[unit] for b in backs]))
         rows.append(row)
@@ -150,7 +157,7 @@ def listed(items: list[str]) -> str:
 
 
 def heads_named(heads: list[int]) -> str:
-    """"head 2", "heads 0, 1 and 3"."""
+    """"head 2", "heads 1, 2 and 4" (heads count from 1, as the tables do)."""
     return f"{'head' if len(heads) == 1 else 'heads'} {listed([str(h) for h in heads])}"
 
 
@@ -181,3 +188,13 @@ def count_sentence(summary: CountSummary, *, text: str = "story") -> str:
         clauses.append(f"{heads_named(flat)} cannot be compared (too few tokens, or a count that never changes)")
     return (listed(clauses) + f"; {heads_named([r['head'] for r in rows])} count "
             f"{numbers([r['per token'] for r in rows], unit=' per token')}.")
+
+
+def count_table_sentence(summary: CountSummary, *, layer: int, trained: bool) -> str:
+    """What the count table measures, and what the heads follow on the story and on the sidebar's text."""
+    untrained = " Untrained: the gates have not learned what to count yet." if not trained else ""
+    return (f"Correlation (r) of each head's count from the last token back with the number of tokens, words and "
+            f"sentence ends back; per token: the whole text's count divided by its tokens. Layer {layer + 1}, "
+            f"measured now.\nOn the built-in story ({summary.windows} windows of {summary.window} tokens, each "
+            f"read alone): {count_sentence(summary, text='story')} On your text: "
+            f"{count_sentence(summary, text='sentence')}{untrained}")

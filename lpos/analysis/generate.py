@@ -8,19 +8,27 @@ it has no row for the next position, and sliding a window instead would quietly 
 prompt, hiding the wall this experiment is about. A model whose longer inputs draw every position
 anew (a table read at random positions: `GPT.caches_positions` False) cannot be continued from a
 cache, so it reads the whole sequence again for every token.
+
+`Writing` is the Write feature's state: several models continuing one prompt, advanced a slice of
+time at a time (`advance`) so a caller can show the texts growing and stop between slices;
+`marked_text` is the Markdown of one text, the training length marked where it falls.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 
 from lpos.model import GPT, KVCache
-from lpos.tokenizer import decode
+from lpos.tokenizer import END_OF_TEXT_ID, decode
 
 MAX_NEW_TOKENS = 512  # what the app offers; the API takes any budget
+SEPARATOR = "\n\n:gray-background[⏎ end of story: the model wrote the separator between training stories ⏎]\n\n"
+LEADING_SPACES = re.compile(r"^ +")  # four would start a Markdown code block
 
 
 @dataclass(frozen=True)
@@ -100,7 +108,70 @@ def continue_text(model: GPT, prompt: list[int], *, max_new_tokens: int, samplin
     return Continuation(list(prompt), new, stopped_at_wall=wall is not None and wall < max_new_tokens)
 
 
-def split_at_length(prompt: list[int], new: list[int], *, length: int) -> tuple[str, str]:
-    """The text of positions 0..length-1 and of everything after: where the training length falls."""
+@dataclass
+class Writing:
+    """Continuations in progress: advanced a slice at a time by successive runs of the
+    page's fragment, so a click on Stop (which Streamlit queues until a run ends) is seen
+    within one slice. The streams hold each model's KV cache."""
+
+    settings: tuple  # what the controls said when writing started
+    prompt: list[int]
+    lengths: dict[str, int]  # training length per model, where the mark goes
+    streams: dict[str, Iterator[int]]
+    written: dict[str, list[int]] = field(default_factory=dict)
+    state: str = "writing"  # writing | done | stopped | interrupted
+
+    def stop(self, state: str) -> None:
+        self.streams.clear()  # frees the caches
+        self.state = state
+
+
+def start_writing(models: dict[str, GPT], prompt: list[int], *, tokens: int, sampling: Sampling,
+                  lengths: dict[str, int], settings: tuple) -> Writing:
+    streams = {name: stream(model, prompt, max_new_tokens=tokens, sampling=sampling)
+               for name, model in models.items()}
+    return Writing(settings, prompt, lengths, streams, {name: [] for name in models})
+
+
+def advance(writing: Writing, *, seconds: float) -> None:
+    """One token from every model in turn, until `seconds` have passed or every model is done."""
+    deadline = time.monotonic() + seconds
+    while writing.streams and time.monotonic() < deadline:
+        for name in list(writing.streams):
+            token = next(writing.streams[name], None)
+            if token is None:
+                del writing.streams[name]
+            else:
+                writing.written[name].append(token)
+    if not writing.streams and writing.state == "writing":
+        writing.state = "done"
+
+
+def plain(text: str, *, literal: Callable[[str], str]) -> str:
+    """Markdown showing `text` as the characters it is, line breaks and leading spaces kept: a
+    prompt's `<b>`, `**` or `===` line is never markup (`literal` escapes Markdown, plus setext `=`)."""
+    lines = [literal(line).replace("=", "\\=") for line in text.split("\n")]
+    return "  \n".join(LEADING_SPACES.sub(lambda m: "\u00a0" * len(m.group()), line) for line in lines)
+
+
+def readable(ids: list[int], *, literal: Callable[[str], str]) -> str:
+    """Markdown of GPT-2 tokens as text, each end-of-text token a visible label, never its raw name."""
+    runs, run = [], []
+    for token in ids:
+        if token == END_OF_TEXT_ID:
+            runs.append(run)
+            run = []
+        else:
+            run.append(token)
+    return SEPARATOR.join(plain(decode(r), literal=literal) for r in runs + [run])
+
+
+def marked_text(prompt: list[int], new: list[int], *, length: int, literal: Callable[[str], str]) -> str:
+    """Markdown of prompt + continuation with the training length marked where it falls (`literal`
+    escapes Markdown in the text)."""
     ids = prompt + new
-    return decode(ids[:length]), decode(ids[length:])
+    shown = readable(ids[:length], literal=literal)
+    if len(ids) > length:
+        after = readable(ids[length:], literal=literal)  # a leading space is already kept (as a no-break space)
+        shown += f" :red[**⟦{length} tokens: the training length ends here⟧**]" + ("" if after[:1].isspace() else " ") + after
+    return shown

@@ -65,7 +65,7 @@ def head_sentence(weights: np.ndarray, *, layer: int, head: int) -> str:
     further = max(0.0, 1.0 - first - itself - previous)
     distance = float((w * (queries[:, None] - np.arange(T)[None, :]).clip(min=0)).sum(-1).mean())
     even = float(np.mean(queries / 2))  # query q spread evenly over keys 0..q looks back q/2
-    return (f"On this sentence ({T} tokens), layer {layer} head {head} puts {itself:.0%} of its weight on the token "
+    return (f"On this sentence ({T} tokens), layer {layer} head {head + 1} puts {itself:.0%} of its weight on the token "
             f"itself, {first:.0%} on the first token, {previous:.0%} on the token just before (when that is not the "
             f"first) and {further:.0%} further back; it looks back {distance:.1f} tokens on average ({even:.1f} for an "
             "even spread). Head portraits over long held-out text are on the Inside the model page.")
@@ -105,7 +105,7 @@ def head_portraits(model: GPT, text: ProbeText, *, batch_size: int = 4) -> HeadP
         profile = torch.stack([distance_profile(w.float()) for w in attention]) * share  # (n_layer, nh, D + 1)
         sums = stats if sums is None else [{k: a[k] + b[k] for k in a} for a, b in zip(sums, stats)]
         profiles = profile if profiles is None else profiles + profile
-    rows = [{"layer": layer + 1, "head": head, **{k: float(v[head]) for k, v in stats.items()}}
+    rows = [{"layer": layer + 1, "head": head + 1, **{k: float(v[head]) for k, v in stats.items()}}
             for layer, stats in enumerate(sums) for head in range(model.config.n_head)]
     table = pd.DataFrame(rows)
     table["behaviour"] = table.apply(behaviour, axis=1, window=L)
@@ -145,3 +145,9 @@ def heads_reading(portraits: HeadPortraits, *, scheme: str) -> list[str]:
                  f"from {table['mean distance'].min():.1f} to {table['mean distance'].max():.1f} tokens "
                  f"(an even spread over {portraits.window} tokens gives {portraits.window / 4:.1f}).")
     return lines
+
+
+def first_share_sentence(shares: dict[str, float], *, layer: int | None) -> str:
+    """The largest first-token share of each scheme's heads: over all its heads, or in one `layer` (1-based)."""
+    return (f"Largest first-token share per scheme{' over all its heads' if layer is None else f' in layer {layer}'}: "
+            + ", ".join(f"{scheme} {share:.2f}" for scheme, share in shares.items()) + ".")

@@ -107,19 +107,6 @@ def loss_along_text(model: GPT, ids: list[int], *, window: int = 32) -> LossCurv
 
 
 @torch.no_grad()
-def window_losses(model: GPT, ids: list[int], *, window: int) -> np.ndarray:
-    """The same predictions as loss_along_text, with the text read in fresh, non-overlapping windows of
-    `window` tokens: no token ever sits past position window - 1, so nothing is extrapolated. (N,) for
-    the N = len(ids) - 1 predictions, NaN outside the vocabulary. The baseline the full-context curve
-    must be compared with: the later part of a text can be harder or easier on its own."""
-    out = []
-    for start in range(0, len(ids) - 1, window):
-        chunk = ids[start : start + window + 1]
-        out.append(token_losses(model, torch.tensor(chunk, dtype=torch.long)).numpy())
-    return np.concatenate(out) if out else np.zeros(0, dtype=np.float32)
-
-
-@torch.no_grad()
 def sliding_losses(model: GPT, ids: list[int], *, window: int, batch_size: int = 64) -> np.ndarray:
     """The same predictions as loss_along_text, each read with at most the `window` - 1 tokens before it:
     prediction j (of token j + 1) reads tokens j - window + 1 .. j, a sliding window that never puts a token
@@ -283,3 +270,23 @@ def worst_curve_sentence(tables: dict[str, dict[int, dict]], *, train_length: in
         said.append(f"{' and '.join(f'**{name}**' for name in stops)} cannot run that far at all: "
                     f"{'its table ends' if len(stops) == 1 else 'their tables end'} (the × on {'its' if len(stops) == 1 else 'each'} line).")
     return " ".join(said)
+
+
+def curve_caption(curve: LossCurve, model: GPT, *, train_length: int) -> str:
+    """What the loss-along-the-text figure draws: its two lines, the gaps of tokens the model cannot predict,
+    and, by what the text reaches, the sliding-window line past the training length or where a table stops."""
+    outside = curve.outside_vocabulary
+    said = (f"Faint: the loss of each token; dark: the mean of the last {curve.window}."
+            + (f" The {outside:,} gaps are tokens the model cannot predict: its softmax covers only the "
+               f"{output_count(model):,} tokens it saw in training." if outside else ""))
+    if len(curve.losses) > train_length:
+        edge = ("Past the dashed training length, compare the dark line with the dotted one: the same tokens, "
+                f"{sliding_sentence(train_length)}. Both lines give every token at least {train_length - 1:,} tokens of "
+                "context; only the dark one reads past the training length.")
+    elif curve.wall is not None:
+        edge = (f"The red line is where this model's table ends ({curve.wall:,} rows): the tokens past it cannot be "
+                "scored.")
+    else:
+        edge = (f"The text is no longer than this model's training length ({train_length:,} tokens): every token is "
+                "read within what it was trained on, so no line marks the edge.")
+    return said + "\n\n" + edge

@@ -268,3 +268,15 @@ def probe_reading(trained: dict[str, pd.DataFrame], untrained: dict[str, pd.Data
                      f"the last block {_listing({n: relative[n].iloc[-1] for n in gains})}, {moved} {start}"
                      f" at the input; untrained models reach at most {_r2(max(fresh_relative.values()))}.")
     return lines
+
+
+def method_sentence(*, fitted: int, scored: int, window: int, windows: str) -> str:
+    """What the probe figure measured: the tokens each probe was fitted and scored on (`windows` says which texts
+    the windows came from), what R² means, and the range its penalty was picked from."""
+    return (f"Measured: for each residual stream, a ridge regression fitted on {fitted:,} tokens "
+            f"and scored on {scored:,} tokens of other windows of {window} tokens (windows: {windows}), predicting each "
+            f"token's position in its {window}-token window (top) and how many tokens back the "
+            "last sentence end (. ! ? or a newline) was (bottom). R² 1 is a perfect read-out, 0 no better than the "
+            "mean, below 0 worse than the mean on new windows (a probe fitted to chance patterns). The penalty is "
+            f"picked per probe on held-out windows, from {PENALTIES[0]:.0e} to {PENALTIES[-1]:.0e} times the mean "
+            "eigenvalue of XᵀX (hover a point to see it and the mean error in tokens).")

@@ -204,3 +204,39 @@ def rope_kernel_sentence(kernel: pd.DataFrame, *, head_dim: int, base: float, pa
     below = np.flatnonzero(values < 0)
     return said + (f": it first drops below 0 at distance {offsets[below[0]]}." if len(below) else
                    ": it stays above 0 over this whole range rather than decaying to nothing.")
+
+
+def rope_kernel_map_sentence(*, label: str, head_dim: int, base: float) -> str:
+    """What the rope kernel map (rope_kernel) stands for, for a scheme that adds no rows, at the model's head size and base."""
+    return (f"{label} adds no rows. Its counterpart: the mean of cos((m − n)·ωᵢ) over the {head_dim // 2} pairs of "
+            f"this model's {head_dim}-column heads (base {base:,g}, this model's), the cosine between "
+            "one vector rotated to positions m and n when all its pairs have the same length.\n"
+            "Every diagonal is constant: the kernel depends on m − n only.")
+
+
+def table_read_sentence(*, window: int, rows: int, randomized: bool, shown: int, short_label: str | None) -> str:
+    """How training read a table of `rows` rows in windows of `window` tokens (in order, or at random
+    positions), with `shown` rows on the map; `short_label`: a model trained on shorter windows to pick."""
+    read = (f"Every row of this table was read in every training batch (windows of {window} tokens)." if not randomized
+            else f"Training read this table's {rows:,} rows at random: each window of {window} tokens took a sorted "
+            f"random {window} of them (randomized positions, Ruoss et al. 2023), so rows far past {window} trained too."
+            + (f" The slider shows the first {shown}: raise it to {rows:,} to see them all." if shown < rows else ""))
+    return read + (f" Pick {short_label} in the sidebar to see rows that training never reached." if short_label else "")
+
+
+def never_trained_sentence(*, limit: int, rows: int, shown: int, source: str) -> str:
+    """Why rows `limit`..`rows` - 1 of a table trained on windows of at most `limit` tokens are as they
+    started, only scaled; `source`: where the step-0 table comes from; `shown`: rows on the map."""
+    return (f"This model trained on windows of at most {limit} tokens, so rows {limit} to {rows - 1} "
+            "were never read and got no gradient. Weight decay scales every matrix a little at each step; a row "
+            f"with no gradient is only scaled, never turned. Step-0 table: {source}."
+            + (f" The slider shows {shown} rows: raise it past {limit} to see the rows that never trained."
+               if shown <= limit else ""))
+
+
+def search_sentence(tokenizer: Tokenizer, *, counted: bool) -> str:
+    """What the nearest-token search runs over, and, with training counts (`counted`), what a count means."""
+    return (f"Search runs over all {tokenizer.vocab_size:,} tokens of {tokenizer.name}, the tokenizer's vocabulary."
+            + (" “count” is how often the token occurs in the training stories; training drew random windows from "
+               "them, so a rare token may never have been in a batch.\nRows of tokens that never occur (count 0) are "
+               "still their random initial rows, so they can turn up by chance." if counted else ""))

@@ -16,7 +16,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from lpos.analysis.lengths import token_losses
+from lpos.analysis.lengths import output_count, token_losses, uniform_guess_sentence
+from lpos.analysis.scheme_views import crossing_chance
 from lpos.model import GPT
 
 SINK_TOKENS = 4  # what StreamingLLM keeps
@@ -154,3 +155,26 @@ def sink_reading(summaries: dict[str, dict], *, window: int, sink: int = SINK_TO
     lines.append("The signed number in each line is the change in loss when the first tokens are kept: minus means "
                  "they lower the loss (they help), plus that the loss rises with them (they hurt).")
     return lines
+
+
+def streaming_sentence(measured_on: str, *, window: int, sink: int = SINK_TOKENS) -> str:
+    """How the streaming figure was measured, on `measured_on` (which tokens of which text)."""
+    return (f"Measured on {measured_on}: each token is predicted from "
+            f"(a) the {window} tokens before it alone, or (b) the first {sink} tokens of the text "
+            "followed by those tokens, each run as a fresh sequence so positions start at 0 (as a rolling "
+            "cache re-indexes them). Left of the dashed line both see the whole prefix and agree.")
+
+
+def untrained_sentence(model: GPT) -> str:
+    """Why an untrained model's streaming losses say nothing: they sit near an even guess."""
+    return (f"An untrained model's loss sits near {uniform_guess_sentence(model)}, an even "
+            f"guess over its {output_count(model):,} tokens, whatever it reads: a difference here "
+            "comes from random weights, not from anything learned. Pick a shipped model in the sidebar.")
+
+
+def noise_sentence(compared: int) -> str:
+    """When a gain counts, and how often `compared` schemes with no effect would cross a band by chance."""
+    return (f"A gain counts only outside its noise band, {NOISE_ERRORS} standard errors of the "
+            f"mean per-token difference: {compared} schemes are compared at once, and if none had an effect, at "
+            f"least one would cross a band of two standard errors by chance {crossing_chance(2, compared):.0%} of "
+            f"the time, one of {NOISE_ERRORS} {crossing_chance(NOISE_ERRORS, compared):.0%}.")

@@ -17,9 +17,9 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from lpos import corpus
 from lpos.model import GPT
-from lpos.positions import REGISTRY, ROPE_METHOD_NAMES, ROPE_METHODS, RopeScaling, pair_frequencies, scheme_info, yarn_ramp
+from lpos.positions import (REGISTRY, ROPE_METHOD_NAMES, ROPE_METHODS, YARN_BETA_FAST, YARN_BETA_SLOW, RopeScaling,
+                            pair_frequencies, scheme_info, yarn_ramp)
 
 LENGTHS = (128, 256, 512, 1024)
 CHUNK = 1024  # tokens per chunk; every evaluation length divides it
@@ -36,11 +36,6 @@ def chunks(stream: torch.Tensor, *, count: int | None = None, length: int = CHUN
     count = fit if count is None else min(count, fit)
     starts = np.linspace(0, len(stream) - length - 1, count).round().astype(int) if count > 1 else [0]
     return torch.stack([stream[s : s + length + 1] for s in starts])
-
-
-def eval_stream(meta: dict) -> torch.Tensor | None:
-    """The held-out stream the model card was measured on, or None without its corpus files."""
-    return corpus.held_out_stream(meta)
 
 
 @torch.no_grad()
@@ -228,6 +223,24 @@ def wavelength_reading(frame: pd.DataFrame, *, original_length: int, factor: flo
     lines.append(f"- {inside} of {len(frame)} pairs complete a full turn inside the {original_length}-token window; "
                  f"the other {len(frame) - inside} never did in training, so past it they reach angles the model never saw.")
     return "\n".join(lines)
+
+
+def trained_sentence(label: str, *, train_length: int, base: float) -> str:
+    """What the rescaled model was trained on, as the page's introduction says it."""
+    return f"{label} was trained on {train_length:,}-token windows (RoPE base {base:,g})"
+
+
+def pairs_sentence(head: int, *, train_length: int, base: float) -> str:
+    """What each method does to the pairs of a `head`-column head at RoPE base `base`, and why YaRN leaves pair 0
+    alone when its floored boundaries do."""
+    turns = train_length / (2 * math.pi)  # pair 0 turns once every 2π positions
+    floored = turns < YARN_BETA_FAST and float(yarn_ramp(head, base, original_length=train_length)[0]) == 0
+    return (f"Each head has {head} columns, so {head // 2} pairs. PI divides every frequency by the factor (every "
+            "wavelength ×factor); NTK-aware raises the base, so fast pairs barely move and only the slowest is "
+            f"divided by the full factor; YaRN leaves pairs that turn {YARN_BETA_FAST:g} or more times alone, "
+            f"interpolates those turning less than {'once' if YARN_BETA_SLOW == 1 else f'{YARN_BETA_SLOW:g} times'}, with "
+            "a ramp between (its boundaries floored and ceiled as in the reference code"
+            + (f", which is why pair 0 is left alone at about {turns:.0f} turns)." if floored else ")."))
 
 
 def _focus(gap: float) -> str:

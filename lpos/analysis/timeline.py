@@ -93,6 +93,12 @@ def table_structure(rows: np.ndarray | torch.Tensor) -> dict:
             **{f"cosine_at_{d}": round(float(band[d]), 3) for d in BAND_DISTANCES if d in band.index}}
 
 
+def band_cosines(structure: dict, distances: tuple[int, ...] = BAND_DISTANCES) -> str:
+    """"0.93 at distance 1, 0.41 at distance 16": the mean cosines a `table_structure` holds at `distances`
+    (those the table is long enough for)."""
+    return ", ".join(f"{structure[f'cosine_at_{d}']:.2f} at distance {d}" for d in distances if f"cosine_at_{d}" in structure)
+
+
 def neighbours_at(timeline: Timeline, word: str, index: int, *, tokenizer: Tokenizer = GPT2) -> pd.DataFrame:
     """The nearest tokens of probe `word` at snapshot `index`. Columns: rank, token, cosine."""
     w = timeline.probe_words.index(word)

@@ -12,11 +12,11 @@ the same run; the goal is at most GOAL_RATIO times that floor. Also: cold start,
 after a model switch, peak server memory (RSS of the streamlit process tree), bytes sent to the
 browser, and the 1024 x 1024 similarity map.
 
-Also (issue 17, interactions.py): the server's CPU per change (psutil), each page's own control
+Also (interactions.py): the server's CPU per change (psutil), each page's own control
 (a key press on a slider, a click on a button), one session walking every page with every scheme,
 and an idle server holding every model, each against its goal in common.py.
 
-first_visit.py (issue 24): each page first opened on a fresh server against a bare page importing the
+first_visit.py: each page first opened on a fresh server against a bare page importing the
 same libraries, and every page with a seed-size (45M) model from a shared folder, peak RSS included.
 
 throughput.py measures the model; browser.py holds the server and browser tools that measure.py and

@@ -11,7 +11,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from lpos.bench.common import CHROMIUM, ROOT
-from lpos.positions import SCHEMES
 
 # The status widget fades out for 200 ms after a run; once it is fading, the run is over. A skeleton
 # stands in for an element whose code is still loading (the chart component, on first use).

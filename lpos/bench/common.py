@@ -6,7 +6,7 @@ import statistics
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-GOAL_RATIO = 2.5  # a new sentence may take at most this many times the bare page's (issue 17)
+GOAL_RATIO = 2.5  # a new sentence may take at most this many times the bare page's
 CPU_GOAL_MS = 80  # server CPU per sentence change on any page
 CONTROL_GOAL_RATIO = 1.5  # a page-local control, against the bare page's sentence change
 COLD_START_GOAL_MS = 4000

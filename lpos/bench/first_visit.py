@@ -1,4 +1,4 @@
-"""First visits (issue 24): every page opened first on a fresh server, and every page with a learner's
+"""First visits: every page opened first on a fresh server, and every page with a learner's
 seed-size model (45M parameters) served from a shared folder.
 
 - Cold visits: for each page a new `streamlit run app.py`, the page's URL opened straight away; the

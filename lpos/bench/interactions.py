@@ -1,5 +1,5 @@
 """What a class costs the server: each page's own control, one session walking every page, and an
-idle server holding every shipped model (`python -m lpos bench`, issue 17).
+idle server holding every shipped model (`python -m lpos bench`).
 
 A page-local control is the first control a learner reaches on the page, used the way a person
 does (a key press on a slider, a click on a button or an option): with the control inside an

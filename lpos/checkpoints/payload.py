@@ -21,9 +21,10 @@ from pathlib import Path
 
 import torch
 
+from lpos import settings
 from lpos.checkpoints.errors import CheckpointError
 
-MAX_BYTES = int(os.environ.get("LPOS_MAX_UPLOAD_MB", "1024")) * 1024 * 1024
+MAX_BYTES = settings.max_upload_mb() * 1024 * 1024  # LPOS_MAX_UPLOAD_MB
 CONFIG_CLASS = re.compile(r"(?:[A-Za-z_]\w*\.)+[A-Za-z_]\w*(?:Config|Args)")  # src.model.gpt.GPTConfig
 _SAFE_GLOBALS = threading.Lock()  # torch's allowlist is one global set: one stand-in load at a time
 _PAGE, _MADV_DONTNEED = mmap.PAGESIZE, 4

@@ -38,6 +38,11 @@ def check_name(name: str) -> str:
     return name
 
 
+def _kind_is(kind: str) -> property:
+    """A property of ModelRef: whether the reference is of `kind`."""
+    return property(lambda ref: ref.kind == kind, doc=f"Whether this is a reference of kind {kind!r}.")
+
+
 @dataclass(frozen=True)
 class ModelRef:
     """One model the app can show. Build it with the constructors below (or `parse`), not by hand."""
@@ -121,22 +126,11 @@ class ModelRef:
             return f"{PREFIXES[SHARED]}{self.name}"
         return f"{PREFIXES[UNTRAINED_LIKE]}{self.like}:{self.scheme}"
 
-    @property
-    def is_shipped(self) -> bool:
-        return self.kind == SHIPPED
-
-    @property
-    def is_shared(self) -> bool:
-        return self.kind == SHARED
-
-    @property
-    def is_upload(self) -> bool:
-        return self.kind == UPLOAD
-
-    @property
-    def is_untrained(self) -> bool:
-        """The app's untrained model (not a file that says it trained 0 steps, nor an untrained-like one)."""
-        return self.kind == UNTRAINED
+    is_shipped = _kind_is(SHIPPED)
+    is_shared = _kind_is(SHARED)
+    is_upload = _kind_is(UPLOAD)
+    # the app's untrained model (not a file that says it trained 0 steps, nor an untrained-like one)
+    is_untrained = _kind_is(UNTRAINED)
 
     @property
     def in_links(self) -> bool:

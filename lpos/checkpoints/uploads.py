@@ -24,17 +24,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from lpos import vocab
 from lpos.checkpoints.errors import CheckpointError
-from lpos.checkpoints.layouts.huggingface import HF_CONFIG, HF_WEIGHTS
+from lpos.checkpoints.layouts import LAYOUT_NAMES, TORCH_SUFFIXES
+from lpos.checkpoints.layouts.huggingface import FOLDER_LAYOUTS, HF_CONFIG, HF_WEIGHTS
 from lpos.checkpoints.reading import describe, load
 from lpos.checkpoints.reference import ModelRef
 from lpos.model import GPT
 from lpos.tokenizer import Tokenizer
+from lpos.vocab.huggingface import TOKENIZER_JSON
 
-TORCH_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin")
-TOKENIZER_SUFFIXES = (".pkl", ".model", ".txt")  # meta.pkl, SentencePiece or minbpe, a character model's text
-TOKENIZER_JSON = "tokenizer.json"
 HF_FILES = (HF_CONFIG, *HF_WEIGHTS)
+HF_FOLDER_LAYOUT = FOLDER_LAYOUTS[0]  # the folder an upload may be: Hugging Face GPT-2's
 HF_FOLDER = "The Hugging Face upload"
 NUMBER_META = ("val_loss", "unigram_val_loss", "val_oov_share", "tokens_trained", "steps", "wall_seconds",
                "iter_num", "best_val_loss", "loss")
@@ -78,7 +79,8 @@ def shown_mb(mb: int) -> str:
 
 
 def is_tokenizer_file(name: str) -> bool:
-    return safe_name(name).lower().endswith(TOKENIZER_SUFFIXES) or safe_name(name) == TOKENIZER_JSON
+    """Whether an uploaded file's name is one of a tokenizer format's (lpos.vocab.FORMATS)."""
+    return safe_name(name).lower().endswith(vocab.SUFFIXES)
 
 
 def read_upload(files: list[UploadedFile], *, limit_mb: int, n_head: int | None = None) -> Upload:
@@ -106,8 +108,8 @@ def read_upload(files: list[UploadedFile], *, limit_mb: int, n_head: int | None 
         missing = "model.safetensors or pytorch_model.bin" if HF_CONFIG in names else HF_CONFIG
         raise IncompleteUpload(f"A Hugging Face model needs {missing} too: select config.json and its weights together.")
     else:
-        raise CheckpointError("Upload one .pt file (lpos, nanoGPT, a trainer's dict or a state_dict), or config.json "
-                              "with model.safetensors or pytorch_model.bin (Hugging Face GPT-2); got "
+        raise CheckpointError(f"Upload one .pt file (or {', '.join(TORCH_SUFFIXES[1:])}) in a layout lpos reads "
+                              f"({LAYOUT_NAMES}), or {HF_FOLDER_LAYOUT.files} (a {HF_FOLDER_LAYOUT.name}); got "
                               f"{', '.join(sorted(names))[:200]}.")
     digest = hashlib.sha256()
     with tempfile.TemporaryDirectory(prefix="lpos-upload-") as folder:

@@ -10,11 +10,11 @@ import argparse
 import sys
 from dataclasses import dataclass
 
+from lpos import vocab
 from lpos.positions import DEFAULT_SCHEME, SCHEMES
 
 CHECKPOINT_HELP = "a shipped name, a file of any layout lpos reads, or a Hugging Face folder"
-TOKENIZER_HELP = ("the model's tokenizer, when it is not GPT-2's and the file does not carry it: nanoGPT's meta.pkl, "
-                  "a tokenizer.json, a SentencePiece or minbpe .model, or a character model's training text")
+TOKENIZER_HELP = f"the model's tokenizer, when it is not GPT-2's and the file does not carry it: {vocab.DESCRIBED}"
 
 
 def model_flags() -> argparse.ArgumentParser:

@@ -44,7 +44,7 @@ def matrix_panels(panels: list[tuple[str, np.ndarray]], *, tokens: list[str], ti
 
 def alibi_slopes_figure(slopes: np.ndarray) -> go.Figure:
     """One bar per head: the penalty per token of distance."""
-    heads = np.arange(len(slopes))
+    heads = np.arange(1, len(slopes) + 1)  # heads count from 1, as layers do
     fig = go.Figure(go.Bar(x=heads, y=slopes, text=[f"{s:.3g}" for s in slopes], textposition="outside",
                            hovertemplate="head %{x}<br>slope %{y:.5f} per token of distance<extra></extra>"))
     fig.update_xaxes(title_text="head", tickmode="array", tickvals=heads)

@@ -25,7 +25,7 @@ def bias_curves_figure(curves: BiasCurves, *, label: str, colour: str) -> go.Fig
     cols = min(nh, PANELS_PER_ROW)
     rows = math.ceil(nh / cols)
     fig = make_subplots(rows=rows, cols=cols, shared_yaxes=True, horizontal_spacing=0.03,
-                        vertical_spacing=0.18 / rows, subplot_titles=[f"head {h}" for h in range(nh)])
+                        vertical_spacing=0.18 / rows, subplot_titles=[f"head {h + 1}" for h in range(nh)])
     frame = curves.frame
     groups = curves.same_line
     for head in range(nh):
@@ -37,13 +37,13 @@ def bias_curves_figure(curves: BiasCurves, *, label: str, colour: str) -> go.Fig
             line_colour = colour if len(groups) == 1 else LINE_COLOURS[index % len(LINE_COLOURS)]
             fig.add_trace(go.Scatter(x=part["distance"], y=part["bias"], mode="lines", line_shape="hv", name=name,
                                      legendgroup=name, showlegend=head == 0, line=dict(color=line_colour, width=2),
-                                     hovertemplate=f"head {head}, {name}<br>distance %{{x}}<br>bias %{{y:.4f}}"
+                                     hovertemplate=f"head {head + 1}, {name}<br>distance %{{x}}<br>bias %{{y:.4f}}"
                                                    "<extra></extra>"), row=row, col=col)
         if not curves.is_alibi:
             part = curves.alibi[curves.alibi["head"] == head]
             fig.add_trace(go.Scatter(x=part["distance"], y=part["bias"], mode="lines", name="ALiBi's line (fixed)",
                                      legendgroup="comparison", showlegend=head == 0, line=ALIBI_LINE,
-                                     hovertemplate=f"ALiBi, head {head}<br>distance %{{x}}<br>bias %{{y:.4f}}"
+                                     hovertemplate=f"ALiBi, head {head + 1}<br>distance %{{x}}<br>bias %{{y:.4f}}"
                                                    "<extra></extra>"), row=row, col=col)
         fig.update_xaxes(title_text="distance i − j" if row == rows else None, range=[0, MAX_DISTANCE],
                          row=row, col=col)

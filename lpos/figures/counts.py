@@ -16,7 +16,7 @@ REFERENCE_DASHES = {"tokens": "dot", "words": "dash", "sentences": "dashdot"}
 def count_heatmap(counts: ContextualCounts, *, tokens: list[str]) -> go.Figure:
     """Rows = heads, columns = tokens: key j's contextual position seen from the last token."""
     nh = counts.from_last.shape[0]
-    heads = [f"head {h}" for h in range(nh)]
+    heads = [f"head {h + 1}" for h in range(nh)]
     fig = go.Figure(go.Heatmap(z=counts.from_last, x=position_labels(tokens), y=heads, colorscale=SEQUENTIAL,
                                zmin=0.0, zmax=max(float(counts.from_last.max()), 1.0), colorbar=dict(title="count"),
                                hovertemplate="key %{x}<br>%{y}<br>position %{z:.2f}<extra></extra>"))
@@ -34,9 +34,9 @@ def running_count_figure(counts: ContextualCounts, *, tokens: list[str], referen
     labels = [safe(t) for t in tokens]
     fig = go.Figure()
     for head, running in enumerate(counts.running):
-        fig.add_trace(go.Scatter(x=x, y=running, mode="lines+markers", name=f"head {head}", customdata=labels,
+        fig.add_trace(go.Scatter(x=x, y=running, mode="lines+markers", name=f"head {head + 1}", customdata=labels,
                                  marker=dict(size=4), line=dict(color=LINE_COLOURS[head % len(LINE_COLOURS)]),
-                                 hovertemplate=f"head {head}<br>token %{{x}} “%{{customdata}}”<br>count %{{y:.2f}}"
+                                 hovertemplate=f"head {head + 1}<br>token %{{x}} “%{{customdata}}”<br>count %{{y:.2f}}"
                                                "<extra></extra>"))
     for unit, values in references.items():
         fig.add_trace(go.Scatter(x=x, y=values, mode="lines", name=f"{unit} so far", customdata=labels,

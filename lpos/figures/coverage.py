@@ -7,7 +7,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from lpos.analysis.table_coverage import RowDrift
+from lpos.analysis.coverage import RowDrift
 from lpos.figures.common import colour_of, finish, safe
 
 TRAINED, UNTRAINED = "#1f77b4", "#d62728"

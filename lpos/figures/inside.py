@@ -103,7 +103,7 @@ def head_layer_figure(portraits: dict[str, HeadPortraits], *, layer: int) -> go.
         return [list(values(r)) + [None] * (heads - len(r)) for r in rows.values()]
 
     z = grid(lambda r: r["behaviour"].map(codes.get))
-    fig = go.Figure(go.Heatmap(z=z, x=[f"h{h}" for h in range(heads)], y=[safe(n) for n in rows],
+    fig = go.Figure(go.Heatmap(z=z, x=[f"h{h + 1}" for h in range(heads)], y=[safe(n) for n in rows],
                                zmin=-0.5, zmax=len(BEHAVIOURS) - 0.5, colorscale=scale, showscale=False,
                                text=grid(lambda r: r.apply(_cell_label, axis=1)), texttemplate="%{text}",
                                textfont=dict(size=12), customdata=grid(lambda r: r.apply(_cell_hover, axis=1)),
@@ -147,7 +147,7 @@ def distance_profile_figure(profiles: dict[str, np.ndarray], *, layer: int, head
     fig.update_yaxes(title_text="mean attention weight (log scale, from 10⁻⁴)", type="log", range=[-4, 0],
                      exponentformat="power")
     fig.update_layout(legend=dict(orientation="h", y=-0.2))
-    return finish(fig, title=f"Layer {layer}, head {head}: average attention by distance", height=420)
+    return finish(fig, title=f"Layer {layer}, head {head + 1}: average attention by distance", height=420)
 
 
 def streaming_figure(test: SinkTest, *, label: str, smooth: int = 32) -> go.Figure:

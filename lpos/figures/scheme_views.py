@@ -19,10 +19,10 @@ def bias_lines_figure(curves: dict[str, np.ndarray], *, title: str) -> go.Figure
     for col, (label, curve) in enumerate(curves.items(), start=1):
         distance = np.arange(curve.shape[1])
         for head in range(curve.shape[0]):
-            fig.add_trace(go.Scatter(x=distance, y=curve[head], mode="lines", line_shape="hv", name=f"head {head}",
-                                     legendgroup=f"head {head}", showlegend=col == 1,
+            fig.add_trace(go.Scatter(x=distance, y=curve[head], mode="lines", line_shape="hv", name=f"head {head + 1}",
+                                     legendgroup=f"head {head + 1}", showlegend=col == 1,
                                      line=dict(color=LINE_COLOURS[head % len(LINE_COLOURS)], width=2),
-                                     hovertemplate=f"{safe(label)}, head {head}<br>distance %{{x}}<br>bias %{{y:.4f}}"
+                                     hovertemplate=f"{safe(label)}, head {head + 1}<br>distance %{{x}}<br>bias %{{y:.4f}}"
                                                    "<extra></extra>"), row=1, col=col)
         fig.update_xaxes(title_text="distance i − j", row=1, col=col)
     fig.update_yaxes(title_text="bias added to the score", row=1, col=1)

@@ -57,7 +57,7 @@ def attention_bars(result: ShuffleResult, *, head: int, tokenizer: Tokenizer = G
         fig.update_xaxes(title_text="position and token", type="category", row=row, col=1)
         fig.update_yaxes(title_text="attention weight", row=row, col=1,
                          range=[0, 1.25 * float(max(result.weights_before[head].max(), result.weights_after[head].max()))])
-    return finish(fig, title=f"{result.scheme}: layer 1, head {head}, weights of the last token", height=560)
+    return finish(fig, title=f"{result.scheme}: layer 1, head {head + 1}, weights of the last token", height=560)
 
 
 def prediction_bars(result: ShuffleResult) -> go.Figure:

@@ -103,22 +103,15 @@ def repeated_figure(frame: pd.DataFrame, *, word: str, index: int) -> go.Figure:
     return finish(fig, title=f"“{word}” at its different positions: summed rows (token + position)", height=320)
 
 
-def attention_figure(timeline: Timeline, index: int) -> go.Figure:
-    """First-layer attention on the probe sentence at snapshot `index`, one panel per head."""
-    weights = timeline.attention[index]  # (nh, T, T)
-    panels = [(f"head {h}", weights[h]) for h in range(len(weights))]
-    return matrix_panels(panels, tokens=timeline.probe_tokens, value_name="weight", zmin=0.0, zmax=1.0,
-                         title=f"Step {timeline.steps[index]}: first-layer attention on the probe sentence")
-
-
 def attention_figures(timeline: Timeline, index: int) -> list[go.Figure]:
-    """attention_figure as one figure per head, for a page to set in columns that a phone stacks:
+    """First-layer attention on the probe sentence at snapshot `index`, one figure per head, for a page to
+    set in columns that a phone stacks:
     four maps in one figure cannot reflow, and at 400 px they are unreadable."""
     weights = timeline.attention[index]  # (nh, T, T)
     step = timeline.steps[index]
     figures = []
     for h in range(len(weights)):
-        fig = matrix_panels([(f"head {h}", weights[h])], tokens=timeline.probe_tokens, value_name="weight",
+        fig = matrix_panels([(f"head {h + 1}", weights[h])], tokens=timeline.probe_tokens, value_name="weight",
                             zmin=0.0, zmax=1.0, title="")
         name = fig.layout.annotations[0].text  # "head h", with the block note when averaged
         fig.layout.annotations = ()
@@ -136,9 +129,9 @@ def bias_figure(frame: pd.DataFrame, *, step: int, label: str) -> go.Figure:
     queries = sorted(frame["query"].unique())
     for head, per_head in frame.groupby("head"):
         for i, (query, rows) in enumerate(per_head.groupby("query")):
-            name = f"head {head}, query at {query}"
+            name = f"head {head + 1}, query at {query}"
             fig.add_trace(go.Scatter(
-                x=rows["distance"], y=rows["bias"], mode="lines", line_shape="hv", name=name, legendgroup=f"head {head}",
+                x=rows["distance"], y=rows["bias"], mode="lines", line_shape="hv", name=name, legendgroup=f"head {head + 1}",
                 line=dict(color=LINE_COLOURS[head % len(LINE_COLOURS)], dash=QUERY_DASHES[(i - len(queries)) % 3]),
                 hovertemplate=f"{name}<br>distance %{{x}}<br>bias %{{y:.3f}}<extra></extra>"))
     fig.add_hline(y=0, line=dict(color="grey", width=1, dash="dot"))

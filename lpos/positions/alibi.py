@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from lpos.positions.base import Paper, PositionScheme
+from lpos.positions.base import DistanceBias, Paper, distances
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
@@ -39,12 +39,16 @@ def alibi_bias(n_heads: int, length: int, *, first_query: int = 0) -> torch.Tens
     (later tokens read against a cache of earlier keys), the keys 0..length-1. Entries above the
     diagonal are 0 (the causal mask hides them).
     """
-    queries, keys = torch.arange(first_query, length), torch.arange(length)
-    distance = (queries[:, None] - keys[None, :]).clamp(min=0).float()  # (T, S)
-    return -alibi_slopes(n_heads)[:, None, None] * distance[None]  # (nh, T, S)
+    return slope_lines(n_heads, distances(first_query, length - first_query, length))
 
 
-class Alibi(PositionScheme):
+def slope_lines(n_heads: int, distance: torch.Tensor) -> torch.Tensor:
+    """-slope_h * (i - j) (nh, T, S) for distances i - j (T, S); 0 where a key comes after its query."""
+    slopes = alibi_slopes(n_heads).to(distance.device)
+    return -slopes[:, None, None] * distance.clamp(min=0).float()[None]  # (nh, T, S)
+
+
+class Alibi(DistanceBias):
     name = "alibi"
     order = 3
     label = "ALiBi"
@@ -55,12 +59,9 @@ class Alibi(PositionScheme):
                    "amount and no length is special.")
     paper = Paper("Train Short, Test Long: Attention with Linear Biases Enables Input Length Extrapolation",
                   "Press et al. 2021", "https://arxiv.org/abs/2108.12409")
-    in_attention = True
-    views = frozenset({"bias"})
-    acts = "subtracts a per-head distance penalty from attention scores"
 
-    def bias(self, attention, first_query: int, T: int, S: int, *, offset: int = 0) -> torch.Tensor:
-        return alibi_bias(attention.n_head, S, first_query=first_query)  # distances only: an offset cancels
+    def distance_bias(self, attention, distance: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
+        return slope_lines(attention.n_head, distance)  # distances only: an offset cancels
 
 
 SCHEME = Alibi()

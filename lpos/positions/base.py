@@ -15,6 +15,10 @@ Hooks, in the order a forward pass meets them:
 - `bias(attention, first_query, T, S, offset=0)`: added to the scaled scores before the causal mask;
 - `score_term(attention, scores, q)`: added after the mask, computed from the masked scores and
   the queries (a contextual scheme's count).
+
+What a scheme does is said once, by its `views`: `adds_rows`, `has_table` and `in_attention` are read
+from them. A scheme whose bias depends only on where each query and key sit (ALiBi, T5, FIRE) subclasses
+`DistanceBias` and gives `distance_bias` the distances; the `bias` hook around it is written once, here.
 """
 from __future__ import annotations
 
@@ -32,6 +36,7 @@ VIEWS = (
     "bias",  # a bias on the scores that depends on distance (ALiBi's lines, T5's buckets, FIRE's curve)
     "contextual",  # positions counted from the content (CoPE's gates and counts)
 )
+ATTENTION_VIEWS = frozenset({"rotation", "bias", "contextual"})  # the views of a scheme that acts inside attention
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,13 @@ class Paper:
     title: str
     authors: str  # "Press et al. 2021"
     url: str
+
+
+def distances(first_query: int, T: int, S: int, *, device=None) -> torch.Tensor:
+    """i - j (T, S) of queries first_query..first_query+T-1 against keys 0..S-1 (negative: a key after its
+    query, which the causal mask hides)."""
+    queries = torch.arange(first_query, first_query + T, device=device)
+    return queries[:, None] - torch.arange(S, device=device)[None, :]  # (T, S)
 
 
 class PositionScheme:
@@ -52,12 +64,7 @@ class PositionScheme:
     hint: str = ""  # one line for the sidebar
     explanation: str = ""  # one paragraph: what it does and where it acts
     paper: Paper | None = None
-    adds_rows: bool = False  # adds a position row to each token row before the first block
-    has_table: bool = False  # one row per position: inputs stop at its last row
-    in_attention: bool = False  # acts inside attention (rotates q and k, biases or adds to scores)
-    views: frozenset[str] = frozenset()
-    # where it acts, in a sentence that follows "It ": for Embeddings' empty panel and the attention page
-    acts: str = ""
+    views: frozenset[str] = frozenset()  # what it does, as the views that apply to it (VIEWS)
     # How much faster than the rest of the model this scheme's own weights (`model_parameters`,
     # `layer_parameters`) learn; 1.0: the same rate and decay as every other weight. Any other value also
     # leaves them out of weight decay (lpos.train.make_optimizer).
@@ -69,6 +76,27 @@ class PositionScheme:
         if view not in VIEWS:
             raise ValueError(f"unknown view {view!r}; views are {VIEWS}")
         return view in self.views
+
+    @property
+    def acts(self) -> str:
+        """Where it acts, in a sentence that follows "It " (Embeddings' empty panel, the attention page): its
+        hint, unless the scheme sets `acts` to say it another way."""
+        return self.hint
+
+    @property
+    def adds_rows(self) -> bool:
+        """Adds a position row to each token row before the first block."""
+        return "rows" in self.views
+
+    @property
+    def has_table(self) -> bool:
+        """One row per position: inputs stop at its last row."""
+        return "table" in self.views
+
+    @property
+    def in_attention(self) -> bool:
+        """Acts inside attention: rotates q and k, biases the scores or adds to them."""
+        return not self.views.isdisjoint(ATTENTION_VIEWS)
 
     def max_length(self, config) -> int | None:
         """The longest input (offset included) a model of this scheme reads; None: any length."""
@@ -120,3 +148,21 @@ class PositionScheme:
 
     def __repr__(self) -> str:
         return f"<position scheme {self.name}>"
+
+
+class DistanceBias(PositionScheme):
+    """A scheme that acts only by a bias on the scores computed from where each query and key sit (ALiBi,
+    T5, FIRE). Subclasses give `distance_bias`; `bias` builds what it reads."""
+
+    views = frozenset({"bias"})
+
+    def bias(self, attention, first_query: int, T: int, S: int, *, offset: int = 0) -> torch.Tensor:
+        device = attention.c_attn.weight.device
+        queries = torch.arange(first_query + offset, first_query + offset + T, device=device)  # (T,): where they sit
+        return self.distance_bias(attention, distances(first_query, T, S, device=device), queries)
+
+    def distance_bias(self, attention, distance: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
+        """The bias (nh, T, S) from the distances i - j (T, S) and where each query really sits (T,), the
+        offset included (a relative bias reads the distances alone, so an offset cancels; FIRE's normaliser
+        reads the queries)."""
+        raise NotImplementedError

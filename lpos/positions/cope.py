@@ -47,7 +47,6 @@ class Cope(PositionScheme):
                    "position vector whose dot product with the query is added to the score.")
     paper = Paper("Contextual Position Encoding: Learning to Count What's Important", "Golovneva et al. 2024",
                   "https://arxiv.org/abs/2405.18719")
-    in_attention = True
     views = frozenset({"contextual"})
     acts = "adds a learned vector for each key's count of gated tokens to attention scores"
 

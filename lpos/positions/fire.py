@@ -23,7 +23,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from lpos.positions.base import Paper, PositionScheme
+from lpos.positions.base import DistanceBias, Paper
 
 HIDDEN = 32  # the paper's MLP width
 START_C = 1.0
@@ -56,7 +56,7 @@ class FireFunction(nn.Module):
         return self.curve(self.normalised(distance, query)).permute(2, 0, 1)  # (nh, T, S)
 
 
-class Fire(PositionScheme):
+class Fire(DistanceBias):
     name = "fire"
     order = 6
     label = "FIRE"
@@ -67,18 +67,13 @@ class Fire(PositionScheme):
                    "own reach, so any input length maps distances into the same range the training saw.")
     paper = Paper("Functional Interpolation for Relative Positions Improves Long Context Transformers",
                   "Li et al. 2024", "https://arxiv.org/abs/2310.04418")
-    in_attention = True
-    views = frozenset({"bias"})
     acts = "adds a learned function of the normalised log distance to attention scores"
 
     def layer_parameters(self, config) -> dict[str, nn.Module]:
         return {"fire": FireFunction(config.n_head)}
 
-    def bias(self, attention, first_query: int, T: int, S: int, *, offset: int = 0) -> torch.Tensor:
-        device = attention.fire.threshold.device
-        queries = torch.arange(first_query, first_query + T, device=device)
-        distance = queries[:, None] - torch.arange(S, device=device)[None, :]  # (T, S)
-        return attention.fire(distance, queries + offset)  # the normaliser reads where the query really sits
+    def distance_bias(self, attention, distance: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
+        return attention.fire(distance, queries)  # the normaliser reads where the query really sits
 
 
 SCHEME = Fire()

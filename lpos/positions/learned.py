@@ -43,8 +43,6 @@ class Learned(PositionScheme):
                    "row: a longer input has no row to read.")
     paper = Paper("Language Models are Unsupervised Multitask Learners", "Radford et al. 2019",
                   "https://cdn.openai.com/better-language-models/language_models_are_unsupervised_multitask_learners.pdf")
-    adds_rows = True
-    has_table = True
     views = frozenset({"rows", "table"})
     acts = "adds a trained row per position to each token row before the first block"
 

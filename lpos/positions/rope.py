@@ -21,9 +21,7 @@ class Rope(PositionScheme):
                    "only on how far apart they are.")
     paper = Paper("RoFormer: Enhanced Transformer with Rotary Position Embedding", "Su et al. 2021",
                   "https://arxiv.org/abs/2104.09864")
-    in_attention = True
     views = frozenset({"rotation"})
-    acts = "rotates queries and keys by their position inside attention"
 
     def check_config(self, config) -> None:
         if (config.n_embd // config.n_head) % 2:

@@ -29,7 +29,6 @@ class Sinusoidal(PositionScheme):
                    "to the token row before the first block. Nothing is trained and the table goes on for ever, and "
                    "the dot product of two rows depends only on their distance.")
     paper = Paper("Attention Is All You Need", "Vaswani et al. 2017", "https://arxiv.org/abs/1706.03762")
-    adds_rows = True
     views = frozenset({"rows", "sinusoids"})
     acts = "adds a fixed sin/cos row per position to each token row before the first block"
 

@@ -24,7 +24,7 @@ import math
 import torch
 import torch.nn as nn
 
-from lpos.positions.base import Paper, PositionScheme
+from lpos.positions.base import DistanceBias, Paper
 
 
 def relative_bucket(distance: torch.Tensor, *, num_buckets: int = 32, max_distance: int = 128) -> torch.Tensor:
@@ -38,7 +38,7 @@ def relative_bucket(distance: torch.Tensor, *, num_buckets: int = 32, max_distan
     return torch.where(distance < exact, distance, far)
 
 
-class T5Bias(PositionScheme):
+class T5Bias(DistanceBias):
     name = "t5"
     order = 5
     label = "T5 bias"
@@ -50,8 +50,6 @@ class T5Bias(PositionScheme):
                    "start gets the same bias. One table serves every layer.")
     paper = Paper("Exploring the Limits of Transfer Learning with a Unified Text-to-Text Transformer",
                   "Raffel et al. 2020", "https://arxiv.org/abs/1910.10683")
-    in_attention = True
-    views = frozenset({"bias"})
     acts = "adds a learned bias per head and distance bucket to attention scores"
     learning_rate_scale = 10.0
 
@@ -63,11 +61,10 @@ class T5Bias(PositionScheme):
     def model_parameters(self, config) -> dict[str, nn.Module]:
         return {"relative_bias": nn.Embedding(config.num_buckets, config.n_head)}
 
-    def bias(self, attention, first_query: int, T: int, S: int, *, offset: int = 0) -> torch.Tensor:
+    def distance_bias(self, attention, distance: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
         table = attention.model_parts["relative_bias"].weight  # (buckets, nh), shared by every layer
-        queries = torch.arange(first_query, first_query + T, device=table.device)
-        buckets = relative_bucket(queries[:, None] - torch.arange(S, device=table.device)[None, :],
-                                  num_buckets=attention.config.num_buckets, max_distance=attention.config.max_distance)
+        buckets = relative_bucket(distance, num_buckets=attention.config.num_buckets,
+                                  max_distance=attention.config.max_distance)  # (T, S)
         return table[buckets].permute(2, 0, 1)  # (nh, T, S): distances only, so an offset cancels
 
 

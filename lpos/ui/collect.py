@@ -15,11 +15,12 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import gc
-import os
 import threading
 import time
 
-FULL_COLLECTION_SECONDS = float(os.environ.get("LPOS_FULL_GC_SECONDS", 30))
+from lpos import settings
+
+FULL_COLLECTION_SECONDS = settings.full_gc_seconds()  # LPOS_FULL_GC_SECONDS
 
 _lock = threading.Lock()
 _last = time.monotonic()

@@ -9,18 +9,18 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 from lpos import checkpoints, precomputed
-from lpos.analysis import table_coverage
+from lpos.analysis import coverage
 from lpos.figures.coverage import position_loss_figure, row_drift_figure
 from lpos.ui.caching import cache_resource
 from lpos.ui.models import LoadedModel, label, load_offered
 from lpos.ui.stored import computed
 
-WINDOWS = table_coverage.POSITION_WINDOWS
+WINDOWS = coverage.POSITION_WINDOWS
 
 
 def trained_rows(model: LoadedModel) -> int | None:
     """L when this model's learned rows from L on never trained; None otherwise."""
-    return table_coverage.trained_rows(model.meta, model.model)
+    return coverage.trained_rows(model.meta, model.model)
 
 
 def short_window_model(preferred: LoadedModel | None = None) -> LoadedModel | None:
@@ -29,7 +29,7 @@ def short_window_model(preferred: LoadedModel | None = None) -> LoadedModel | No
         return preferred
     for name in checkpoints.available():
         model, meta = load_offered(name)
-        if table_coverage.trained_rows(meta, model) is not None:
+        if coverage.trained_rows(meta, model) is not None:
             return LoadedModel(name, label(name), model, meta)
     return None
 
@@ -42,14 +42,14 @@ def full_window_model(short: LoadedModel | None = None) -> LoadedModel | None:
         alike = short is None or (model.config.position, model.config.block_size) == (
             short.model.config.position, short.model.config.block_size)
         if model.max_input_length is not None and not model.config.random_positions and alike \
-                and table_coverage.trained_rows(meta, model) is None:
+                and coverage.trained_rows(meta, model) is None:
             return LoadedModel(name, label(name), model, meta)
     return None
 
 
 @cache_resource(max_entries=8, show_spinner=False)
-def row_drift(model: LoadedModel) -> table_coverage.RowDrift | None:
-    return table_coverage.row_drift(model.model, model.meta)
+def row_drift(model: LoadedModel) -> coverage.RowDrift | None:
+    return coverage.row_drift(model.model, model.meta)
 
 
 @cache_resource(max_entries=32, show_spinner=False)
@@ -59,7 +59,7 @@ def drift_view(model: LoadedModel, upto: int | None = None) -> tuple[go.Figure, 
     if drift is None:
         return None
     figure = row_drift_figure(drift, label=model.key, upto=upto)  # the key, not the label: a title that fits 400 px
-    return figure, table_coverage.drift_reading(drift, upto=upto), drift.source
+    return figure, coverage.drift_reading(drift, upto=upto), drift.source
 
 
 @dataclass(frozen=True)
@@ -75,12 +75,12 @@ def position_losses(short: LoadedModel, full: LoadedModel) -> PositionLosses:
     stories when the corpus is on this machine, the built-in story otherwise."""
     window = full.model.config.block_size
     limit = trained_rows(short)
-    stream, text = table_coverage.position_loss_streams(short.meta, length=window)[0]
+    stream, text = coverage.position_loss_streams(short.meta, length=window)[0]
     windows = min(WINDOWS, len(stream) // window)
 
     # the shipped models' are precomputed (checkpoints/<name>.views.pt); others are scored once and kept
     curves = {m.key: computed(m.model, precomputed.POSITION_LOSS, stream=stream, length=window,
                               doing="Scoring every position") for m in (short, full)}
     return PositionLosses(position_loss_figure(curves, limit=limit, window=window),
-                          table_coverage.position_loss_reading(curves, short=short.key, full=full.key, trained=limit,
+                          coverage.position_loss_reading(curves, short=short.key, full=full.key, trained=limit,
                                                                windows=windows), text)

@@ -17,8 +17,8 @@ from lpos.positions import PositionScheme
 from lpos.ui.caching import cache_data, cache_resource
 from lpos.ui.models import LoadedModel
 
-ATTENTION_PAGE = "pages/rope_alibi.py"  # every scheme that acts inside attention has its section there
-ORDER_PAGE = "pages/order_blindness.py"
+ATTENTION_PAGE = "pages/attention.py"  # every scheme that acts inside attention has its section there
+ORDER_PAGE = "pages/shuffle.py"
 SENTENCE_FIGURES = 32  # per-sentence figures: worth keeping because a class opens the same link, few because larger
 
 

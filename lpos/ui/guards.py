@@ -7,7 +7,6 @@ import streamlit as st
 from lpos.analysis.scheme_views import names
 from lpos.positions import REGISTRY
 from lpos.ui.selection import MAX_TOKENS, Selection
-from lpos.ui.text import literal
 
 __all__ = ["usable_ids"]
 

@@ -120,7 +120,7 @@ def window_baseline(model: LoadedModel, ids: list[int], *, window: int):
 
 
 @cache_resource(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)
-def token_losses(model: LoadedModel, ids: list[int], *, train_length: int) -> go.Figure:
+def token_loss_chart(model: LoadedModel, ids: list[int], *, train_length: int) -> go.Figure:
     """The loss of every token of a long text (the Length extrapolation page's live view), with the same
     tokens each read with a sliding window of the training length as a baseline."""
     curve = loss_curve(model, ids)

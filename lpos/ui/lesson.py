@@ -181,7 +181,7 @@ def mask_leaks(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figu
 STEP_VIEWS: list[Callable[[LoadedModel, LoadedModel, list[int]], Figure]] = [
     token_rows, order_blind, position_rows, table_wall, sinusoid_distance, rope_offsets, relative_bias, learned_band,
     train_short, mask_leaks]
-SENTENCE_STEPS = (1, 2, 3, 6, 10)  # the steps whose figure is drawn on the sidebar sentence (tests/test_sentences.py)
+SENTENCE_STEPS = (1, 2, 3, 6, 10)  # the steps whose figure is drawn on the sidebar sentence (tests/pages/test_sentences.py)
 SHUFFLE_STEPS = tuple(i + 1 for i, view in enumerate(STEP_VIEWS) if view in (order_blind, mask_leaks))  # shuffle_pair's
 LAST_TOKEN_STEPS = (6,)  # of those, the steps that read only its last token (RoPE's query and key there)
 

@@ -99,7 +99,6 @@ def take_back() -> None:
     except ClassError:
         return
     st.session_state.update(live_teacher={"code": code, "secret": secret})
-    teacher_cookie.written(code, secret)
     _apply(view)
     _notify(f"You are teaching class {shown_code(code)} again, at its step {view.step}: this browser kept the class "
             "when the page lost its server or was reloaded.")

@@ -9,7 +9,6 @@ from the URL is only ever looked up in these lists; it is never used as a path.
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,10 +16,12 @@ import streamlit as st
 import torch
 import torch.nn as nn
 
+from lpos import settings
 from lpos import checkpoints
 from lpos.analysis.embeddings import TokenCounts
 from lpos.analysis.scheme_views import positionless_scheme
 from lpos.checkpoints import ModelRef
+from lpos.checkpoints.layouts import TORCH_SUFFIXES
 from lpos.model import GPT, GPTConfig, initial_token_table, untrained_model
 from lpos.positions import scheme_info
 from lpos.tokenizer import GPT2, Tokenizer
@@ -28,15 +29,14 @@ from lpos.ui.caching import HASH_FUNCS, remember
 from lpos.ui.collect import release_memory
 
 UNTRAINED = str(ModelRef.untrained())
-# What a shipped model is, when its name is not a scheme's: tests/test_short_windows.py checks each
+# What a shipped model is, when its name is not a scheme's: tests/training/test_short_windows.py checks each
 # against the file's own train_args.
 SHIPPED_LABELS = {"learned-32": "learned, trained on windows of ≤ 32 tokens"}
-SHARED_DIR_ENV = "LPOS_CHECKPOINT_DIR"
-THREADS_ENV = "LPOS_TORCH_THREADS"
+SHARED_DIR_ENV = settings.CHECKPOINT_DIR
 
 # Many sessions run the models at once, each on its own script thread: one torch thread per run
 # keeps them from fighting over the cores (and from each holding a thread pool).
-torch.set_num_threads(max(1, int(os.environ.get(THREADS_ENV, "1") or 1)))
+torch.set_num_threads(settings.torch_threads())  # LPOS_TORCH_THREADS
 
 
 @dataclass(frozen=True)
@@ -67,11 +67,11 @@ class LoadedModel:
 
 
 def shared_dir_files() -> dict[str, Path]:
-    folder = os.environ.get(SHARED_DIR_ENV)
-    if not folder or not Path(folder).is_dir():
+    folder = settings.checkpoint_dir()
+    if folder is None or not folder.is_dir():
         return {}
     return {str(ModelRef.shared(p.name)): p for p in sorted(Path(folder).iterdir())
-            if p.suffix in (".pt", ".bin") or (p / "config.json").is_file()}  # .bin: llama2.c's model.bin
+            if p.suffix.lower() in TORCH_SUFFIXES or (p / "config.json").is_file()}  # the suffixes an upload takes
 
 
 def offered() -> list[str]:

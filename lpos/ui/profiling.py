@@ -9,14 +9,15 @@ variable this costs nothing and pyinstrument need not be installed (it is a dev 
 """
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-PROFILE_ENV = "LPOS_PROFILE"
+from lpos import settings
+
+PROFILE_ENV = settings.PROFILE
 INTERVAL_S = 0.001  # one sample a millisecond: a run costs 10 to 200 ms
 
 
@@ -30,7 +31,7 @@ def report_path(folder: Path, page: str, *, now: float) -> Path:
 @contextmanager
 def profiled(page: str) -> Iterator[None]:
     """Profile the body when LPOS_PROFILE names a folder (created if missing); else just run it."""
-    folder = os.environ.get(PROFILE_ENV)
+    folder = settings.profile_dir()
     if not folder:
         yield
         return

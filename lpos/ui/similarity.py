@@ -1,5 +1,7 @@
-"""The Similarity views: position x position maps, the band, the PCA path, RoPE's kernel, and
-nearest tokens; each cached per model (named by its key, lpos.ui.caching) and size.
+"""The Similarity page's position half: the position slider and what it drives, the position x position
+maps, the band, the rows training never reached, the nearest positions and the PCA path, and RoPE's
+kernel for a scheme that adds no rows; each cached per model (named by its key, lpos.ui.caching) and
+size. The token half (token x token map, nearest tokens) is lpos.ui.token_similarity.
 
 The maps and the PCA do not depend on the sidebar sentence: they are kept as built figures
 (`st.cache_resource`), so a new sentence rebuilds none of them.
@@ -7,20 +9,24 @@ The maps and the PCA do not depend on the sidebar sentence: they are kept as bui
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
 from lpos.analysis import similarity, timeline
-from lpos.analysis.embeddings import token_counts
+from lpos.analysis.lengths import training_length
+from lpos.analysis.scheme_views import names
 from lpos.figures.export import Recipe, Ref, step
-from lpos.figures.similarity import similarity_heatmaps
-from lpos.positions import scheme_info
-from lpos.ui.caching import cache_data, cache_resource
-from lpos.ui.coverage import trained_rows
+from lpos.positions import scheme_info, schemes_with
+from lpos.ui import embeddings
+from lpos.ui.caching import cache_data
+from lpos.ui.coverage import drift_view, short_window_model, trained_rows
+from lpos.ui.export import chart, drawn
 from lpos.ui.models import LoadedModel
-from lpos.ui.export import drawn
 from lpos.ui.sinusoids import FIGURES, LIFETIME
+
+NEAREST_POSITIONS = 10  # rows listed for "nearest positions of position"
+NO_ROWS = (f"Nearest positions and the PCA path need position rows; this scheme has none (choose "
+           f"{names(schemes_with('rows')).replace(' and ', ' or ')}).")
 
 
 def position_maps(model: LoadedModel, length: int, *, with_untrained: bool, apart: bool = False) -> go.Figure | list[Recipe]:
@@ -75,6 +81,29 @@ def position_band(model: LoadedModel, length: int) -> tuple[Recipe, dict]:
 @cache_data(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)
 def band_structure(model: LoadedModel, length: int) -> dict:
     return timeline.table_structure(similarity.position_rows(model.model, length))
+
+
+def map_caption(model: LoadedModel, length: int) -> str:
+    """What the position maps of a model's first `length` rows show, with the band's own numbers."""
+    structure, scheme = band_structure(model, length), model.model.scheme
+    at = timeline.band_cosines(structure)
+    if scheme.has_table and model.trained:
+        return (f"Trained (first map): mean cosine {at}; "
+                f"{similarity.neighbour_sentence(structure['neighbour_distance'], rows_shown(model, length))}.\n"
+                + second_map_sentence(model))
+    if scheme.has_table:
+        return ("Untrained: random rows are nearly orthogonal, so the map is speckle around 0 with a diagonal of 1s.\n"
+                "Pick a trained learned model to see the band training carves.")
+    if scheme.shows("sinusoids"):
+        return (f"The {scheme.label.lower()} table has the band by construction (mean cosine {at}): similarity "
+                "depends on distance only, so it is the same along every diagonal.")
+    return f"{scheme.label}'s rows: mean cosine {at}."
+
+
+@cache_data(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)
+def rows_shown(model: LoadedModel, length: int) -> int:
+    """How many of the first `length` position rows the model has (a table stops at its last row)."""
+    return len(similarity.position_rows(model.model, length))
 
 
 def position_pca(model: LoadedModel, length: int) -> tuple[Recipe, Recipe, str]:
@@ -159,12 +188,99 @@ def kernel_reading(length: int, head_dim: int, *, base: float) -> str:
     return similarity.rope_kernel_sentence(line, head_dim=head_dim, base=base)
 
 
-@cache_data(max_entries=64, show_spinner=False)
-def nearest_tokens(model: LoadedModel, token_id: int, *, k: int) -> pd.DataFrame:
-    return similarity.nearest_tokens(model.model, token_id, k=k, counts=token_counts(model.meta), tokenizer=model.tokenizer)
+def rows_never_trained(loaded: LoadedModel, length: int) -> None:
+    """The table's second limit, for a model trained on windows shorter than its table."""
+    config, limit = loaded.model.config, trained_rows(loaded)
+    if limit is None:
+        short = short_window_model()
+        st.caption(similarity.table_read_sentence(window=training_length(loaded.meta, loaded.model), rows=config.block_size,
+                                                  randomized=config.random_positions, shown=length,
+                                                  short_label=short.label if short else None))
+        return
+    st.subheader("Rows training never reached")
+    fig, reading, source = drift_view(loaded, length)
+    chart(fig, name="similarity-rows-never-trained", model=loaded, key="sim_coverage")
+    for line in reading:
+        st.markdown(f"- {line}")
+    st.caption(similarity.never_trained_sentence(limit=limit, rows=config.block_size, shown=length, source=source))
 
 
-@st.cache_resource(max_entries=32, ttl=600, show_spinner=False)
-def token_map(rows: np.ndarray, *, title: str, tokens: list[str]) -> go.Figure:
-    """The sentence's token x token cosine map of `rows`."""
-    return similarity_heatmaps([similarity.similarity_map(rows, title=title)], axis_title="token", tokens=tokens)
+def position_slider(loaded: LoadedModel) -> int:
+    """How many positions the maps draw: a link's own size, else the whole trained table (128 rows at most)."""
+    limit = loaded.model.max_input_length or 1024
+    asked = st.query_params.get("positions", "")  # a link may open the map at its own size
+    whole = limit if loaded.model.config.random_positions else min(128, limit)  # a randomized table: every row trained
+    start = int(asked) if asked.isdigit() and 2 <= int(asked) <= limit else whole
+    return st.slider("Positions", min_value=2, max_value=max(2, limit), value=start, key=f"sim_length_{limit}",
+                     help="Above 256 positions the map is block-averaged so the page stays light.")
+
+
+def position_maps_section(loaded: LoadedModel, length: int) -> None:
+    """The maps of the rows the scheme adds, their caption, and the band as a line."""
+    table_trained = loaded.model.scheme.has_table and loaded.trained
+    maps = position_maps(loaded, length, with_untrained=table_trained, apart=True)
+    for column, key, panel in zip(st.columns(len(maps), gap="small"), ("sim_positions", "sim_positions_start"), maps):
+        chart(panel, name=f"similarity-{key.replace('sim_positions', 'position-map')}", where=column,
+              model=loaded, key=key)  # side by side; a phone stacks them
+    band, _ = position_band(loaded, length)
+    st.caption(map_caption(loaded, length))
+    chart(band, name="similarity-band", model=loaded, key="sim_band")
+    st.caption("The band along the diagonal, as a line: the mean cosine of all pairs of rows that are that many "
+               "positions apart.")
+    if table_trained:
+        rows_never_trained(loaded, length)
+
+
+def rope_kernel_section(loaded: LoadedModel, length: int) -> None:
+    """RoPE adds no rows: its kernel, the cosine of one vector turned to two positions."""
+    config = loaded.model.config
+    head_dim = config.n_embd // config.n_head
+    kernel_map, kernel_line, kernel_reading = rope_kernel(length, head_dim, base=config.rope_base)
+    chart(kernel_map, name="similarity-position-map", model=loaded, key="sim_positions")
+    st.caption(similarity.rope_kernel_map_sentence(label=loaded.model.scheme.label, head_dim=head_dim, base=config.rope_base))
+    chart(kernel_line, name="similarity-kernel-by-offset", model=loaded, key="sim_kernel")
+    st.caption(kernel_reading)
+
+
+def nearest_and_path(loaded: LoadedModel, length: int) -> None:
+    """The nearest rows of one position, and the PCA path of the rows."""
+    table = similarity.position_rows(loaded.model, length)
+    position = st.number_input("Nearest positions of position", min_value=0, max_value=len(table) - 1,
+                               value=min(10, len(table) - 1), key=f"sim_position_{len(table)}")
+    st.dataframe(similarity.nearest_positions(table, int(position), k=min(NEAREST_POSITIONS, len(table) - 1)),
+                 hide_index=True, key="sim_position_neighbours")
+    distance = band_structure(loaded, length)["neighbour_distance"]
+    st.caption(f"Among the first {len(table)} position rows (the slider above); "
+               f"{similarity.neighbour_sentence(distance, len(table))}.")
+    st.subheader("The path of the position rows (PCA)")
+    if len(table) < 4:
+        st.info("PCA needs at least 4 positions; raise the slider above.")
+        return
+    flat, solid, reading = position_pca(loaded, length)
+    left, right = st.columns(2)
+    chart(flat, name="similarity-pca-2d", where=left, model=loaded, key="sim_pca2")
+    # closed, the 3-D view sends nothing: a WebGL scene costs a browser without a GPU ~0.8 s per slider step
+    solid_box = right.expander("The same path in 3-D (drag to turn it)", key="sim_pca3_open", on_change="rerun")
+    if solid_box.open:
+        chart(solid, name="similarity-pca-3d", where=solid_box, model=loaded, key="sim_pca3")
+    st.caption(reading)
+
+
+@st.fragment
+def positions_section(loaded: LoadedModel) -> None:
+    """The position rows: the slider and everything it drives (no sentence in here)."""
+    scheme = loaded.model.scheme
+    st.subheader("Position × position")
+    if not scheme.adds_rows and not scheme.shows("rotation"):  # nothing here depends on a length: no slider
+        where = embeddings.where_it_acts(scheme)
+        st.info(where.sentence, icon=":material/info:")
+        st.page_link(where.page, label=where.link, icon=where.icon)
+        st.info(NO_ROWS, icon=":material/info:")
+        return
+    length = position_slider(loaded)
+    if scheme.adds_rows:
+        position_maps_section(loaded, length)
+        nearest_and_path(loaded, length)
+    else:
+        rope_kernel_section(loaded, length)
+        st.info(NO_ROWS, icon=":material/info:")

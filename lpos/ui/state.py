@@ -14,7 +14,7 @@ import streamlit as st
 
 from lpos.checkpoints import CheckpointError
 from lpos.positions import DEFAULT_SCHEME, HINTS, SCHEMES
-from lpos.tokenizer import END_OF_TEXT, END_OF_TEXT_ID, encode, visible
+from lpos.tokenizer import END_OF_TEXT, END_OF_TEXT_ID, encode
 from lpos.ui import live_class
 from lpos.ui.caching import remember
 from lpos.ui.models import UNTRAINED, LoadedModel, label, load_offered, offered, untrained
@@ -22,14 +22,6 @@ from lpos.ui.selection import DEFAULT_TEXT, MAX_CHARS, MAX_TOKENS, Selection
 from lpos.ui.upload import uploader
 
 __all__ = ["DEFAULT_TEXT", "MAX_CHARS", "MAX_TOKENS", "init_from_url", "model_options", "sidebar"]
-
-
-def left_out_sentence(text: str, dropped: int, tokenizer) -> str:
-    """How many characters of the sidebar text the model's tokenizer lacks, and which (the first 20)."""
-    missing = sorted({c for c in set(text) if tokenizer.encode_known(c)[1]})
-    shown = ", ".join(f"“{visible(c)}”" for c in missing[:20]) + (f" and {len(missing) - 20} more" if len(missing) > 20 else "")
-    return (f"{dropped:,} character{'s' if dropped != 1 else ''} of the sidebar text {'are' if dropped != 1 else 'is'} "
-            f"not in {tokenizer.name} and {'were' if dropped != 1 else 'was'} left out: {shown}.")
 
 
 def model_options() -> list[str]:
@@ -76,7 +68,7 @@ def init_from_url() -> None:
 
     The sentence is kept under "url_text", not written into the text area's own key: a value
     written into a widget's key before the widget exists, on a link's first run, was at times not
-    shown by the browser (an empty box over a page that drew the link's sentence; issue 17).
+    shown by the browser (an empty box over a page that drew the link's sentence).
     sidebar() passes it as the text area's initial value instead."""
     if "url_read" in st.session_state:
         return
@@ -116,7 +108,7 @@ def sidebar() -> Selection:
                                            "showing another model instead."]
         st.session_state["model"] = _default_model(st.session_state["scheme"])
     with st.sidebar:
-        uploader()  # first: a folded one-line box that a 1366×768 laptop shows without scrolling (issue 25)
+        uploader()  # first: a folded one-line box that a 1366×768 laptop shows without scrolling
         # the identity of the box is its key (and max_chars), so `value` only fills a new box
         st.text_area("Sentence", st.session_state["url_text"], key="sentence", max_chars=MAX_CHARS, height=90,
                      help="Any text: it is split into the model's tokens (GPT-2's, unless the model has its own).")
@@ -134,8 +126,8 @@ def sidebar() -> Selection:
     loaded = LoadedModel(key, label(key), model, meta)
     ids, dropped = loaded.tokenizer.encode_known(text)  # the model's own tokens; a character vocabulary may lack some
     if dropped:  # said where the page is read, with the characters, not below the sidebar's fold
-        st.warning(left_out_sentence(text, dropped, loaded.tokenizer), icon=":material/warning:")
-    if END_OF_TEXT in text and loaded.tokenizer.is_gpt2:  # issue 25: say what a typed special-token spelling becomes
+        st.warning(loaded.tokenizer.left_out_sentence(text), icon=":material/warning:")
+    if END_OF_TEXT in text and loaded.tokenizer.is_gpt2:  # say what a typed special-token spelling becomes
         st.sidebar.caption(f"“{END_OF_TEXT}” typed here is read as ordinary text ({len(encode(END_OF_TEXT))} tokens), "
                            f"not GPT-2's end-of-text token (id {END_OF_TEXT_ID}) that separates stories in training: "
                            "typed text is never turned into a control token.")

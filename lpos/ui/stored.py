@@ -11,12 +11,12 @@ written anywhere.
 """
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 
 import streamlit as st
 
+from lpos import settings
 from lpos import checkpoints, precomputed
 from lpos.checkpoints import ModelRef
 from lpos.model import GPT
@@ -24,7 +24,6 @@ from lpos.ui.caching import model_key
 from lpos.ui.collect import release_memory
 
 UNTRAINED = precomputed.UNTRAINED
-CACHE_ENV = "LPOS_VIEW_CACHE"  # where shared-folder models' views are kept; "off" keeps none
 _lock = threading.Lock()
 
 
@@ -109,10 +108,7 @@ def keep(model: GPT, key: str, value) -> None:
 
 
 def cache_folder() -> Path | None:
-    setting = os.environ.get(CACHE_ENV)
-    if setting == "off":
-        return None
-    return Path(setting) if setting else Path.home() / ".cache" / "lpos" / "views"
+    return settings.view_cache()  # LPOS_VIEW_CACHE: where shared-folder models' views are kept; "off" keeps none
 
 
 @st.cache_resource(show_spinner=False, max_entries=64)

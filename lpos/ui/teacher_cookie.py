@@ -29,15 +29,10 @@ def read() -> tuple[str, str] | None:
     return tuple(raw.split(".")) if COOKIE_VALUE.fullmatch(raw) else None
 
 
-def written(code: str, secret: str) -> None:
-    """The browser already holds this class (it was read from its cookie)."""
-    st.session_state["live_cookie"] = f"{code}.{secret}"
-
-
 def keep(teaching: dict | None) -> None:
     """Keep this browser's cookie equal to the class it teaches (cleared when it teaches none)."""
     want = f"{teaching['code']}.{teaching['secret']}" if teaching else ""
-    if st.session_state.get("live_cookie", _sent()) == want or (want and not COOKIE_VALUE.fullmatch(want)):
+    if st.session_state.get("live_cookie", _sent()) == want:  # a class taken back from the cookie: already there
         return
     age = round(IDLE_EXPIRY_S) if want else 0
     st.html(script(want, age), unsafe_allow_javascript=True)

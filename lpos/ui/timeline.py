@@ -11,6 +11,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from lpos.analysis import timeline
+from lpos.analysis.similarity import neighbour_sentence
+from lpos.analysis.coverage import split_band
 from lpos.figures.timeline import (attention_figures, band_figure, bias_figure, loss_curve_figure, position_map_figure,
                                    repeated_figure)
 from lpos.ui.caching import cache_resource
@@ -61,3 +63,24 @@ def step_figures(model: LoadedModel, index: int) -> StepFigures:
                        None if line.bias is None else
                        bias_figure(timeline.bias_over_distance(line, index), step=steps[index], label=model.model.scheme.label))
 
+
+def band_captions(found: ModelTimeline, model: LoadedModel, index: int, *, limit: int | None) -> list[str]:
+    """What the band beside the map shows at snapshot `index`, from its own numbers: a learned table's
+    neighbouring rows (and, for a model trained on shorter windows, the rows training never read), or
+    for a scheme without a table what its first block adds."""
+    step, rows, band = found.timeline.steps[index], found.maps.shape[-1], found.band
+    if found.timeline.position_kind != "table":
+        far = min(64, rows // 2)
+        here = band[band.step == step].set_index("distance").cosine
+        return ["This model has no learned table of position rows. The map compares what the first block adds to the "
+                f"residual stream at each position, averaged over held-out windows. At step {step}: cosine "
+                f"{here[1]:.2f} at distance 1, {here[far]:.2f} at distance {far} (the reading above follows the whole run)."]
+    here = band[(band.step == step) & (band.distance == 1)].iloc[0]
+    said = [f"At step {step} neighbouring rows have cosine {here.cosine:.2f}; "
+            f"{neighbour_sentence(here.neighbour_distance, rows)}."]
+    if limit is not None:
+        split = split_band(found.timeline.position_rows[index], limit)
+        said.append(f"This model trained on windows of at most {limit} tokens. At step {step}, neighbouring rows among "
+                    f"rows 0–{limit - 1} have cosine {split['trained']:.2f}; among rows {limit} and after, which "
+                    f"training never read, {split['untrained']:.2f}.")
+    return said

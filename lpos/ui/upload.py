@@ -10,32 +10,30 @@ came without its tokenizer keeps its bytes too, until its tokenizer file is adde
 """
 from __future__ import annotations
 
-import os
 
 import streamlit as st
 from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from lpos import settings, vocab
 from lpos.checkpoints import CheckpointError, NeedsHeadCount, NeedsTokenizer, head_counts
-from lpos.checkpoints.uploads import (HF_FILES, IncompleteUpload, Upload, UploadedFile, is_tokenizer_file, read_upload,
-                                      safe_name, shown_mb)
+from lpos.checkpoints.layouts import LAYOUT_NAMES, TORCH_SUFFIXES
+from lpos.checkpoints.uploads import (HF_FILES, HF_FOLDER_LAYOUT, IncompleteUpload, Upload, UploadedFile,
+                                      is_tokenizer_file, read_upload, safe_name, shown_mb)
 from lpos.ui.text import literal
 
-CAP_ENV = "LPOS_MAX_UPLOAD_MB"
 # The same number as server.maxUploadSize in .streamlit/config.toml. Streamlit's box prints its
 # limit rounded to whole GB above 512 MB ("1GB per file"), so 1 GB is the cap that reads true there.
-DEFAULT_CAP_MB = 1024
+DEFAULT_CAP_MB = settings.DEFAULT_UPLOAD_MB
 MAX_UPLOADS = 3  # per session: each model stays in memory while the session lives
-ACCEPTED_TYPES = ["pt", "pth", "ckpt", "bin", "json", "safetensors", "pkl", "model", "txt"]  # the last three: tokenizers
+# the box's file types: a model file of any layout, a Hugging Face folder's files, a tokenizer of any format
+ACCEPTED_TYPES = sorted({name.rsplit(".", 1)[-1] for name in (*TORCH_SUFFIXES, *HF_FILES, *vocab.SUFFIXES)})
 DROPPED = "lpos_bytes_dropped"  # set on a file in the box once read: its bytes are gone
 
 
 def cap_mb() -> int:
     """The upload limit in MB: LPOS_MAX_UPLOAD_MB, and never above Streamlit's own server.maxUploadSize."""
-    try:
-        cap = int(os.environ.get(CAP_ENV, DEFAULT_CAP_MB))
-    except ValueError:
-        cap = DEFAULT_CAP_MB
+    cap = settings.max_upload_mb()
     server_cap = st.get_option("server.maxUploadSize")
     return max(1, min(cap, int(server_cap))) if server_cap else max(1, cap)
 
@@ -174,12 +172,10 @@ def _upload_box(kind: str | None, message: str | None, details: list) -> None:
     st.file_uploader(
         "Upload a model", type=ACCEPTED_TYPES, accept_multiple_files=True, key="upload", on_change=_on_upload,
         max_upload_size=limit,
-        help="A .pt/.pth/.ckpt/.bin: lpos, nanoGPT ckpt.pt, a trainer's dict ('model', 'optimizer', 'config'), "
-             "a bare state_dict or GPT-2's pytorch_model.bin; or a Hugging Face GPT-2 config.json with "
-             "model.safetensors or pytorch_model.bin (select both, and tokenizer.json if it has its own). "
-             "A model on its own vocabulary needs its tokenizer with it: nanoGPT's meta.pkl, a SentencePiece or "
-             f"minbpe .model, or a character model's training text (.txt). Up to {shown_mb(limit)}. "
-             "It stays in this browser session only.",
+        help=f"A {'/'.join(TORCH_SUFFIXES)} file: {LAYOUT_NAMES}, or llama2.c's model.bin; or a Hugging Face "
+             f"GPT-2 folder's {HF_FOLDER_LAYOUT.files} (select them together, and tokenizer.json if it has its own). "
+             f"A model on its own vocabulary needs its tokenizer with it: {vocab.DESCRIBED}. "
+             f"Up to {shown_mb(limit)}. It stays in this browser session only.",
     )
     st.caption(f"Up to {shown_mb(limit)} per model; only this browser tab can see it. Once read, it joins the "
                "Model box below.")

@@ -13,7 +13,7 @@ import io
 import pickle
 from pathlib import Path
 
-from lpos.vocab.base import Tokenizer, TokenizerError, check_vocab_size, read_capped
+from lpos.vocab.base import Tokenizer, TokenizerError, TokenizerFormat, check_vocab_size, read_capped
 
 PLAIN = (dict, list, tuple, set, frozenset, str, bytes, int, float, bool, type(None))
 
@@ -118,3 +118,10 @@ def read_text_vocabulary(path: Path) -> CharacterTokenizer:
     if not text:
         raise TokenizerError(f"{path.name} is empty, so it gives no characters")
     return CharacterTokenizer(sorted(set(text)), source=path.name)
+
+
+META_PICKLE = TokenizerFormat("nanoGPT's meta.pkl", (".pkl",),
+                              lambda head, suffix: suffix == ".pkl" or head.startswith(b"\x80"),  # pickle protocol 2 on
+                              read_meta_pickle)
+TRAINING_TEXT = TokenizerFormat("the training text (.txt) of a character-level model", (".txt",),
+                                lambda head, suffix: suffix in (".txt", ".text", ""), read_text_vocabulary)

@@ -12,7 +12,7 @@ import json
 import re
 from pathlib import Path
 
-from lpos.vocab.base import Tokenizer, TokenizerError, check_vocab_size, read_capped, readable_bytes
+from lpos.vocab.base import Tokenizer, TokenizerError, TokenizerFormat, check_vocab_size, piece_labels, read_capped
 
 TOKENIZER_JSON = "tokenizer.json"
 BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")  # a byte-fallback token (Llama's, SentencePiece-style BPE)
@@ -79,14 +79,13 @@ class HuggingFaceTokenizer(Tokenizer):
         return self.tokenizer.decode(list(ids), skip_special_tokens=False)
 
     def token_strings(self, ids: list[int]) -> list[str]:
-        shown = []
-        for i in ids:
-            text = self.tokenizer.decode([i], skip_special_tokens=False) or (self.tokenizer.id_to_token(i) or "")
-            if "\ufffd" in text:  # a piece of a character: show its bytes, as GPT-2's chips do
-                data = token_bytes(self.tokenizer.id_to_token(i) or "")
-                text = readable_bytes(data) if data is not None else text
-            shown.append(text)
-        return shown
+        return piece_labels([self._piece(i) for i in ids])
+
+    def _piece(self, i: int) -> bytes:
+        """Token i's bytes: its text, or for a piece of a character (decoded as U+FFFD) the bytes it stands for."""
+        text = self.tokenizer.decode([i], skip_special_tokens=False) or (self.tokenizer.id_to_token(i) or "")
+        data = token_bytes(self.tokenizer.id_to_token(i) or "") if "\ufffd" in text else None
+        return data if data is not None else text.encode()
 
     def to_data(self) -> dict:
         return {"kind": self.kind, "json": self.text, "source": self.source}
@@ -102,3 +101,7 @@ def read_tokenizer_json(path: Path) -> HuggingFaceTokenizer:
     except UnicodeDecodeError:
         raise TokenizerError(f"{path.name} is not UTF-8 text, so it is not a tokenizer.json") from None
     return HuggingFaceTokenizer(text, source=path.name)
+
+
+FORMAT = TokenizerFormat(f"a Hugging Face {TOKENIZER_JSON}", (TOKENIZER_JSON,), lambda head, suffix: suffix == ".json",
+                         read_tokenizer_json)

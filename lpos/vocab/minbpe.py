@@ -13,7 +13,7 @@ from pathlib import Path
 
 import regex
 
-from lpos.vocab.base import Tokenizer, TokenizerError, check_vocab_size, read_capped, readable_bytes
+from lpos.vocab.base import Tokenizer, TokenizerError, TokenizerFormat, check_vocab_size, piece_labels, read_capped
 
 VERSION = "minbpe v1"
 MAX_MERGES = 1_000_000
@@ -76,7 +76,7 @@ class MinbpeTokenizer(Tokenizer):
         return b"".join(self._bytes(i) for i in ids).decode("utf-8", errors="replace")
 
     def token_strings(self, ids: list[int]) -> list[str]:
-        return [readable_bytes(self._bytes(i)) for i in ids]
+        return piece_labels([self._bytes(i) for i in ids])
 
     def to_data(self) -> dict:
         return {"kind": self.kind, "pattern": self.pattern, "merges": [list(m) for m in self.merges],
@@ -118,3 +118,6 @@ def read_minbpe(path: Path) -> MinbpeTokenizer:
     if any(len(m) != 2 for m in merges) or len(merges) > MAX_MERGES:
         raise TokenizerError(f"{path.name}'s merges are not pairs of ids (at most {MAX_MERGES:,} of them)")
     return MinbpeTokenizer(pattern=pattern, merges=merges, special=special, source=path.name)
+
+
+FORMAT = TokenizerFormat("a minbpe .model", (".model",), lambda head, suffix: is_minbpe(head), read_minbpe)

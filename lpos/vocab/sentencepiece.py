@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from lpos.vocab.base import Tokenizer, TokenizerError, check_vocab_size, read_capped, readable_bytes
+from lpos.vocab.base import Tokenizer, TokenizerError, TokenizerFormat, check_vocab_size, piece_labels, read_capped
 
 BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 
@@ -41,12 +41,9 @@ class SentencePieceTokenizer(Tokenizer):
         return self.processor.decode(list(ids))
 
     def token_strings(self, ids: list[int]) -> list[str]:
-        shown = []
-        for i in ids:
-            piece = self.processor.id_to_piece(i)
-            byte = BYTE_PIECE.fullmatch(piece)
-            shown.append(readable_bytes(bytes([int(byte.group(1), 16)])) if byte else piece.replace("▁", " "))
-        return shown
+        pieces = [self.processor.id_to_piece(i) for i in ids]
+        return piece_labels([bytes([int(byte.group(1), 16)]) if (byte := BYTE_PIECE.fullmatch(piece))
+                             else piece.replace("▁", " ").encode() for piece in pieces])
 
     def to_data(self) -> dict:
         return {"kind": self.kind, "proto": self.proto, "source": self.source}
@@ -58,3 +55,7 @@ class SentencePieceTokenizer(Tokenizer):
 
 def read_sentencepiece(path: Path) -> SentencePieceTokenizer:
     return SentencePieceTokenizer(read_capped(path, what="SentencePiece model"), source=path.name)
+
+
+FORMAT = TokenizerFormat("a SentencePiece .model", (".model",), lambda head, suffix: suffix == ".model",
+                         read_sentencepiece)  # after minbpe's, whose .model files are text

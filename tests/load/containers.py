@@ -1,4 +1,4 @@
-"""Docker for tests/test_container.py: the engine (Debian's docker.io, installed and started when
+"""Docker for tests/deploy/test_container.py: the engine (Debian's docker.io, installed and started when
 missing), the images (deploy/base_image.sh's base, deploy/Dockerfile's app, the hall's HAProxy and
 Redis from deploy/service.Dockerfile), one replica, the Compose hall (deploy/compose.yaml), and the
 removal of everything made.

@@ -43,6 +43,7 @@ OTHER_PAGES = [("Sinusoids", "/sinusoids"), ("Similarity and neighbours", "/simi
 HOME = ("Embeddings: token + position", "/")
 TIMEOUT_MS = 120_000
 UPLOAD_EVERY = 5
+UPLOAD_SUFFIX = "(your upload)"  # how the model box names an upload
 
 
 def markers(count: int) -> list[int]:
@@ -195,11 +196,20 @@ class Session:
         await self.redrawn(page, path=path)
 
     async def own_uploads_only(self, page) -> None:
-        await page.locator("[data-testid='stSidebar'] [data-testid='stSelectbox']").nth(1).click()
+        """Open the model box filtered to uploads and read what it lists. Unfiltered, the box draws only
+        the options near the chosen one (a virtual list), so an upload far down it was not in the page."""
+        box = page.locator("[data-testid='stSidebar'] [data-testid='stSelectbox']").filter(
+            has=page.get_by_text("Model", exact=True))
+        await box.locator("input").click()
+        await box.locator("input").press_sequentially(UPLOAD_SUFFIX)
+        await page.wait_for_function(
+            "(suffix) => [...document.querySelectorAll('[role=option], [role=listbox]')]"
+            ".some(o => o.textContent.includes(suffix) || o.textContent.includes('No results'))",
+            arg=UPLOAD_SUFFIX, timeout=TIMEOUT_MS)
         options = await page.get_by_role("option").all_inner_texts()
         await page.keyboard.press("Escape")
-        uploads = [o for o in options if "(your upload)" in o]
-        expected = [f"{self.upload_name} (your upload)"] if self.upload_name else []
+        uploads = [o for o in options if UPLOAD_SUFFIX in o]
+        expected = [f"{self.upload_name} {UPLOAD_SUFFIX}"] if self.upload_name else []
         if uploads != expected:
             self.report.leaks.append(f"session {self.index} sees uploads {uploads}, expected {expected}")
 

@@ -17,8 +17,14 @@ from lpos.checkpoints.layouts.recognised import FileLayout, FolderLayout, Recogn
 
 FILE_LAYOUTS: tuple[FileLayout, ...] = (*llama2c.FILE_LAYOUTS, *courses.FILE_LAYOUTS, *gpt2.FILE_LAYOUTS)  # llama2.c's ckpt.pt has model_args too
 FOLDER_LAYOUTS: tuple[FolderLayout, ...] = (*llama.FOLDER_LAYOUTS, *huggingface.FOLDER_LAYOUTS)
+# the names a model file of these layouts ends in: a torch file (nanoGPT's ckpt.pt, a course's model.pth, a
+# trainer's .ckpt, GPT-2's pytorch_model.bin) or llama2.c's raw model.bin; the upload box, the shared folder
+# and the CLI's help are built from it
+TORCH_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin")
+LAYOUT_NAMES = ", ".join(["an lpos checkpoint", *(layout.name for layout in FILE_LAYOUTS)])
 
-__all__ = ["FILE_LAYOUTS", "FOLDER_LAYOUTS", "Recognised", "config_values", "recognise", "recognise_folder"]
+__all__ = ["FILE_LAYOUTS", "FOLDER_LAYOUTS", "LAYOUT_NAMES", "Recognised", "TORCH_SUFFIXES", "config_values",
+           "recognise", "recognise_folder"]
 
 
 def config_values(found: Recognised, *, n_head: int | None, label: str) -> dict:
@@ -34,8 +40,7 @@ def recognise(payload: dict, label: str) -> Recognised:
     for layout in FILE_LAYOUTS:
         if layout.matches(payload):
             return layout.read(payload, label)
-    raise CheckpointError(f"{label} is neither an lpos checkpoint, a nanoGPT ckpt.pt, a trainer dict with "
-                          "'model' nor a state_dict")
+    raise CheckpointError(f"{label} is in none of the layouts lpos reads ({LAYOUT_NAMES})")
 
 
 def recognise_folder(folder: Path, *, max_bytes: int) -> Recognised:
@@ -43,5 +48,5 @@ def recognise_folder(folder: Path, *, max_bytes: int) -> Recognised:
     for layout in FOLDER_LAYOUTS:
         if layout.matches(folder):
             return layout.read(folder, max_bytes)
-    raise CheckpointError(f"{folder.name} needs config.json and model.safetensors or pytorch_model.bin "
-                          "(Hugging Face GPT-2)")
+    raise CheckpointError(f"{folder.name} needs " + "; or ".join(f"{layout.files} ({layout.name})"
+                                                             for layout in FOLDER_LAYOUTS))

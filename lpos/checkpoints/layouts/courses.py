@@ -23,28 +23,27 @@ from lpos.checkpoints.errors import CheckpointError
 from lpos.checkpoints.layouts.gpt2 import STATE_KEYS, WRAPPERS, from_state
 from lpos.checkpoints.layouts.recognised import FileLayout, Recognised, key_name
 
-RASCHKA = {  # GPTModel's names -> lpos's (block keys after "trf_blocks.N.")
-    "tok_emb.weight": "transformer.wte.weight", "pos_emb.weight": "transformer.wpe.weight",
-    "final_norm.scale": "transformer.ln_f.weight", "final_norm.shift": "transformer.ln_f.bias",
-    "out_head.weight": "lm_head.weight", "out_head.bias": "lm_head.bias",
-}
-RASCHKA_BLOCK = {
-    "att.out_proj.weight": "attn.c_proj.weight", "att.out_proj.bias": "attn.c_proj.bias",
-    "ff.layers.0.weight": "mlp.c_fc.weight", "ff.layers.0.bias": "mlp.c_fc.bias",
-    "ff.layers.2.weight": "mlp.c_proj.weight", "ff.layers.2.bias": "mlp.c_proj.bias",
-    "norm1.scale": "ln_1.weight", "norm1.shift": "ln_1.bias", "norm2.scale": "ln_2.weight", "norm2.shift": "ln_2.bias",
-}
-LECTURE = {
-    "token_embedding_table.weight": "transformer.wte.weight", "position_embedding_table.weight": "transformer.wpe.weight",
-    "ln_f.weight": "transformer.ln_f.weight", "ln_f.bias": "transformer.ln_f.bias",
-    "lm_head.weight": "lm_head.weight", "lm_head.bias": "lm_head.bias",
-}
-LECTURE_BLOCK = {
-    "sa.proj.weight": "attn.c_proj.weight", "sa.proj.bias": "attn.c_proj.bias",
-    "ffwd.net.0.weight": "mlp.c_fc.weight", "ffwd.net.0.bias": "mlp.c_fc.bias",
-    "ffwd.net.2.weight": "mlp.c_proj.weight", "ffwd.net.2.bias": "mlp.c_proj.bias",
-    "ln1.weight": "ln_1.weight", "ln1.bias": "ln_1.bias", "ln2.weight": "ln_2.weight", "ln2.bias": "ln_2.bias",
-}
+LINEAR = {"weight": "weight", "bias": "bias"}  # a Linear's or LayerNorm's parameters, named as lpos names them
+RASCHKA_NORM = {"scale": "weight", "shift": "bias"}  # the book's own LayerNorm
+
+
+def parameter_names(modules: dict[str, str], parameters: dict[str, str] = LINEAR) -> dict[str, str]:
+    """Parameter names, theirs -> lpos's, of modules renamed `modules` whose parameters are named `parameters`."""
+    return {f"{theirs}.{p}": f"{ours}.{q}" for theirs, ours in modules.items() for p, q in parameters.items()}
+
+
+# each course's names -> lpos's; the block keys are those after "trf_blocks.N." / "blocks.N."
+RASCHKA = {"tok_emb.weight": "transformer.wte.weight", "pos_emb.weight": "transformer.wpe.weight",
+           **parameter_names({"final_norm": "transformer.ln_f"}, RASCHKA_NORM),
+           **parameter_names({"out_head": "lm_head"})}
+RASCHKA_BLOCK = {**parameter_names({"att.out_proj": "attn.c_proj", "ff.layers.0": "mlp.c_fc",
+                                    "ff.layers.2": "mlp.c_proj"}),
+                 **parameter_names({"norm1": "ln_1", "norm2": "ln_2"}, RASCHKA_NORM)}
+LECTURE = {"token_embedding_table.weight": "transformer.wte.weight",
+           "position_embedding_table.weight": "transformer.wpe.weight",
+           **parameter_names({"ln_f": "transformer.ln_f", "lm_head": "lm_head"})}
+LECTURE_BLOCK = parameter_names({"sa.proj": "attn.c_proj", "ffwd.net.0": "mlp.c_fc", "ffwd.net.2": "mlp.c_proj",
+                                 "ln1": "ln_1", "ln2": "ln_2"})
 RASCHKA_QKV = re.compile(r"trf_blocks\.(\d+)\.att\.W_(query|key|value)\.(weight|bias)")
 LECTURE_HEAD = re.compile(r"blocks\.(\d+)\.sa\.heads\.(\d+)\.(query|key|value)\.weight")
 MASKS = re.compile(r"(trf_blocks\.\d+\.att\.mask|blocks\.\d+\.sa\.heads\.\d+\.tril)")  # causal masks saved as buffers

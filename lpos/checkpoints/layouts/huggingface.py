@@ -64,4 +64,5 @@ def read_gpt2_folder(folder: Path, max_bytes: int) -> Recognised:
     return found
 
 
-FOLDER_LAYOUTS = (FolderLayout("Hugging Face GPT-2 folder", has_gpt2_files, read_gpt2_folder),)
+FOLDER_LAYOUTS = (FolderLayout("Hugging Face GPT-2 folder", has_gpt2_files, read_gpt2_folder,
+                               f"{HF_CONFIG} and {' or '.join(HF_WEIGHTS)}"),)

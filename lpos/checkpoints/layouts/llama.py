@@ -244,4 +244,5 @@ def read_hf_llama(folder: Path, max_bytes: int) -> Recognised:
     return Recognised(layout, state, {}, "gelu", meta, ignored, tokenizer=tokenizer_beside(folder), values=values)
 
 
-FOLDER_LAYOUTS = (FolderLayout("Hugging Face Llama folder", is_hf_llama, read_hf_llama),)
+FOLDER_LAYOUTS = (FolderLayout("Hugging Face Llama folder", is_hf_llama, read_hf_llama,
+                               f"a config.json of model_type llama and {HF_SINGLE} or {HF_INDEX} with its shards"),)

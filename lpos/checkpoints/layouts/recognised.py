@@ -39,6 +39,7 @@ class FolderLayout:
     name: str
     matches: Callable[[Path], bool]
     read: Callable[[Path, int], Recognised]  # (folder, max_bytes) -> its tensors renamed
+    files: str  # what the folder holds, in words: "config.json and model.safetensors or pytorch_model.bin"
 
 
 def key_name(key) -> str:

@@ -1,0 +1,77 @@
+"""Every setting lpos reads from the environment, in one place. Each is read when asked (a server or a
+test sets it first), and a value that does not parse reads as the default, never as a crash.
+
+| variable | what it sets | default |
+|---|---|---|
+| `LPOS_MAX_UPLOAD_MB` | the largest model a user may open, in MB (the upload box also stays under Streamlit's `server.maxUploadSize`) | 1024 |
+| `LPOS_CHECKPOINT_DIR` | a shared folder of models every session is offered | none |
+| `LPOS_VIEW_CACHE` | where a shared-folder model's computed views are kept; `off` keeps none | `~/.cache/lpos/views` |
+| `LPOS_TORCH_THREADS` | torch threads of an app process (each session's run uses them in turn) | 1 |
+| `LPOS_REDIS_URL` | the live class's Redis, shared by every replica | none: classes live in the process |
+| `LPOS_PROFILE` | a folder for one pyinstrument report per page run | none |
+| `LPOS_FULL_GC_SECONDS` | seconds between the app's full garbage collections | 30 |
+| `LPOS_DATA_DIR` | the training corpus | `shared/data` beside the checkout |
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+MAX_UPLOAD_MB = "LPOS_MAX_UPLOAD_MB"
+CHECKPOINT_DIR = "LPOS_CHECKPOINT_DIR"
+VIEW_CACHE = "LPOS_VIEW_CACHE"
+TORCH_THREADS = "LPOS_TORCH_THREADS"
+REDIS_URL = "LPOS_REDIS_URL"
+PROFILE = "LPOS_PROFILE"
+FULL_GC_SECONDS = "LPOS_FULL_GC_SECONDS"
+DATA_DIR = "LPOS_DATA_DIR"
+DEFAULT_UPLOAD_MB = 1024  # the same number as server.maxUploadSize in .streamlit/config.toml
+
+
+def _number(name: str, default: float, kind: type = int) -> float:
+    """The variable as a positive number, else `default`."""
+    try:
+        value = kind(os.environ.get(name, "").strip() or default)
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+def _folder(name: str) -> Path | None:
+    value = os.environ.get(name, "").strip()
+    return Path(value) if value else None
+
+
+def max_upload_mb() -> int:
+    return _number(MAX_UPLOAD_MB, DEFAULT_UPLOAD_MB)
+
+
+def checkpoint_dir() -> Path | None:
+    return _folder(CHECKPOINT_DIR)
+
+
+def view_cache() -> Path | None:
+    """The views cache folder; None when LPOS_VIEW_CACHE is `off`."""
+    if os.environ.get(VIEW_CACHE, "").strip() == "off":
+        return None
+    return _folder(VIEW_CACHE) or Path.home() / ".cache" / "lpos" / "views"
+
+
+def torch_threads() -> int:
+    return _number(TORCH_THREADS, 1)
+
+
+def redis_url() -> str:
+    return os.environ.get(REDIS_URL, "").strip()
+
+
+def profile_dir() -> Path | None:
+    return _folder(PROFILE)
+
+
+def full_gc_seconds() -> float:
+    return _number(FULL_GC_SECONDS, 30.0, float)
+
+
+def data_dir(default: Path) -> Path:
+    return _folder(DATA_DIR) or default

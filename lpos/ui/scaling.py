@@ -1,0 +1,240 @@
+"""RoPE scaling, sections 1 to 3 of the Stretching-the-context page: losses and attention under
+PI, NTK-aware and YaRN, keyed by model, text, method and factor; the figures, which do not depend
+on the sidebar sentence, built once per input (a new sentence reruns the page: it rebuilds none of
+them); and the sections that draw them.
+
+The sections rescale one model that rotates queries and keys (`rope_model`): the selected one
+when it is a trained one (a Llama, say: its own base and training length), else the first shipped
+one; the shipped models of the schemes that place positions without rotating and without a last
+row (`references`: sinusoidal and ALiBi among them) are drawn beside it when they speak its tokens.
+"""
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+import torch
+
+from lpos import checkpoints, corpus, precomputed
+from lpos.analysis import stretch
+from lpos.analysis.lengths import training_length
+from lpos.figures.stretch import attention_profile_figure, scaled_loss_figure, wavelength_methods_figure
+from lpos.model import GPT
+from lpos.positions import REGISTRY, ROPE_METHODS, schemes_with
+from lpos.ui.caching import cache_data, cache_resource
+from lpos.ui.export import chart
+from lpos.ui.models import LoadedModel, label, load_offered
+from lpos.ui.selection import Selection
+from lpos.ui.stored import computed
+
+STORY = precomputed.STRETCH_STORY
+HELD_OUT = precomputed.STRETCH_HELD_OUT
+FIGURES = 32  # per function: factors × texts, or factors × layers × measures
+
+def rope_model(selected: LoadedModel) -> LoadedModel | None:
+    """The model sections 1 to 3 rescale: the selected model when it is a trained model whose scheme
+    rotates queries and keys (a Llama from the shared folder, an upload), else the shipped model of
+    the first such scheme (None when neither)."""
+    if selected.model.scheme.shows("rotation") and selected.trained:
+        return selected
+    name = next((name for name in schemes_with("rotation") if name in checkpoints.available()), None)
+    if name is None:
+        return None
+    model, meta = load_offered(name)
+    return LoadedModel(name, label(name), model, meta)
+
+
+def references() -> list[str]:
+    """The shipped models drawn beside the rescaled one, in registry order: those of the schemes that
+    place positions without rotating them (a table, sinusoids, a bias, counts) and read any length."""
+    return [name for name, scheme in REGISTRY.items() if scheme.views and not scheme.shows("rotation")
+            and name in checkpoints.available() and load_offered(name)[0].max_input_length is None]
+
+
+def left_off_sentence(rope: LoadedModel) -> str:
+    """Which shipped models section 1 leaves off and why, from the models themselves ("" when none is)."""
+    if not speaks_gpt2(rope):
+        return (f" Only {rope.label}'s own curves are drawn: the shipped models read GPT-2's tokens, so they cannot "
+                "score the same text.")
+    ended = {name: load_offered(name)[0].max_input_length for name in REGISTRY if name in checkpoints.available()}
+    ended = {name: rows for name, rows in ended.items() if rows is not None}
+    return "".join(f" The {name} model has no row past {rows:,} and is left off (see Length extrapolation)."
+                   for name, rows in ended.items())
+
+
+def rope_length(rope: LoadedModel) -> int:
+    """The length `rope` was trained on: what its rescaling stretches."""
+    return training_length(rope.meta, rope.model)
+
+
+def speaks_gpt2(rope: LoadedModel) -> bool:
+    """Whether `rope` reads GPT-2's tokens, as the shipped references (and their held-out stream) do."""
+    return rope.tokenizer.is_gpt2
+
+
+@cache_resource(max_entries=16, show_spinner="Reading the held-out stories…")
+def text_chunks(rope: LoadedModel, text: str) -> torch.Tensor | None:
+    """A text every curve is scored on, as chunks of CHUNK + 1 of `rope`'s tokens: the story's first
+    chunk, or EVAL_CHUNKS chunks spread over the held-out stream (None when its corpus is not here,
+    or the model speaks other tokens than the stream's GPT-2, or the story is too short in them)."""
+    if speaks_gpt2(rope):
+        return precomputed.stretch_chunks(text, {} if text == STORY else rope.meta)
+    if text != STORY:
+        return None
+    story = torch.tensor(rope.tokenizer.encode_known(corpus.story())[0])
+    return stretch.chunks(story, count=1) if len(story) > stretch.CHUNK else None
+
+
+@cache_data(max_entries=128, show_spinner=False)
+def _losses(model: GPT, method: str, factor: float, text: str, rope: LoadedModel) -> pd.DataFrame:
+    """One curve: `model` under `method`, scored on `text` in `rope`'s tokens, rescaled from `rope`'s training length."""
+    # the shipped models' are precomputed; a shared-folder model's are kept on disk once scored
+    table = computed(model, precomputed.LOSSES, method=method, factor=factor, chunks=text_chunks(rope, text),
+                     train_length=rope_length(rope),
+                     doing=f"Scoring {text.lower()} at 128 to 1,024 tokens ({model.config.position}, {method} ×{factor:g})")
+    curve = stretch.curve_name(model.config.position, method, factor)
+    return stretch.loss_frame({curve: table}, text=text)
+
+
+def loss_curves(rope: LoadedModel, factor: float, *, text: str) -> pd.DataFrame | None:
+    """Every curve of one loss figure: `rope` under each method at `factor`, then the shipped
+    references when they read the same tokens; None when the text is not available."""
+    if text_chunks(rope, text) is None:
+        return None
+    frames = [_losses(rope.model, method, factor if method != "none" else 1.0, text, rope) for method in ROPE_METHODS]
+    if speaks_gpt2(rope):
+        frames += [_losses(load_offered(name)[0], "none", 1.0, text, rope) for name in references()]
+    return pd.concat(frames, ignore_index=True)
+
+
+@cache_data(max_entries=32, show_spinner=False)
+def attention_profiles(rope: LoadedModel, factor: float) -> dict[str, pd.DataFrame]:
+    ids = precomputed.profile_ids() if speaks_gpt2(rope) else text_chunks(rope, STORY)[0, :stretch.CHUNK].tolist()
+    out = {}
+    for method in ROPE_METHODS:
+        profile = computed(rope.model, precomputed.PROFILE, method=method, factor=factor if method != "none" else 1.0,
+                           ids=ids, train_length=rope_length(rope),  # precomputed for the shipped model
+                           doing=f"Reading {len(ids):,} tokens through {rope.model.config.n_layer} layers under "
+                                 f"{method} ×{factor:g}")
+        out[stretch.curve_name(rope.scheme, method, factor)] = profile
+    return out
+
+
+@cache_resource(max_entries=FIGURES, show_spinner=False)
+def _loss_view(rope: LoadedModel, shipped: tuple[str, ...], factor: float, text: str) -> tuple[go.Figure, str] | None:
+    frame = loss_curves(rope, factor, text=text)
+    if frame is None:
+        return None
+    predictions, train_length = int(frame["tokens"].max()), rope_length(rope)
+    figure = scaled_loss_figure(frame, title=f"{text}: {predictions:,} predictions at every length", train_length=train_length)
+    return figure, stretch.loss_reading(frame, train_length=train_length, factor=factor)
+
+
+def loss_view(rope: LoadedModel, factor: int, *, text: str) -> tuple[go.Figure, str] | None:
+    """Section 1's figure and reading for one text; None when the text is not available for `rope`."""
+    return _loss_view(rope, tuple(checkpoints.available()), float(factor), text)
+
+
+@cache_resource(max_entries=FIGURES, show_spinner=False)
+def wavelength_view(head: int, *, factor: int, train_length: int, base: float) -> tuple[go.Figure, str]:
+    """Section 2: each pair's wavelength under every method at RoPE base `base`, and YaRN's regions in words."""
+    waves = stretch.wavelength_frame(head, base, factor=factor, original_length=train_length)
+    return (wavelength_methods_figure(waves, original_length=train_length, factor=factor),
+            stretch.wavelength_reading(waves, original_length=train_length, factor=factor))
+
+
+@cache_resource(max_entries=FIGURES, show_spinner=False)
+def attention_view(rope: LoadedModel, factor: int, *, layer: int, measure: str) -> tuple[go.Figure, str]:
+    """Section 3: one layer's attention measure along 1,024 tokens under every method, and its reading."""
+    profiles, train_length = attention_profiles(rope, float(factor)), rope_length(rope)
+    return (attention_profile_figure(profiles, layer=layer, measure=measure, train_length=train_length),
+            stretch.profile_reading(profiles, layer=layer, train_length=train_length))
+
+
+def loss_panel(rope: LoadedModel, selection: Selection, text: str, factor: int) -> None:
+    view = loss_view(rope, factor, text=text)
+    if view is None:
+        st.info("The held-out stream needs the training corpus (shared/data) and a model that reads its GPT-2 tokens; "
+                "neither holds here." if text != STORY else
+                f"The built-in story is shorter than {stretch.CHUNK + 1:,} of this model's tokens, so there is no "
+                "chunk to score.", icon=":material/info:")
+        return
+    figure, reading = view
+    plot_column, reading_column = st.columns([3, 2])
+    chart(figure, name=f"stretch-loss-{text}", where=plot_column, model=selection.model, key=f"stretch_loss_{text}")
+    reading_column.markdown(reading)
+
+
+@st.fragment
+def scaling_sections(rope: LoadedModel | None, selection: Selection) -> None:
+    """Sections 1 to 3, under one factor control: using it reruns only them."""
+    if rope is None:
+        st.info("No shipped RoPE checkpoint is installed yet (checkpoints/rope.pt), and the selected model is not a "
+                "trained RoPE model, so there is nothing to rescale. Sections 4 and 5 below work with whatever is "
+                "installed.", icon=":material/hourglass_empty:")
+        return
+    train_length = rope_length(rope)
+    st.markdown(f"Sections 1 to 3 rescale **{rope.label}**" + (
+        ", the model in the sidebar." if rope.key == selection.model.key else
+        ": the model in the sidebar is not a trained RoPE model. Pick a RoPE model there to rescale that one instead."))
+    factor = st.radio("Scaling factor (target length ÷ training length)", [2, 4, 8], index=1, horizontal=True,
+                      key="stretch_factor", format_func=lambda f: f"×{f} ({f * train_length:,} tokens" + (
+                          f"; losses read to {stretch.CHUNK:,})" if f * train_length > stretch.CHUNK else ")"))
+
+    measured = train_length < stretch.CHUNK  # every text is read in chunks of 1,024 tokens
+    losses_by_length(rope, selection, factor, train_length)
+    wavelengths(rope, selection, factor, train_length)
+    if measured:
+        past_the_wall(rope, selection, factor)
+
+
+def losses_by_length(rope: LoadedModel, selection: Selection, factor: int, train_length: int) -> None:
+    """Section 1: each method's loss against evaluation length, on the story and (folded) the held-out stream."""
+    st.subheader("1. Loss against evaluation length")
+    measured = train_length < stretch.CHUNK
+    if not measured:
+        st.info(f"This model was trained on {train_length:,} tokens, at least the {stretch.CHUNK:,} this page reads, so "
+                "sections 1 and 3 would measure nothing past its training length; section 2 holds for any length.",
+                icon=":material/info:")
+    else:
+        loss_panel(rope, selection, STORY, factor)
+    held_out = st.expander(f"The same on the held-out stream: {stretch.EVAL_CHUNKS} × 1,024 tokens of the stories "
+                           "held out from training", key="stretch_held_out_open", on_change="rerun")
+    if held_out.open and measured:  # closed, it computes nothing: opening it reruns this fragment
+        with held_out:
+            loss_panel(rope, selection, HELD_OUT, factor)
+    st.caption("Each text is cut into chunks of 1,024 tokens and every chunk into windows of L tokens, so every length "
+               "scores the same predictions and a line moves only because the model reads more context. These are the "
+               "methods without their fine-tune: what a short fine-tune at the longer length would change is not "
+               "measured here." + left_off_sentence(rope))
+
+
+def wavelengths(rope: LoadedModel, selection: Selection, factor: int, train_length: int) -> None:
+    """Section 2: which RoPE pairs turn fully inside the training window, under each method."""
+    config = rope.model.config
+    st.subheader("2. Which pairs turn fully inside the training window")
+    head = config.n_embd // config.n_head
+    figure, reading = wavelength_view(head, factor=factor, train_length=train_length, base=config.rope_base)
+    chart(figure, name="stretch-wavelengths", model=selection.model, key="stretch_wavelengths")
+    st.markdown(reading)
+    st.caption(stretch.pairs_sentence(head, train_length=train_length, base=config.rope_base))
+    st.page_link("pages/sinusoids.py", label="The same wavelengths for the sinusoidal table", icon=":material/waves:")
+
+
+def past_the_wall(rope: LoadedModel, selection: Selection, factor: int) -> None:
+    """Section 3: the attention logits and entropy past the training length, under each method."""
+    config = rope.model.config
+    st.subheader("3. What goes wrong past the wall")
+    left, right = st.columns(2)
+    layer = left.selectbox("Layer", range(config.n_layer), key="stretch_layer", format_func=lambda i: str(i + 1))
+    measure = right.radio("Measure", ["max_logit", "entropy"], horizontal=True, key="stretch_measure",
+                          format_func={"max_logit": "largest attention logit", "entropy": "attention entropy"}.get)
+    figure, reading = attention_view(rope, factor, layer=layer, measure=measure)
+    chart(figure, name="stretch-attention", model=selection.model, key="stretch_attention")
+    st.markdown(reading)
+    st.caption("The first 1,024 tokens of the built-in story, one forward per method; the largest logit is over heads "
+               "and keys, the entropy the mean over heads, both smoothed over 16 positions. Position Interpolation's "
+               "diagnosis is that positions past training can give outsized scores: the lines above say whether this "
+               "model's largest logit rises past the wall. Entropy grows with the number of keys a query can see, so "
+               "compare it with an even spread, not with itself; YaRN's own scale multiplies q and k by "
+               "0.1·ln(factor) + 1, so its logits are larger by design.")

@@ -1,0 +1,83 @@
+"""The Inside page's third tab, the sink tested: each model streams the text through a window, with
+and without the first tokens kept (cached per model, text and window), the sidebar model's losses
+first and, once opened, every scheme's gain.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from lpos import precomputed
+from lpos.analysis import streaming
+from lpos.figures.inside import sink_gain_figure, streaming_figure
+from lpos.model import GPT
+from lpos.ui.export import chart
+from lpos.ui.inside import Text, cache_per_text, first_tokens
+from lpos.ui.models import LoadedModel
+from lpos.ui.selection import Selection
+from lpos.ui.stored import computed
+
+XIAO = ("Xiao et al. (2023), “Efficient Streaming Language Models with Attention Sinks”, "
+        "[arXiv:2309.17453](https://arxiv.org/abs/2309.17453)")
+
+
+@cache_per_text
+def _sink_test(model: GPT, chosen: Text, window: int) -> streaming.SinkTest:
+    return computed(model, precomputed.SINK, parts=chosen.parts, window=window,
+                    doing=f"Streaming the text through windows of {window} tokens")
+
+
+def sink_test(model: LoadedModel, chosen: Text, *, window: int) -> streaming.SinkTest | str:
+    """The streaming test of one model, or why it cannot run (a window past a learned table's rows)."""
+    try:
+        return _sink_test(model.model, chosen, window)
+    except ValueError as error:
+        return str(error)
+
+
+def sink_tests(models: list[LoadedModel], chosen: Text, *, window: int) -> dict[str, streaming.SinkTest | str]:
+    with st.spinner(f"Streaming the text through windows of {window} tokens, {len(models)} models…"):
+        return {m.scheme: sink_test(m, chosen, window=window) for m in models}
+
+
+@st.fragment
+def sink_tested(selection: Selection, models: list[LoadedModel], chosen: Text, sidebar_model: LoadedModel) -> None:
+    """The third tab: the window control, the sidebar model's two streams, and every scheme's gain when opened."""
+    window = st.select_slider("Window W (tokens)", streaming.WINDOWS, value=64, key="inside_window",
+                              help=f"How many recent tokens each prediction sees; {streaming.WINDOWS[-1]} + "
+                                   f"{streaming.SINK_TOKENS} kept tokens fill the learned table's 128 rows.")
+    with st.spinner(f"Streaming the text through windows of {window} tokens…"):
+        mine = sink_test(sidebar_model, chosen, window=window)
+    if isinstance(mine, str):
+        st.warning(f"{sidebar_model.label} cannot stream at this window: {mine}", icon=":material/straighten:")
+    else:
+        left, right = st.columns([3, 2])
+        chart(streaming_figure(mine, label=f"{selection.scheme} · {sidebar_model.label}"), name="inside-streaming",
+              where=left, model=sidebar_model, key="inside_stream")
+        left.caption(streaming.streaming_sentence(first_tokens(chosen, len(mine.alone) + 1), window=window))
+        right.markdown("**The mean past the first window**")
+        for line in streaming.sink_reading({selection.scheme: streaming.sink_summary(mine)}, window=window)[:1]:
+            right.markdown(f"- {line}")
+        if not selection.model.trained:
+            right.caption(streaming.untrained_sentence(selection.model.model))
+    every = st.expander("Every scheme: which one does the sink help?", key="inside_every_scheme", on_change="rerun",
+                        icon=":material/compare_arrows:")
+    with every:
+        if every.open:
+            every_scheme(models, chosen, window=window)
+    st.caption(f"Reference: {XIAO}. " + streaming.noise_sentence(len(models)))
+
+
+def every_scheme(models: list[LoadedModel], chosen: Text, *, window: int) -> None:
+    """Every scheme's mean gain from the kept tokens, with its noise band, and what the bars say."""
+    results = sink_tests(models, chosen, window=window)
+    summaries = {s: streaming.sink_summary(r) for s, r in results.items() if not isinstance(r, str)}
+    left, right = st.columns([2, 3])
+    chart(sink_gain_figure(summaries, sink=streaming.SINK_TOKENS), name="inside-sink-gain-every-scheme", where=left,
+          key="inside_sink_gain")
+    tokens = {len(r.alone) + 1 for r in results.values() if not isinstance(r, str)}
+    left.caption(f"Each model streams {'; or '.join(first_tokens(chosen, t) for t in sorted(tokens))}, as "
+                 "above; a bar is the mean loss saved per prediction past the first window, with its noise band.")
+    for line in streaming.sink_reading(summaries, window=window):
+        right.markdown(f"- {line}")
+    for scheme, note in ((s, r) for s, r in results.items() if isinstance(r, str)):
+        right.caption(f"{scheme}: {note}")

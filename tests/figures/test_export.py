@@ -1,0 +1,148 @@
+"""Figures to take away (issue 35): every chart downloads as a named SVG, its numbers as CSV, and
+the Python a page shows beside a figure redraws that very figure in a fresh process."""
+import io
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import plotly.io as pio
+import pytest
+from conftest import ROOT, app_test
+
+from lpos.figures.export import Recipe, Ref, array_of, figure_csv, figure_frame, file_name, step
+
+# Each page once, on a model that draws its central figures; Similarity twice (rows, then RoPE's kernel).
+PAGES = {
+    "embeddings": ("pages/embeddings.py", dict(scheme="learned", model="learned")),
+    "similarity": ("pages/similarity.py", dict(scheme="learned", model="learned")),
+    "similarity-rope": ("pages/similarity.py", dict(scheme="rope", model="rope")),
+    "sinusoids": ("pages/sinusoids.py", dict(scheme="sinusoidal", model="sinusoidal")),
+    "attention": ("pages/attention.py", dict(scheme="rope", model="rope")),
+    "attention-alibi": ("pages/attention.py", dict(scheme="alibi", model="alibi")),
+    "attention-cope": ("pages/attention.py", dict(scheme="cope", model="untrained")),
+    "order-blindness": ("pages/shuffle.py", dict(scheme="rope", model="untrained")),
+    "extrapolation": ("pages/lengths.py", dict(scheme="learned", model="learned")),
+    "stretch": ("pages/stretch.py", dict(scheme="rope", model="rope")),
+    "inside": ("pages/inside.py", dict(scheme="learned", model="untrained")),
+    "timeline": ("pages/timeline.py", dict(scheme="learned", model="learned")),
+    "lesson": ("pages/lesson.py", dict(scheme="learned", model="learned", step="2")),
+}
+# Pages whose figures the page draws from a Recipe, so it shows their Python.
+WITH_CODE = ["sinusoids", "embeddings", "similarity", "similarity-rope", "attention", "attention-alibi",
+             "attention-cope", "order-blindness", "extrapolation"]
+
+
+def walk(node):
+    """The elements under an AppTest node, in the order the page drew them."""
+    children = getattr(node, "children", None)
+    if children is None:
+        yield node
+        return
+    for child in children.values():
+        yield from walk(child)
+
+
+def charts_and_snippets(at) -> list[tuple[dict, dict, str | None]]:
+    """(spec, config, the Python shown beside it or None) for every chart, in page order."""
+    found = []
+    for element in walk(at.main):
+        kind = getattr(element, "type", "")
+        if kind == "plotly_chart":
+            found.append([json.loads(element.proto.spec), json.loads(element.proto.config), None])
+        elif kind == "code" and element.language == "python" and found:
+            found[-1][2] = element.value
+    return [tuple(f) for f in found]
+
+
+@pytest.fixture(scope="module")
+def pages() -> dict:
+    opened = {}
+    for case, (page, query) in PAGES.items():
+        at = app_test(page=page, **query)
+        assert not at.exception, (page, at.exception)
+        opened[case] = charts_and_snippets(at)
+    return opened
+
+
+@pytest.mark.parametrize("page", list(PAGES))
+def test_every_chart_downloads_a_named_svg(pages, page):
+    found = pages[page]
+    assert found, f"{page} drew no chart"
+    names = [config["toImageButtonOptions"]["filename"] for _, config, _ in found]
+    assert all(config["toImageButtonOptions"]["format"] == "svg" for _, config, _ in found)
+    assert all(name.startswith("lpos-") for name in names)
+    assert len(set(names)) == len(names), f"{page}: {names}"
+
+
+def test_file_names_say_what_they_show():
+    assert file_name("similarity-position-map", "rope", "rope") == "lpos-similarity-position-map-rope-rope"
+    assert file_name("stretch-loss-The dog bit", "rope", "upload:mine") == "lpos-stretch-loss-the-dog-bit-rope-upload-mine"
+
+
+def traces_equal(drawn, shown, where: str = "data") -> None:
+    """The same traces: equal values, numbers to a float32's last bits (a fresh process may run the
+    model's matrix products on other threads than the app)."""
+    if isinstance(drawn, dict) and "bdata" in drawn:
+        np.testing.assert_allclose(array_of(drawn).astype(float), array_of(shown).astype(float), rtol=1e-5, atol=1e-6, err_msg=where)
+    elif isinstance(drawn, dict):
+        assert isinstance(shown, dict) and drawn.keys() == shown.keys(), where
+        for key in drawn:
+            traces_equal(drawn[key], shown[key], f"{where}.{key}")
+    elif isinstance(drawn, list) and drawn and not isinstance(drawn[0], str):
+        assert isinstance(shown, list) and len(drawn) == len(shown), where
+        for number, (a, b) in enumerate(zip(drawn, shown)):
+            traces_equal(a, b, f"{where}[{number}]")
+    elif isinstance(drawn, float):
+        assert drawn == pytest.approx(shown, rel=1e-5, abs=1e-6), where
+    else:
+        assert drawn == shown, where
+
+
+
+
+def test_snippets_redraw_the_pages_figures(pages, tmp_path):
+    """Every snippet a covered page shows, run in one fresh process with fig.show writing the figure's JSON."""
+    shown = [(spec, code) for page in WITH_CODE for spec, _, code in pages[page] if code is not None]
+    assert {page for page in WITH_CODE if any(code for _, _, code in pages[page])} == set(WITH_CODE)
+    runner = ["import plotly.graph_objects as go", "OUT = None",
+              "go.Figure.show = lambda self, *a, **k: open(OUT, 'w').write(self.to_json())"]
+    for number, (_, code) in enumerate(shown):
+        runner += [f"OUT = {str(tmp_path / f'{number}.json')!r}", f"exec(compile({code!r}, 'snippet {number}', 'exec'), {{}})"]
+    subprocess.run([sys.executable, "-c", "\n".join(runner)], cwd=ROOT, check=True, timeout=120)
+    for number, (spec, _) in enumerate(shown):
+        drawn = json.loads((tmp_path / f"{number}.json").read_text())
+        traces_equal(drawn["data"], spec["data"])
+
+
+@pytest.mark.parametrize("page", list(PAGES))
+def test_every_csv_holds_the_figures_numbers(pages, page):
+    """The CSV read back with pandas: trace by trace, its rows hold the trace's y (a heatmap: its z, row by row)."""
+    for spec, config, _ in pages[page]:
+        frame = pd.read_csv(io.StringIO(figure_csv(pio.from_json(json.dumps(spec)))))
+        assert list(frame.columns[:2]) == ["series", "x"], config
+        start = 0
+        for trace in spec["data"]:
+            z = array_of(trace.get("z"))
+            numbers, column = (z.ravel(), "value") if z is not None and z.ndim == 2 else (array_of(trace.get("y")), "y")
+            if numbers is None or not len(numbers):
+                continue
+            rows = frame.iloc[start:start + len(numbers)]
+            start += len(numbers)
+            if pd.api.types.is_numeric_dtype(rows[column]):
+                expected = pd.to_numeric(pd.Series(numbers), errors="coerce").to_numpy(dtype=float)
+                np.testing.assert_allclose(rows[column].to_numpy(dtype=float), expected, rtol=1e-6, equal_nan=True)
+        assert start <= len(frame)
+
+
+def test_a_recipe_runs_what_it_prints(tiny_model):
+    recipe = Recipe((step("bands", "lpos.analysis.sinusoids.frequency_bands", 16, 8, pairs=[0, 1], base=100.0),
+                     step("fig", "lpos.figures.sinusoids.band_figure", Ref("bands"))))
+    fig = recipe.run()
+    namespace = {}
+    exec(recipe.snippet().replace("fig.show()", ""), namespace)
+    assert namespace["fig"].to_json() == fig.to_json()
+    frame = figure_frame(fig)
+    assert len(frame) == sum(len(trace.x) for trace in fig.data)
+    assert "checkpoints.load('path/to/your/model.pt')" in Recipe((step("x", "f.g", Ref("model")),)).snippet()

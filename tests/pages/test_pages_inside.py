@@ -1,0 +1,124 @@
+"""AppTest runs of the Inside the model page: every scheme, trained and untrained, an upload, each tab."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import SCHEMES, app_test, seeded_model
+from lpos import checkpoints
+
+INSIDE = "pages/inside.py"
+TABS = ("Where position lives", "Head portraits", "The sink, tested")
+LOADED = 300  # seconds: the first run probes ten models, slow on a busy two-core machine
+
+
+def shipped(scheme: str):
+    return pytest.param(scheme, marks=pytest.mark.skipif(scheme not in checkpoints.available(),
+                                                         reason=f"checkpoints/{scheme}.pt is not trained yet"))
+
+
+def charts(at) -> dict[str, dict]:
+    return {c.proto.id.rsplit("-", 1)[-1]: json.loads(c.proto.spec) for c in at.get("plotly_chart")}
+
+
+def text_of(at) -> str:
+    return " ".join([m.value for m in at.markdown] + [c.value for c in at.caption])
+
+
+def open_tab(at, tab: str):
+    """Select a tab. AppTest sends the tab bar's state from its last run, so a test sets it again
+    before every later run on that tab (a browser keeps it itself)."""
+    at.session_state["inside_tab"] = tab
+    return at.run()
+
+
+def walk_tabs(at, *, scheme: str, label: str) -> None:
+    """All three parts on the open page: each draws its figures and says what it measured."""
+    assert not at.exception
+    assert "inside_probes" in charts(at) and "inside_heads" not in charts(at)  # the other tabs wait until opened
+    assert "fitted on" in text_of(at) and "What the lines show" in text_of(at)
+    open_tab(at, TABS[1])
+    assert not at.exception
+    assert {"inside_heads", "inside_profile"} <= set(charts(at)) and "inside_probes" not in charts(at)
+    assert f"**{scheme} · {label}**, 16 heads" in text_of(at)
+    assert "query tokens per head" in text_of(at)
+    at.session_state["inside_tab"] = TABS[1]
+    at.selectbox(key="inside_layer_4").set_value(2)
+    at.selectbox(key="inside_head_4").set_value(1).run()
+    assert charts(at)["inside_profile"]["layout"]["title"]["text"].startswith("Layer 2, head 2")  # index 1: heads count from 1
+    open_tab(at, TABS[2])  # the sidebar's model alone at first, at the default window
+    assert not at.exception
+    assert "inside_stream" in charts(at) and "inside_sink_gain" not in charts(at)
+    assert "Measured on the first 577 tokens" in text_of(at)  # 64 + 1 + 512
+    at.session_state["inside_tab"] = TABS[2]
+    at.select_slider(key="inside_window").set_value(8).run()
+    assert "Measured on the first 521 tokens" in text_of(at)
+    at.session_state["inside_every_scheme"] = True  # open the comparison
+    open_tab(at, TABS[2])
+    assert not at.exception
+    assert "inside_sink_gain" in charts(at)
+    assert sum(f"**{s}**:" in text_of(at) for s in SCHEMES) == len(SCHEMES)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_inside_page_untrained(scheme):
+    at = app_test(page=INSIDE, scheme=scheme, model="untrained", timeout=LOADED)
+    walk_tabs(at, scheme=scheme, label="untrained (random init)")
+    assert "An untrained model's loss sits near" in text_of(at)
+
+
+@pytest.mark.parametrize("scheme", [shipped(s) for s in SCHEMES])
+def test_inside_page_shipped(scheme):
+    at = app_test(page=INSIDE, scheme=scheme, model=scheme, timeout=LOADED)
+    probes = charts(at)["inside_probes"]
+    lines = {trace["name"] for trace in probes["data"]}
+    assert {name for name in checkpoints.available() if name in SCHEMES} <= lines  # one model per scheme
+    walk_tabs(at, scheme=scheme, label=f"{scheme} (trained, shipped)")
+    assert "An untrained model's loss sits near" not in text_of(at)
+
+
+def test_inside_page_on_the_story_alone_says_so():
+    at = app_test(page=INSIDE, scheme="rope", model="untrained", timeout=LOADED)
+    if any(radio.key == "inside_text" for radio in at.radio):  # no choice without the corpus: the story it is
+        at.radio(key="inside_text").set_value("the built-in story").run()
+    assert not at.exception
+    assert "of other windows of 128 tokens (windows: 10 of the built-in story)" in text_of(at)  # 1,399 tokens
+
+
+def with_upload(model, name: str = "tiny.pt"):
+    at = app_test(scheme="none", model="untrained", timeout=LOADED)
+    at.session_state["uploads"] = {f"upload:{name}": (model, {})}
+    at.run()
+    at.selectbox(key="model").set_value(f"upload:{name}").run()
+    at.switch_page(INSIDE).run()
+    return at
+
+
+def test_inside_page_with_an_uploaded_model_of_another_size():
+    at = with_upload(seeded_model("learned", n_layer=2, n_head=2, n_embd=32, block_size=32))
+    assert not at.exception
+    open_tab(at, TABS[1])
+    assert not at.exception
+    assert "learned · tiny.pt (your upload)**, 4 heads" in text_of(at)
+    assert "windows of 32 tokens" in text_of(at)
+    open_tab(at, TABS[2])  # the default window of 64 plus 4 kept tokens is past its 32 rows
+    assert not at.exception
+    assert any("cannot stream at this window" in w.value for w in at.warning)
+    at.session_state["inside_tab"] = TABS[2]
+    at.select_slider(key="inside_window").set_value(16).run()
+    assert "inside_stream" in charts(at) and not at.warning
+
+
+def test_inside_page_explains_a_model_that_cannot_read_gpt2_tokens():
+    at = with_upload(seeded_model("rope", n_layer=1, n_head=2, n_embd=16, vocab_size=300))
+    assert not at.exception
+    assert any("vocabulary has 300 tokens" in w.value for w in at.warning)
+
+
+def test_the_lesson_step_on_the_leaking_mask_links_here():
+    at = app_test(page="pages/lesson.py", step="10", model="untrained")
+    assert not at.exception
+    assert [link.proto.page for link in at.get("page_link")] == ["inside"]
+    at = app_test(page="pages/lesson.py", step="9", model="untrained")
+    assert not at.get("page_link")

@@ -1,0 +1,178 @@
+"""A live class on the Lesson, in AppTest: a teacher's session and students' sessions in one process
+share its class store (in memory), as browsers on one server do. A student's full run is what the
+follow fragment asks for when the teacher moved (tests/browser/test_browser_live_class.py runs the timer)."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import app_test
+from lpos.classroom import Broadcast, MemoryStore, new_code
+from lpos.ui import live_class
+from lpos.ui.harness import app_test as new_app_test
+
+LESSON = "pages/lesson.py"
+
+
+@pytest.fixture
+def store(monkeypatch):
+    """A fresh class store for the test (the app's is one per process)."""
+    fresh = MemoryStore()
+    monkeypatch.setattr(live_class, "class_store", lambda: fresh)
+    return fresh
+
+
+def teacher(**query):
+    at = app_test(page=LESSON, presenter="1", **query)
+    at.button(key="live_start").click().run()
+    assert not at.exception
+    return at
+
+
+def student(code: str, **query):
+    """A student's first run, straight on the Lesson with the class link (as a browser opens it)."""
+    at = new_app_test()
+    for key, value in {"class": code, **query}.items():
+        at.query_params[key] = value
+    return at.switch_page(LESSON).run()
+
+
+def step_of(at) -> int:
+    return int(at.header[0].value.split(".")[0])
+
+
+def every_text(at) -> str:
+    """Everything the page sent: element protos and the URL."""
+    parts = [str(node.proto) for node in at.main] + [str(node.proto) for node in at.sidebar]
+    return "\n".join(parts) + str(dict(at.query_params))
+
+
+def test_a_teacher_gets_a_code_link_and_qr_but_never_shows_the_secret(store):
+    at = teacher(step="3")
+    code, secret = at.session_state["live_teacher"]["code"], at.session_state["live_teacher"]["secret"]
+    assert at.title[0].value == f"{code[:4]}-{code[4:]}"
+    assert at.code[0].value.endswith(f"/lesson?class={code}") and at.code[0].value.count("/lesson") == 1
+    assert at.get("image"), "a QR code image"
+    assert at.metric[0].value == "0"
+    # the secret is nowhere on the page but in the one script that gives it to this browser's cookie
+    cookie = f"lpos_teacher={code}.{secret}; path=/"
+    assert every_text(at).count(secret) == every_text(at).count(cookie) == 1 and "class" not in at.query_params
+    assert store.follow(code, "probe").step == 3
+
+
+def test_a_follower_page_changes_when_the_teachers_does(store):
+    at = teacher()
+    code = at.session_state["live_teacher"]["code"]
+    pupil = student(code)
+    assert not pupil.exception and "Following the teacher" in pupil.markdown[0].value
+    assert step_of(pupil) == 1
+    at.button(key="lesson_next").click().run()
+    at.button(key="lesson_next").click().run()
+    pupil.run()
+    assert step_of(pupil) == step_of(at) == 3
+    at.text_area(key="sentence").input("The cat sat on the mat").run()
+    at.selectbox(key="scheme").select("rope").run()
+    pupil.run()
+    assert pupil.text_area(key="sentence").value == "The cat sat on the mat"
+    assert (pupil.selectbox(key="scheme").value, pupil.selectbox(key="model").value) == ("rope", "rope")
+    assert step_of(pupil) == 3 and not pupil.exception
+    at.run()
+    assert at.metric[0].value == "1"
+
+
+def test_a_students_link_cannot_move_the_class(store):
+    at = teacher(step="2")
+    code = at.session_state["live_teacher"]["code"]
+    pupil = student(code, step="9", presenter="1", text="my own text", scheme="alibi", model="alibi")
+    assert step_of(pupil) == 2  # the class's step, not the link's
+    assert "live_teacher" not in pupil.session_state
+    pupil.button(key="lesson_next").click().run()
+    pupil.text_area(key="sentence").input("hijack").run()
+    seen = store.follow(code, "probe")
+    assert (seen.step, seen.text) == (2, "The dog bit the man")
+    assert not pupil.session_state["live_following"]  # moving on one's own is exploring
+
+
+def test_explore_stops_following_and_rejoin_resumes_at_the_teachers_step(store):
+    at = teacher()
+    code = at.session_state["live_teacher"]["code"]
+    pupil = student(code)
+    pupil.button(key="live_explore").click().run()
+    assert "Exploring on your own" in pupil.markdown[0].value
+    pupil.button(key="lesson_next").click().run()
+    for _ in range(5):
+        at.button(key="lesson_next").click().run()
+    pupil.run()
+    assert step_of(pupil) == 2 and step_of(at) == 6  # exploring: the teacher's moves do not reach it
+    pupil.button(key="live_rejoin").click().run()
+    assert step_of(pupil) == 6 and "Following the teacher" in pupil.markdown[0].value
+    assert pupil.session_state["live_following"]
+
+
+def test_a_student_who_moves_alone_is_exploring(store):
+    at = teacher()
+    pupil = student(at.session_state["live_teacher"]["code"])
+    pupil.selectbox(key="scheme").select("alibi").run()
+    assert not pupil.session_state["live_following"]
+    assert any("exploring on your own" in w.value for w in pupil.warning)
+    assert pupil.selectbox(key="scheme").value == "alibi"  # the student's own choice stands
+
+
+@pytest.mark.parametrize(("code", "said"), [
+    ("ZZZZ-ZZZZ", "No class has the code ZZZZ-ZZZZ"),
+    ("<b>x</b>", "is not a class code"),
+    ("1234567O", "is not a class code"),  # look-alikes are not in the alphabet
+])
+def test_a_forged_or_malformed_code_gets_a_sentence_and_the_page_works(store, code, said):
+    pupil = student(code)
+    assert not pupil.exception
+    assert any(said in w.value for w in pupil.warning), [w.value for w in pupil.warning]
+    assert step_of(pupil) == 1 and "class" not in pupil.query_params
+    assert "<b>" not in pupil.warning[0].value  # the typed text is shown as characters (escaped)
+    pupil.button(key="lesson_next").click().run()
+    assert step_of(pupil) == 2
+
+
+def test_an_ended_class_says_so_and_the_page_keeps_working(store):
+    at = teacher()
+    pupil = student(at.session_state["live_teacher"]["code"])
+    at.button(key="live_stop").click().run()
+    assert "live_teacher" not in at.session_state
+    pupil.run()
+    assert any("class has ended" in w.value for w in pupil.warning)
+    assert not pupil.exception and not pupil.session_state["live_following"]
+    pupil.button(key="lesson_next").click().run()
+    assert step_of(pupil) == 2
+
+
+def test_code_guesses_are_rate_limited_per_session(store):
+    pupil = app_test(page=LESSON)
+    for _ in range(5):
+        pupil.text_input(key="live_code").input(new_code()).run()
+        assert any("No class has the code" in w.value for w in pupil.warning)
+    real, _ = store.start(Broadcast(4, "x", "none", "none"))
+    pupil.text_input(key="live_code").input(real).run()
+    assert any("Too many class codes" in w.value for w in pupil.warning)
+    assert not pupil.session_state.get("live_following")
+    other = app_test(page=LESSON)  # another session is not held back
+    other.text_input(key="live_code").input(real.lower()).run()
+    assert other.session_state["live_following"] and step_of(other) == 4
+
+
+def test_the_teachers_sentence_reaches_students_as_text_only(store):
+    hostile = "**bold** <img src=x onerror=alert(1)> [link](javascript:alert(1)) $x$ :smile:"
+    at = teacher()
+    at.text_area(key="sentence").input(hostile).run()
+    pupil = student(at.session_state["live_teacher"]["code"])
+    assert pupil.text_area(key="sentence").value == hostile
+    assert not pupil.exception
+    for element in pupil.markdown:
+        assert "<img" not in element.value and "](javascript" not in element.value
+    for element in pupil.get("html"):
+        assert "<img" not in element.proto.body
+
+
+def test_the_lesson_without_a_class_is_unchanged(store):
+    at = app_test(page=LESSON, step="4")
+    assert step_of(at) == 4 and not at.exception
+    assert not at.session_state["live_teacher"] if "live_teacher" in at.session_state else True
+    assert [b.key for b in at.button if b.key.startswith("live_")] == []  # no class controls outside presenter mode
