@@ -137,12 +137,26 @@ def initial_model(args: TrainArgs) -> GPT:
     return seeded_model(config, seed=args.seed, wpe_init_std=args.wpe_init_std)
 
 
-def train(args: TrainArgs, corpus: Corpus | None = None, *, progress: bool = True) -> tuple[GPT, dict]:
-    """Train one model; returns it with its meta (and writes `args.out`)."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
-    if world > 1 and not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+@dataclass
+class Run:
+    """What a training run carries from step to step (and what `--resume` restores)."""
+    model: GPT
+    optimizer: torch.optim.AdamW
+    start: int = 0  # the first step this process runs
+    elapsed: float = 0.0  # seconds spent before `start` (a resumed run's earlier part)
+    taken: list[dict] = dataclasses.field(default_factory=list)  # the timeline's snapshots so far
+    seen: torch.Tensor | None = None  # how often each token was a batch input
+
+    def save(self, path: Path, step: int, seconds: float) -> None:
+        """The resume file after `step` steps; a kill mid-write must not spoil the last good one."""
+        partial = path.with_suffix(".tmp")
+        torch.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "step": step,
+                    "elapsed": seconds, "snapshots": self.taken, "seen": self.seen}, partial)
+        partial.replace(path)
+
+
+def check_args(args: TrainArgs, world: int) -> None:
+    """Refuse, before any work, the settings a run cannot honour."""
     windows, length = window_shape(args)
     if args.random_positions is not None:
         if not scheme_info(args.scheme).has_table:
@@ -151,74 +165,92 @@ def train(args: TrainArgs, corpus: Corpus | None = None, *, progress: bool = Tru
             raise ValueError(f"--random-positions {args.random_positions} must be at least the window length {length}")
     if windows % world:
         raise ValueError(f"the {windows} windows of a step must be divisible by the {world} processes")
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    corpus = corpus or load_corpus(list(args.data), seed=args.seed)
-    model = initial_model(args)
-    config = model.config
-    counts = Counter(corpus.train.tolist())
-    model.output_vocab = torch.tensor(sorted(counts), dtype=torch.long)
-    optimizer = make_optimizer(model, args)
-    schedule = set(snapshots.snapshot_steps(args.steps))
-    probe_x, probe_y = snapshots.eval_windows(held_out_focus(corpus), args.block_size)
-    taken: list[dict] = []
-    seen = torch.zeros(config.vocab_size, dtype=torch.long)  # how often each token was a batch input
 
-    resume_path = Path(str(args.out) + ".resume.pt")
-    resume_path.parent.mkdir(parents=True, exist_ok=True)
-    start, elapsed = 0, 0.0
+
+def start_run(args: TrainArgs, counts: Counter, resume_path: Path) -> Run:
+    """The seeded model (its softmax over the tokens training uses) and its optimizer, or, with
+    `--resume` and a resume file, both as that file left them."""
+    model = initial_model(args)
+    model.output_vocab = torch.tensor(sorted(counts), dtype=torch.long)
+    run = Run(model, make_optimizer(model, args), seen=torch.zeros(model.config.vocab_size, dtype=torch.long))
     if args.resume and resume_path.exists():
         state = torch.load(resume_path, map_location="cpu", weights_only=True)
         model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        start, elapsed = state["step"], state["elapsed"]
-        taken, seen = state["snapshots"], state["seen"]
+        run.optimizer.load_state_dict(state["optimizer"])
+        run.start, run.elapsed, run.taken, run.seen = state["step"], state["elapsed"], state["snapshots"], state["seen"]
+    return run
 
-    tokens_per_step = args.batch_size * args.block_size
-    bar = tqdm(range(start, args.steps), initial=start, total=args.steps, disable=not progress or rank != 0,
+
+def train_step(run: Run, x: torch.Tensor, y: torch.Tensor, step: int, args: TrainArgs, rank: int, world: int) -> torch.Tensor:
+    """One optimizer step on this process's batch; gradients averaged over the processes. The loss."""
+    model, optimizer = run.model, run.optimizer
+    run.seen += torch.bincount(x.reshape(-1), minlength=model.config.vocab_size)
+    for group in optimizer.param_groups:
+        group["lr"] = learning_rate(step, args) * group["scale"]
+    loss = model.vocab_loss(x, y, positions=window_positions(step, args, rank, world))
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if world > 1:
+        for p in model.parameters():
+            if p.grad is not None:
+                dist.all_reduce(p.grad)
+                p.grad /= world
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    return loss
+
+
+def train(args: TrainArgs, corpus: Corpus | None = None, *, progress: bool = True) -> tuple[GPT, dict]:
+    """Train one model; returns it with its meta (and writes `args.out`). Under torchrun each process
+    runs its slice of every batch; process 0 takes the snapshots and writes the files."""
+    world, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
+    if world > 1 and not dist.is_initialized():
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    check_args(args, world)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    corpus = corpus or load_corpus(list(args.data), seed=args.seed)
+    counts = Counter(corpus.train.tolist())
+    resume_path = Path(str(args.out) + ".resume.pt")
+    resume_path.parent.mkdir(parents=True, exist_ok=True)
+    run = start_run(args, counts, resume_path)
+    schedule = set(snapshots.snapshot_steps(args.steps))
+    probe_x, probe_y = snapshots.eval_windows(held_out_focus(corpus), args.block_size)
+
+    bar = tqdm(range(run.start, args.steps), initial=run.start, total=args.steps, disable=not progress or rank != 0,
                unit="step", dynamic_ncols=True)
-    began = time.perf_counter() - elapsed
-    model.train()
+    began = time.perf_counter() - run.elapsed
+    run.model.train()
     for step in bar:
         if rank == 0 and step in schedule:
-            taken.append(snapshots.take(model, step, probe_x, probe_y))
-        x, y = batch(corpus.train, step, args, rank, world)
-        seen += torch.bincount(x.reshape(-1), minlength=config.vocab_size)
-        for group in optimizer.param_groups:
-            group["lr"] = learning_rate(step, args) * group["scale"]
-        loss = model.vocab_loss(x, y, positions=window_positions(step, args, rank, world))
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if world > 1:
-            for p in model.parameters():
-                if p.grad is not None:
-                    dist.all_reduce(p.grad)
-                    p.grad /= world
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
+            run.taken.append(snapshots.take(run.model, step, probe_x, probe_y))
+        loss = train_step(run, *batch(corpus.train, step, args, rank, world), step, args, rank, world)
         if progress and rank == 0:
-            seconds = time.perf_counter() - began
-            bar.set_postfix(loss=f"{loss.item():.3f}", tok_s=f"{(step + 1 - start) * tokens_per_step / max(seconds - elapsed, 1e-9):,.0f}")
-        done = step + 1
-        if rank == 0 and (done % args.save_every == 0 and done < args.steps):
-            snapshot = resume_path.with_suffix(".tmp")  # a kill mid-write must not spoil the last good snapshot
-            torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": done,
-                        "elapsed": time.perf_counter() - began, "snapshots": taken, "seen": seen}, snapshot)
-            snapshot.replace(resume_path)
+            tokens = (step + 1 - run.start) * args.batch_size * args.block_size
+            bar.set_postfix(loss=f"{loss.item():.3f}", tok_s=f"{tokens / max(time.perf_counter() - began - run.elapsed, 1e-9):,.0f}")
+        if rank == 0 and (step + 1) % args.save_every == 0 and step + 1 < args.steps:
+            run.save(resume_path, step + 1, time.perf_counter() - began)
     wall = time.perf_counter() - began
-    model.eval()
+    run.model.eval()
     meta = {}
     if rank == 0:
-        if args.steps in schedule and (not taken or taken[-1]["step"] != args.steps):
-            taken.append(snapshots.take(model, args.steps, probe_x, probe_y))
-        meta = describe(model, corpus, args, counts, steps=args.steps, wall=wall, world=world)
-        meta["timeline"] = snapshots.timeline(taken, eval_tokens=probe_y.numel())
-        meta["batch_token_counts"] = {int(t): int(seen[t]) for t in seen.nonzero().flatten()}
-        checkpoints.save(model, meta, args.out)
+        if args.steps in schedule and (not run.taken or run.taken[-1]["step"] != args.steps):
+            run.taken.append(snapshots.take(run.model, args.steps, probe_x, probe_y))
+        meta = finished_meta(run, corpus, args, counts, wall=wall, world=world, eval_tokens=probe_y.numel())
+        checkpoints.save(run.model, meta, args.out)
         resume_path.unlink(missing_ok=True)
     if world > 1:
         dist.barrier()
-    return model, meta
+    return run.model, meta
+
+
+def finished_meta(run: Run, corpus: Corpus, args: TrainArgs, counts: Counter, *, wall: float, world: int,
+                  eval_tokens: int) -> dict:
+    """The checkpoint's meta: the run described, its timeline and how often each token was an input."""
+    meta = describe(run.model, corpus, args, counts, steps=args.steps, wall=wall, world=world)
+    meta["timeline"] = snapshots.timeline(run.taken, eval_tokens=eval_tokens)
+    meta["batch_token_counts"] = {int(t): int(run.seen[t]) for t in run.seen.nonzero().flatten()}
+    return meta
 
 
 def held_out_focus(corpus: Corpus) -> torch.Tensor:
