@@ -58,17 +58,18 @@ def step_view() -> None:
     st.header(f"{step}. {current.title}")
     st.markdown(current.text)
     try:
-        fig, measured = lesson.figure(step, selection)
+        shown = lesson.figure(step, selection)
     except ValueError as error:  # a model the lesson cannot draw (e.g. an upload of an unusual size)
         st.warning(f"This step cannot be drawn for the chosen model: {error}", icon=":material/warning:")
     else:
-        if isinstance(fig, str):  # step 1: the token chips, escaped HTML from token_chips_html
+        if isinstance(shown.figure, str):  # step 1: the token chips, escaped HTML from token_chips_html
             with st.container(key=f"lesson_figure_{step}"):
-                st.html(fig)
+                st.html(shown.figure)
         else:
-            chart(lesson.presenter_figure(fig) if presenter else fig, name=f"lesson-step-{step}", model=selection.model, key=f"lesson_figure_{step}")
-        if measured:
-            st.markdown(measured)
+            chart(lesson.presenter_figure(shown.figure) if presenter else shown.figure, recipe=shown.recipe,
+                  name=f"lesson-step-{step}", model=shown.model, key=f"lesson_figure_{step}")
+        if shown.measured:
+            st.markdown(shown.measured)
     st.info(f"**What to notice.** {current.notice}", icon=":material/visibility:")
     if current.further:
         st.page_link(current.further[0], label=current.further[1], icon=":material/arrow_forward:")

@@ -5,10 +5,10 @@ from lpos import ui
 from lpos.analysis.scheme_views import names
 from lpos.analysis.coverage import timeline_coverage_reading
 from lpos.analysis.timeline import attention_sentence, bias_reading, evaluation_rows_sentence, neighbours_at
-from lpos.figures.timeline import ANIMATION_CELLS, position_map_animation
+from lpos.figures.timeline import ANIMATION_CELLS
 from lpos.positions import SCHEMES, schemes_with
 from lpos.ui import coverage
-from lpos.ui.timeline import band_captions, model_timeline, step_figures
+from lpos.ui.timeline import animation, band_captions, model_timeline, step_figures, timeline_chart
 from lpos.ui.export import chart
 
 selection = ui.selection()
@@ -28,12 +28,12 @@ limit = coverage.trained_rows(selection.model) if timeline.position_kind == "tab
 
 def loss_and_maps(index: int, figures) -> None:
     """The held-out loss so far, and the position map with its band at this snapshot."""
-    chart(figures.loss, name="timeline-loss", model=selection.model, key="timeline_loss")
+    timeline_chart(figures, "loss", selection.model, key="timeline_loss")
     st.caption(f"Loss on the first {timeline.eval_tokens:,} held-out TinyStories tokens, at windows of "
                f"{maps.shape[-1]} tokens; the model card's loss is over all held-out tokens.")
     left, right = st.columns(2)
-    chart(figures.position_map, name="timeline-position-map", where=left, model=selection.model, key="timeline_map")
-    chart(figures.band, name="timeline-band", where=right, model=selection.model, key="timeline_band")
+    timeline_chart(figures, "position-map", selection.model, where=left, key="timeline_map")
+    timeline_chart(figures, "band", selection.model, where=right, key="timeline_band")
     if timeline.position_kind == "table" and (rows_kept := evaluation_rows_sentence(selection.model.model, maps.shape[-1])):
         left.caption(rows_kept)
     for line in band_captions(found, selection.model, index, limit=limit):
@@ -50,7 +50,7 @@ def probe_word(index: int, figures) -> None:
                    key="timeline_neighbours")
     left.caption(f"By cosine of token rows, among the tokens the model was trained on, at step {step}. "
                  "At step 0 the neighbours are random; related words move together as training goes on.")
-    chart(figures.repeated, name="timeline-repeated-token", where=right, model=selection.model, key="timeline_repeated")
+    timeline_chart(figures, "repeated-token", selection.model, where=right, key="timeline_repeated")
     right.caption(f"“{timeline.repeated_word}” appears {timeline.repeated_cos.shape[-1]} times in the probe sentence. "
                   "Its token rows are identical; what enters the first block is token + position, so the copies' cosine "
                   f"(here {found.repeated['cosine'][index]:.3f} at step {step}) is below 1 only for schemes that add "
@@ -60,11 +60,11 @@ def probe_word(index: int, figures) -> None:
 
 def first_layer_attention(index: int, figures) -> None:
     st.subheader("First-layer attention on the probe sentence")
-    for head, panel in enumerate(figures.attention):  # two heads a row; a phone stacks them
+    for head in range(figures.heads):  # two heads a row; a phone stacks them
         if head % 2 == 0:
             row = st.columns(2, gap="small")
-        chart(panel, name=f"timeline-attention-head-{head + 1}", where=row[head % 2], model=selection.model,
-              key=f"timeline_attention_{head}")
+        timeline_chart(figures, f"attention-head-{head + 1}", selection.model, where=row[head % 2],
+                       key=f"timeline_attention_{head}")
     st.caption("Rows are the attending token, columns the tokens it reads; each row sums to 1. "
                + attention_sentence(timeline, index))
 
@@ -80,9 +80,9 @@ def step_view() -> None:
     if limit is not None:
         st.markdown(f"- {timeline_coverage_reading(timeline.steps, timeline.position_rows, limit)}")
     loss_and_maps(index, figures)
-    if figures.bias is not None:
+    if "bias" in figures.figures:
         st.subheader("The learned bias forming")
-        chart(figures.bias, name="timeline-bias", model=selection.model, key="timeline_bias")
+        timeline_chart(figures, "bias", selection.model, key="timeline_bias")
         st.caption(f"What the first layer adds to each attention score, by how far back the key sits, for queries at "
                    f"a few positions (a line per head and query). {bias_reading(timeline, index)}")
     probe_word(index, figures)
@@ -93,7 +93,8 @@ step_view()
 
 if st.toggle("Play the whole run in the browser", key="timeline_play",
              help="All 16 maps as an animation with its own play button; nothing is recomputed while it plays."):
-    chart(position_map_animation(maps, timeline), name="timeline-position-map-animation", model=selection.model, key="timeline_animation")
+    played, recipe = animation(selection.model)
+    chart(played, recipe=recipe, name="timeline-position-map-animation", model=selection.model, key="timeline_animation")
     block = -(-maps.shape[-1] // ANIMATION_CELLS)
     if block > 1:
         st.caption(f"Each cell of the animation averages {block}×{block} positions, so the diagonal cells mix a row's "

@@ -60,6 +60,12 @@ def queries_and_keys(model: GPT, ids: list[int], *, layer: int, rotate: bool) ->
     return q[0], k[0]
 
 
+def query_and_key(model: GPT, ids: list[int], *, layer: int, head: int, position: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The query and key (hs,) of the token at `position` in one head, before any rotation: what RoPE turns."""
+    q, k = queries_and_keys(model, ids, layer=layer, rotate=False)  # (nh, T, hs)
+    return q[head, position], k[head, position]
+
+
 @torch.no_grad()
 def alibi_effect(model: GPT, ids: list[int], *, layer: int) -> AlibiEffect:
     """The layer's scores with and without ALiBi's bias. For an alibi model `with_bias` is its own

@@ -83,6 +83,11 @@ def bias_at(model: GPT, *, layer: int, query: int, max_distance: int = MAX_DISTA
     return bias[:, 0, query - reach:].flip(-1).float()  # (nh, reach + 1): distance 0 first
 
 
+def bias_lines(model: GPT, *, layer: int, query: int, max_distance: int = MAX_DISTANCE) -> np.ndarray:
+    """bias_at as the lines a figure draws (lpos.figures.scheme_views.bias_lines_figure): (nh, D + 1), distance 0 first."""
+    return bias_at(model, layer=layer, query=query, max_distance=max_distance).numpy()
+
+
 @torch.no_grad()
 def alibi_lines(model: GPT, *, layer: int, query: int, max_distance: int = MAX_DISTANCE) -> torch.Tensor:
     """ALiBi's bias (nh, D + 1) at distances 0..D for a query at `query`, as the attention path adds it

@@ -67,7 +67,7 @@ def length_losses(model: GPT, stream: torch.Tensor, *, lengths=(64, 128, 256, 51
             total += float(losses.nansum())
             count += int((~losses.isnan()).sum())
         if count == 0:
-            results[length] = {"loss": None, "note": "n/a: no target inside the model's vocabulary"}
+            results[length] = {"loss": None, "note": "n/a: no target among the tokens its softmax covers"}
             continue
         results[length] = {"loss": round(total / count, 4), "windows": n, "tokens": count}
     return results
@@ -170,7 +170,8 @@ def curve_reading(curve: LossCurve, *, train_length: int, baseline: np.ndarray |
     Without a baseline only the two parts of the text are compared, and the sentence says they differ."""
     within, beyond = _mean(curve.losses[:train_length]), _mean(curve.losses[train_length:])
     if within is None:
-        return "No token of this text is in the model's vocabulary, so there is no loss to show."
+        return ("No token of this text can be predicted: the model's softmax covers only the tokens it saw in "
+                "training, so there is no loss to show.")
     lines = [f"Mean loss over the first {min(train_length, len(curve.losses))} predictions: **{within:.2f}**."]
     if beyond is not None:
         later = len(curve.losses) - train_length
@@ -187,19 +188,29 @@ def curve_reading(curve: LossCurve, *, train_length: int, baseline: np.ndarray |
         lines.append(f"The learned table has {curve.wall} rows, so the last {curve.text_tokens - curve.wall - 1} "
                      f"of the {curve.text_tokens:,} tokens read here cannot be scored at all.")
     elif beyond is None:
-        lines.append(f"This text is not longer than the training length ({train_length} tokens); "
-                     "paste a longer one or use the story to go past it.")
+        # a text of train_length + 1 tokens is longer than the training length, yet its last token is only predicted
+        lines.append(f"No prediction here reads more than the training length ({train_length} tokens): that takes at "
+                     f"least {train_length + 2} tokens of text; paste a longer one or use the story to go past it.")
     return " ".join(lines)
 
 
-def wrong_tokenizer_sentence(curve: LossCurve, model: GPT, *, source: str = "") -> str:
-    """"" or a warning when the model's mean loss on this text is worse than guessing evenly over its outputs:
-    a trained model that does that is most likely reading another tokenizer's ids (a tokenizer of the right size
-    and the wrong content loads without complaint). `source`: how the file was read (lpos.checkpoints)."""
+# How far above an even guess a loss must be before the tokenizer is doubted: a model whose weights are still near
+# their start (a file that says it trained but barely did) sits just above ln(outputs), by half the variance of its
+# logits (about 0.1 nats at width 768); a trained model reading another tokenizer's ids sits nats above (issue 37:
+# 11.50 against 6.24).
+WRONG_TOKENIZER_MARGIN = 0.5
+
+
+def wrong_tokenizer_sentence(curve: LossCurve, model: GPT, *, source: str = "", text: str = "this text") -> str:
+    """"" or a warning when the model's mean loss on this text is worse than guessing evenly over its outputs (by
+    more than WRONG_TOKENIZER_MARGIN): a trained model that does that is most likely reading another tokenizer's
+    ids (a tokenizer of the right size
+    and the wrong content loads without complaint). `source`: how the file was read (lpos.checkpoints); `text`:
+    the text the curve was read on, named for the reader."""
     mean, outputs = _mean(curve.losses), output_count(model)
-    if mean is None or mean <= math.log(outputs):
+    if mean is None or mean <= math.log(outputs) + WRONG_TOKENIZER_MARGIN:
         return ""
-    said = (f"This model's mean loss on this text, {mean:.2f}, is worse than guessing evenly over its {outputs:,} "
+    said = (f"This model's mean loss on {text}, {mean:.2f}, is worse than guessing evenly over its {outputs:,} "
             f"tokens ({uniform_guess_sentence(model)}): the tokenizer in use is probably not the one it was trained with.")
     if source.startswith("llama2.c"):
         said += (" A llama2.c model.bin needs the tokenizer it was trained with beside it: tokenizer.model for "
@@ -277,16 +288,19 @@ def curve_caption(curve: LossCurve, model: GPT, *, train_length: int) -> str:
     and, by what the text reaches, the sliding-window line past the training length or where a table stops."""
     outside = curve.outside_vocabulary
     said = (f"Faint: the loss of each token; dark: the mean of the last {curve.window}."
-            + (f" The {outside:,} gaps are tokens the model cannot predict: its softmax covers only the "
+            + (f" The {outside:,} {'gaps are tokens' if outside > 1 else 'gap is a token'} the model cannot predict: "
+               "its softmax covers only the "
                f"{output_count(model):,} tokens it saw in training." if outside else ""))
+    wall = (f"The red line is where this model's table ends ({curve.wall:,} rows): the tokens past it cannot be "
+            "scored." if curve.wall is not None else "")
     if len(curve.losses) > train_length:
-        edge = ("Past the dashed training length, compare the dark line with the dotted one: the same tokens, "
-                f"{sliding_sentence(train_length)}. Both lines give every token at least {train_length - 1:,} tokens of "
-                "context; only the dark one reads past the training length.")
-    elif curve.wall is not None:
-        edge = (f"The red line is where this model's table ends ({curve.wall:,} rows): the tokens past it cannot be "
-                "scored.")
+        edge = " ".join(filter(None, (
+            "Past the dashed training length, compare the dark line with the dotted one: the same tokens, "
+            f"{sliding_sentence(train_length)}. Both lines give every token at least {train_length - 1:,} tokens of "
+            "context; only the dark one reads past the training length.", wall)))
+    elif wall:
+        edge = wall
     else:
-        edge = (f"The text is no longer than this model's training length ({train_length:,} tokens): every token is "
-                "read within what it was trained on, so no line marks the edge.")
+        edge = (f"No prediction here reads more than this model's training length ({train_length:,} tokens): every "
+                "token is read within what it was trained on, so no line marks the edge.")
     return said + "\n\n" + edge

@@ -18,7 +18,7 @@ import torch
 from lpos import corpus
 from lpos.model import GPT
 from lpos.positions import REGISTRY, PositionScheme
-from lpos.tokenizer import END_OF_TEXT_ID, GPT2, Tokenizer
+from lpos.tokenizer import END_OF_TEXT_ID, GPT2, Tokenizer, decode
 
 WINDOW = 128  # tokens per probe window: the shipped models' training length
 PENALTIES = tuple(10.0 ** k for k in range(-6, 3))  # ridge penalties, as multiples of the mean eigenvalue of XᵀX
@@ -39,6 +39,18 @@ def held_out_stream(meta: dict) -> list[int]:
     length is measured on, never trained on); [] when its corpus files are not on this machine."""
     stream = corpus.held_out_stream(meta, tokens=HELD_OUT_TOKENS)
     return [] if stream is None else stream.tolist()
+
+
+def story_ids(*, tokenizer: Tokenizer = GPT2) -> list[int]:
+    """The built-in story in `tokenizer`'s tokens, the characters its vocabulary lacks left out: the text
+    the Inside page reads first."""
+    return tokenizer.encode_known(corpus.story())[0]
+
+
+def held_out_ids(meta: dict, *, tokenizer: Tokenizer = GPT2) -> list[int]:
+    """held_out_stream(meta) in `tokenizer`'s tokens: GPT-2's ids as they are, another's from their text."""
+    ids = held_out_stream(meta)
+    return ids if tokenizer.is_gpt2 else tokenizer.encode_known(decode(ids))[0]
 
 
 def probe_text(texts: dict[str, list[int]], *, model: GPT, window: int = WINDOW) -> ProbeText:

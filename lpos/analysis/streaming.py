@@ -48,6 +48,11 @@ def streamed_tokens(model: GPT, *, window: int) -> int:
     return int(window + 1 + max(MIN_SCORED, min(SCORED, STREAM_BUDGET // per_prediction)))
 
 
+def streamed_ids(model: GPT, texts: dict[str, list[int]], *, window: int) -> list[int]:
+    """The texts one after another, cut to the tokens the streaming test of `model` reads (streamed_tokens)."""
+    return [t for ids in texts.values() for t in ids][: streamed_tokens(model, window=window)]
+
+
 @torch.no_grad()
 def last_token_losses(model: GPT, contexts: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Loss of predicting `targets` (B,) after each context (B, T), scoring the last position only

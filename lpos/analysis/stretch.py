@@ -17,9 +17,11 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from lpos import corpus
 from lpos.model import GPT
 from lpos.positions import (REGISTRY, ROPE_METHOD_NAMES, ROPE_METHODS, YARN_BETA_FAST, YARN_BETA_SLOW, RopeScaling,
                             pair_frequencies, scheme_info, yarn_ramp)
+from lpos.tokenizer import GPT2, Tokenizer
 
 LENGTHS = (128, 256, 512, 1024)
 CHUNK = 1024  # tokens per chunk; every evaluation length divides it
@@ -36,6 +38,25 @@ def chunks(stream: torch.Tensor, *, count: int | None = None, length: int = CHUN
     count = fit if count is None else min(count, fit)
     starts = np.linspace(0, len(stream) - length - 1, count).round().astype(int) if count > 1 else [0]
     return torch.stack([stream[s : s + length + 1] for s in starts])
+
+
+
+def story_chunk(*, tokenizer: Tokenizer = GPT2) -> torch.Tensor:
+    """The built-in story's first chunk (1, CHUNK+1) in `tokenizer`'s tokens (characters its vocabulary
+    lacks left out): the text Stretching's losses are read on first."""
+    return chunks(torch.tensor(tokenizer.encode_known(corpus.story())[0]), count=1)
+
+
+def held_out_chunks(meta: dict) -> torch.Tensor | None:
+    """EVAL_CHUNKS chunks (n, CHUNK+1) spread over the held-out stream of `meta`'s corpus (None when its
+    files are not on this machine)."""
+    stream = corpus.held_out_stream(meta)
+    return None if stream is None else chunks(stream, count=EVAL_CHUNKS)
+
+
+def story_window(*, tokenizer: Tokenizer = GPT2) -> list[int]:
+    """The story's first CHUNK tokens in `tokenizer`'s: what the attention profiles read."""
+    return story_chunk(tokenizer=tokenizer)[0, :CHUNK].tolist()
 
 
 @torch.no_grad()
@@ -177,7 +198,7 @@ def shift_sentence(changes: list[tuple[str, float | None]], *, tokens: int, offs
     relative = [(s, c) for s, c in changes if c is not None and not scheme_info(s).adds_rows]
     moved = [(s, c) for s, c in changes if c is not None and scheme_info(s).adds_rows]
     ended = [s for s, c in changes if c is None]
-    said = [f"Your sentence ({tokens} tokens) at offset 0 and at offset {offset}."]
+    said = [f"Your sentence ({tokens} token{'s' if tokens != 1 else ''}) at offset 0 and at offset {offset}."]
     if relative:
         largest = max(c for _, c in relative)
         moving = [s for s, c in relative if c >= ROUNDING]

@@ -85,6 +85,11 @@ def band_over_time(timeline: Timeline) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+def bands_at(band: pd.DataFrame, steps: list[int]) -> dict[str, pd.DataFrame]:
+    """The rows of `band` (band_over_time) at each of `steps`, by "step N": the lines of one band figure."""
+    return {f"step {step}": band[band.step == step] for step in steps}
+
+
 def table_structure(rows: np.ndarray | torch.Tensor) -> dict:
     """The two figures the card reports for a position table: the mean distance of each row's
     10 nearest rows, and the mean cosine at BAND_DISTANCES."""

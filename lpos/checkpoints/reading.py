@@ -65,11 +65,11 @@ def describe(model: GPT, meta: dict) -> list[str]:
     """What was loaded, in three lines: the layout, the configuration, what was left unread."""
     c = model.config
     lines = [f"read as: {meta.get('source', 'lpos checkpoint')}",
-             f"{c.n_layer} layers, {c.n_head} heads, width {c.n_embd}, {c.block_size:,} position rows, "
-             f"vocabulary {c.vocab_size:,}, head {'tied to the token table' if c.tied else 'untied (its own rows)'}, "
-             f"{model.num_params() / 1e6:,.1f}M parameters"]
+             f"{_counted(c.n_layer, 'layer')}, {_counted(c.n_head, 'head')}, width {c.n_embd}, "
+             f"{_counted(c.block_size, 'position row')}, vocabulary {c.vocab_size:,}, "
+             f"head {'tied to the token table' if c.tied else 'untied (its own rows)'}, {_parameters(model.num_params())}"]
     if c.mlp == "swiglu":  # a Llama: block_size is the length it was trained on, not a table's rows
-        lines[1] = lines[1].replace(f"{c.block_size:,} position rows", f"trained on {c.block_size:,} positions")
+        lines[1] = lines[1].replace(_counted(c.block_size, "position row"), f"trained on {c.block_size:,} positions")
         lines.insert(2, f"Llama block: RMSNorm (eps {c.norm_eps:g}), SwiGLU (hidden {c.mlp_hidden:,}), RoPE base "
                         f"{c.rope_base:,g}, {c.n_kv_head or c.n_head} key/value heads for {c.n_head} query heads")
     tokenizer = meta.get("tokenizer")
@@ -78,6 +78,18 @@ def describe(model: GPT, meta: dict) -> list[str]:
     if meta.get("ignored"):
         lines.append(f"ignored: {', '.join(meta['ignored'])}")
     return lines
+
+
+def _counted(count: int, thing: str) -> str:
+    """"1 layer", "6 layers", "1,024 position rows"."""
+    return f"{count:,} {thing}{'' if count == 1 else 's'}"
+
+
+def _parameters(count: int) -> str:
+    """"3.3M parameters", "263K parameters" (llama2.c's stories260K), "896 parameters": never "0.0M"."""
+    if count >= 1_000_000:
+        return f"{count / 1e6:,.1f}M parameters"
+    return f"{count / 1e3:,.0f}K parameters" if count >= 10_000 else f"{count:,} parameters"
 
 
 def _tokenizer(tokenizer: Tokenizer | str | Path | None) -> Tokenizer | None:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import html
+import re
 from collections import Counter
 
 import numpy as np
@@ -14,6 +15,7 @@ from lpos.tokenizer import Tokenizer, visible
 
 CHIP_LIMIT = 200  # more chips than this is a wall, not a picture; the table has every token
 CHIP_TEXT_CHARS = 8  # what fits on a chip; the tooltip has the whole token
+BYTE_LABEL = re.compile(r"‹([0-9A-F]{2})[0-9A-F ]* of ([^›]+)›")  # "‹F0 9F of 🐶›" (lpos.vocab.base.piece_labels)
 # Sizes in em of .lpos-chips, so one font-size scales the whole row (presenter mode does);
 # colours translucent over the inherited text colour, so they read on light and dark themes.
 CHIP_CSS = """
@@ -34,8 +36,13 @@ PANEL_NAMES = ("token rows", "position rows", "summed rows")
 
 
 def chip_text(token: str) -> str:
-    """A token cut to what fits on a chip: "␣elephant" -> "␣elepha…"."""
-    return token if len(token) <= CHIP_TEXT_CHARS else token[: CHIP_TEXT_CHARS - 1] + "…"
+    """A token cut to what fits on a chip: "␣elephant" -> "␣elepha…". A piece of a character keeps the character
+    and its first byte, "‹90 of 🐶›" -> "‹90…🐶›", and a label is never cut in two (cut at the width, it lost
+    its character: "‹90 of …")."""
+    if len(token) <= CHIP_TEXT_CHARS:
+        return token
+    token = BYTE_LABEL.sub(lambda label: f"‹{label[1]}…{label[2]}›", token)
+    return token if len(token) <= CHIP_TEXT_CHARS or "‹" in token else token[: CHIP_TEXT_CHARS - 1] + "…"
 
 
 def short_count(count: int) -> str:
@@ -155,7 +162,7 @@ def repeat_example(tokenizer: Tokenizer, text: str = REPEAT_EXAMPLE) -> tuple[st
 def heatmaps_title(view: EmbeddingView, *, scheme: str) -> str:
     """ "Token rows + position rows = summed rows (learned, 5 tokens, 128 dimensions)"."""
     T, C = view.token_rows.shape
-    return f"Token rows + position rows = summed rows ({scheme}, {T} tokens, {C} dimensions)"
+    return f"Token rows + position rows = summed rows ({scheme}, {T} token{'s' if T != 1 else ''}, {C} dimensions)"
 
 
 PANEL_TITLES = ("token rows", "+ position rows", "= summed rows (input to block 1)")

@@ -65,7 +65,9 @@ class Recipe:
     pick: int | None = None
 
     def run(self, **context) -> go.Figure:
-        """The figure, computed with `context` holding what the steps' Refs name (model, meta...)."""
+        """The figure, computed with `context` holding what the steps' Refs name (model, meta...).
+        A step whose results `context` already holds under its names (a precomputed view's, a cached
+        result's) is not run, nor one whose results no step that runs reads."""
         values = dict(context)
 
         def value(v):
@@ -75,12 +77,22 @@ class Recipe:
                 return {k: value(item) for k, item in v.items()}
             return type(v)(value(item) for item in v) if isinstance(v, (list, tuple)) else v
 
-        for s in self.steps:
+        for s in self.needed(set(context)):
             result = function_of(s.function)(*(value(a) for a in s.args), **{k: value(v) for k, v in s.kwargs})
             targets = s.target.split(", ")  # "model, meta = load(...)" unpacks
             values.update(zip(targets, result) if len(targets) > 1 else [(s.target, result)])
         result = values[self.steps[-1].target]
         return result if self.pick is None else result[self.pick]
+
+    def needed(self, given: set[str]) -> list[Step]:
+        """The steps that compute what the figure needs and `given` does not name, in order."""
+        wanted, run = set(self.steps[-1].target.split(", ")), []
+        for s in reversed(self.steps):
+            targets = set(s.target.split(", "))
+            if targets & wanted and not targets <= given:
+                run.append(s)
+                wanted |= {ref.name for v in (*s.args, *(v for _, v in s.kwargs)) for ref in refs(v)}
+        return run[::-1]
 
     def names(self) -> set[str]:
         """The Refs the steps read that no step binds: what the snippet's opening must load."""

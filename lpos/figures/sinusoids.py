@@ -37,7 +37,8 @@ def table_heatmap(view: TableView, *, title: str, highlight_rows: int | None = N
     if highlight_rows is not None:
         fig.add_shape(type="rect", xref="x domain", x0=0, x1=1, yref="y", y0=-0.5, y1=highlight_rows - 0.5,
                       line=dict(color="black", width=3), fillcolor="rgba(0,0,0,0)")
-        fig.add_annotation(text=f"your sentence: positions 0–{highlight_rows - 1}", xref="x domain", x=1.0,
+        boxed = "position 0" if highlight_rows == 1 else f"positions 0–{highlight_rows - 1}"
+        fig.add_annotation(text=f"your sentence: {boxed}", xref="x domain", x=1.0,
                            y=highlight_rows - 0.5, yanchor="top", xanchor="right", showarrow=False,
                            bgcolor="white", font=dict(size=12))
     height = 300 + 3 * min(len(rows), 120)

@@ -31,23 +31,30 @@ def snippet_model(model: LoadedModel) -> str | None:
     return ref.name if ref.kind == SHIPPED else None
 
 
+def run_recipe(recipe: Recipe, model: LoadedModel | None = None, **given) -> go.Figure:
+    """The figure a recipe draws, with the model's weights, meta and tokenizer to hand, and `given`
+    standing in for the steps of those names (results a page already holds: a precomputed view)."""
+    context = {} if model is None else {"model": model.model, "meta": model.meta, "tokenizer": model.tokenizer}
+    return recipe.run(**context, **given)
+
+
 @cache_resource(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)
 def drawn(recipe: Recipe, model: LoadedModel | None = None) -> go.Figure:
-    """The figure a recipe draws, with the model's weights, meta and tokenizer to hand; kept as
-    built (st.plotly_chart only reads it)."""
-    context = {} if model is None else {"model": model.model, "meta": model.meta, "tokenizer": model.tokenizer}
-    return recipe.run(**context)
+    """run_recipe, kept as built (st.plotly_chart only reads it)."""
+    return run_recipe(recipe, model)
 
 
-def chart(fig: go.Figure | Recipe, *, name: str, where=None, model: LoadedModel | None = None, **kwargs) -> None:
+def chart(fig: go.Figure | Recipe, *, name: str, where=None, model: LoadedModel | None = None,
+          recipe: Recipe | None = None, **kwargs) -> None:
     """st.plotly_chart with the SVG download named lpos-<name>[-<scheme>-<model>], then the chart's
     "Data and code" control. `fig` is a figure, or the Recipe the page draws it from (then the
-    control shows the recipe as Python too). `name` is "page-figure", distinct on its page; `model`
-    the model the chart shows (none for a chart of no model); `kwargs` go to st.plotly_chart."""
+    control shows the recipe as Python too); `recipe` is the Recipe a figure was drawn from
+    elsewhere (run_recipe with precomputed results, or restyled), shown the same way. `name` is
+    "page-figure", distinct on its page; `model` the model the chart shows and the recipe reads
+    (none for a chart of no model); `kwargs` go to st.plotly_chart."""
     where = where or st
-    recipe = fig if isinstance(fig, Recipe) else None
-    if recipe is not None:
-        fig = drawn(recipe, model if recipe.names() else None)
+    if isinstance(fig, Recipe):
+        recipe, fig = fig, drawn(fig, model if fig.names() else None)
     words = model_words(model) if model is not None else ()
     download = file_name(name, *words)
     where.plotly_chart(fig, config={"toImageButtonOptions": {"format": "svg", "filename": download}}, **kwargs)

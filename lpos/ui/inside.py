@@ -1,7 +1,7 @@
 """The Inside-the-model page's texts: the story and the held-out stories it offers, in each model's own
-tokens, the choice between them, and how captions name their tokens; and the caches the page's three tabs
-(lpos.ui.probes, lpos.ui.heads, lpos.ui.streaming) keep their results and figures in, per (model, text)
-and per (models, text), so a new sidebar sentence rebuilds none of them.
+tokens, the choice between them, how captions name their tokens and the recipe steps that read them; and the
+caches the page's three tabs (lpos.ui.probes, lpos.ui.heads, lpos.ui.streaming) keep their results and
+figures in, per (model, text) and per (models, text), so a new sidebar sentence rebuilds none of them.
 
 A text is named in a cache key by a digest of its token ids (`text_key`): Streamlit's hasher
 walks ids one by one, and the ten probe lookups of the default text's ~4,500 ids took more than
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from lpos import checkpoints, precomputed
+from lpos.figures.export import Ref, Step, step
 from lpos.tokenizer import decode
 from lpos.ui.caching import HASH_FUNCS
 from lpos.ui.models import LoadedModel, load_offered
@@ -76,11 +77,10 @@ def text_choice(model: LoadedModel) -> Text:
     if len(offered) > 1:
         source = st.radio("Text", list(offered), key="inside_text", horizontal=True,
                           help="Stories no model was trained on: the app's own story, and the held-out stories of the "
-                               "training corpus (the text the model cards' losses are measured on) when it is on this machine.")
+                               "training corpus (the text the model cards' losses are measured on).")
     else:  # one choice is no choice: say it instead of offering it
         source = next(iter(offered))
-        st.markdown(f"Text: **{source}** (no model was trained on it; the training corpus's held-out stories are not "
-                    "on this machine).")
+        st.markdown(f"Text: **{source}** (no model was trained on it).")  # no word to learners about a corpus they cannot add
     if left_out[source]:
         st.caption(left_out[source])
     return offered[source]
@@ -112,3 +112,19 @@ def windows_used(chosen: Text, *, windows: int, length: int) -> str:
         left -= taken
     return " and ".join(said) or "none"
 
+
+def text_steps(chosen: Text, tokens: int) -> tuple[list[Step], dict[str, Ref]]:
+    """The steps (lpos.figures.export) that read the parts of `chosen` its first `tokens` ids come from, in the
+    model's own tokens, and those parts as the {name: ids} a later step reads."""
+    steps, parts, left = [], {}, tokens
+    for name, ids in chosen.parts:
+        if left <= 0:
+            break
+        if name == STORY:
+            steps.append(step("story", "lpos.analysis.probes.story_ids", tokenizer=Ref("tokenizer")))
+        else:  # the held-out stories of the shipped models' corpus (texts())
+            steps += [step("corpus_model, corpus_meta", "lpos.checkpoints.load", checkpoints.available()[0]),
+                      step("held_out", "lpos.analysis.probes.held_out_ids", Ref("corpus_meta"), tokenizer=Ref("tokenizer"))]
+        parts[name] = Ref(steps[-1].target)
+        left -= len(ids)
+    return steps, parts

@@ -1,5 +1,6 @@
 """The lesson's live figures: one per step, each the view of the step's topic module (lpos.ui.*)
-on the sidebar sentence, and one sentence of measured numbers to go with it.
+on the sidebar sentence, one sentence of measured numbers to go with it, and where the step has one
+the recipe that redraws the figure (lpos.ui.lesson_recipes), which the page prints.
 
 A step about one scheme uses that scheme's shipped model when the sidebar model is trained
 (an untrained model of that scheme otherwise), so every step works whatever the sidebar holds.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import urllib.parse
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import plotly.graph_objects as go
 import streamlit as st
@@ -16,22 +18,22 @@ from lpos import checkpoints
 from lpos.analysis import embeddings as embedding_analysis
 from lpos.analysis import lengths as length_analysis
 from lpos.analysis import similarity as similarity_analysis
-from lpos.analysis.biases import bias_at
 from lpos.analysis.scheme_views import bias_sentence
-from lpos.analysis.shuffle import can_shuffle, order_blind_sentence, shuffle_earlier
-from lpos.figures.embeddings import embedding_heatmaps
+from lpos.analysis.biases import bias_lines
+from lpos.analysis.shuffle import order_blind_sentence
+from lpos.figures.export import Recipe
 from lpos.figures.scheme_views import bias_lines_figure
-from lpos.figures.shuffle import attention_bars, prediction_bars
 from lpos.lesson import STEPS
-from lpos.positions import schemes_with
-from lpos.tokenizer import GPT2, Tokenizer
 from lpos.ui import attention, coverage, embeddings, lengths, shuffle, similarity, sinusoids
 from lpos.ui.caching import cache_resource
+from lpos.ui.export import drawn, run_recipe
+from lpos.ui.lesson_recipes import (PRESETS, bias_models, mask_leaks_recipe, order_blind_recipe, position_rows_recipe,
+                                     relative_bias_recipe, rope_offsets_recipe, shuffle_pair, sinusoid_distance_recipe,
+                                     train_short_recipe)
 from lpos.ui.text import literal
 from lpos.ui.models import LoadedModel, label, load_offered
-from lpos.ui.selection import Selection, model_for, scheme_models
+from lpos.ui.selection import Selection, model_for
 
-PRESETS = ("The dog bit the man.", "The man bit the dog.")  # same tokens, same last token
 LESSON_TOKENS = 48  # the lesson draws short sentences; a long paste is cut, with a note
 LESSON_FIGURES = 128  # a class on one step with one link builds it once
 
@@ -46,14 +48,6 @@ def step_from_url() -> tuple[int, str | None]:
     return 1, f"There is no step {raw[:20]!r}; the lesson has steps 1 to {len(STEPS)}, so it starts at 1."
 
 
-def shuffle_pair(ids: list[int], *, tokenizer: Tokenizer = GPT2) -> tuple[list[int], list[int]]:
-    """The sidebar sentence and a shuffle of it, or the two presets in `tokenizer` when it cannot be
-    shuffled (their characters all in tiny Shakespeare's 65: a character model keeps them whole)."""
-    if len(ids) >= 3 and can_shuffle(ids):
-        return ids, shuffle_earlier(ids, seed=0)
-    return tokenizer.encode_known(PRESETS[0])[0], tokenizer.encode_known(PRESETS[1])[0]
-
-
 def token_rows(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figure:
     chips, _ = embeddings.embedding_figures(sidebar, ids)
     n = len(ids)
@@ -62,7 +56,7 @@ def token_rows(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figu
 
 def order_blind(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figure:
     result = shuffle.shuffle_results([model], *shuffle_pair(ids, tokenizer=model.tokenizer))[0]
-    return (attention_bars(result, head=0, tokenizer=model.tokenizer),
+    return (run_recipe(order_blind_recipe(sidebar, model, ids), model, result=result),
             order_blind_sentence(result, literal=literal, tokenizer=model.tokenizer))
 
 
@@ -71,7 +65,7 @@ def position_rows(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> F
     repeats = embedding_analysis.repeated_tokens(view)
     said = (embedding_analysis.repeat_sentence(repeats[0], literal=literal) if repeats else
             "No token occurs more than once in your sentence; try “The dog saw the cat and the man”.")
-    return embedding_heatmaps(view, scheme=model.scheme), said
+    return run_recipe(position_rows_recipe(sidebar, model, ids), model, view=view), said
 
 
 def table_wall(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figure:
@@ -105,7 +99,7 @@ def randomized_sentence() -> str:
 
 
 def sinusoid_distance(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figure:
-    width = model.model.config.n_embd
+    width = model.model.config.n_embd  # drawn from offset_dots_recipe, as sinusoid_distance_recipe says
     return sinusoids.sinusoid_offset_dots(width, (0, 20, 60), 100, 10000.0), \
         f"Width {width}: three starting positions, one curve."
 
@@ -119,10 +113,8 @@ def rope_offsets(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Fi
 def relative_bias(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figure:
     """Every bias scheme's first-layer bias against distance, for the last query of a training window,
     each from the model the sidebar offers for it (shipped when the sidebar's is trained)."""
-    offered = {m.scheme: m for m in scheme_models(Selection("", sidebar.scheme, sidebar, []))}
-    models = [offered[name] for name in schemes_with("bias")]
-    reach = min(length_analysis.training_length(m.meta, m.model) for m in models) - 1  # distances 0..reach
-    curves = {m.model.scheme.label: bias_at(m.model, layer=0, query=reach, max_distance=reach).numpy() for m in models}
+    models, reach = bias_models(sidebar)
+    curves = {m.model.scheme.label: bias_lines(m.model, layer=0, query=reach, max_distance=reach) for m in models}
     return bias_lines_figure(curves, title=f"Each head's bias against distance, layer 1, query at position {reach}"), (
         bias_sentence(curves) + " Models: " + "; ".join(f"{m.model.scheme.label}, {m.label}" for m in models) + ".")
 
@@ -162,7 +154,7 @@ def train_short(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Fig
     cards = lengths.cards_at_one_length()
     if cards is None:
         return lengths.length_curves({}, train_length=model.model.config.block_size), "No shipped model card is installed."
-    return lengths.length_curves(cards.tables, train_length=cards.train_length, unigram=cards.unigram), (
+    return drawn(train_short_recipe(sidebar, model, ids)), (
         length_analysis.worst_curve_sentence(cards.tables, train_length=cards.train_length, unigram=cards.unigram)
         + cards.left_out_sentence() + "\n\n"
         + length_analysis.length_reading(cards.tables, train_length=cards.train_length)
@@ -173,7 +165,7 @@ def train_short(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Fig
 
 def mask_leaks(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figure:
     result = shuffle.shuffle_results([model], *shuffle_pair(ids, tokenizer=model.tokenizer))[0]
-    return prediction_bars(result), (
+    return run_recipe(mask_leaks_recipe(sidebar, model, ids), model, result=result), (
         f"Layer 1 moved by {result.attention_change:.1e}, yet the full model's next-token distribution moved by a "
         f"total variation of {result.distribution_change:.3f} (top-1 {'unchanged' if result.same_top1 else 'changed'}).")
 
@@ -184,6 +176,17 @@ STEP_VIEWS: list[Callable[[LoadedModel, LoadedModel, list[int]], Figure]] = [
 SENTENCE_STEPS = (1, 2, 3, 6, 10)  # the steps whose figure is drawn on the sidebar sentence (tests/pages/test_sentences.py)
 SHUFFLE_STEPS = tuple(i + 1 for i, view in enumerate(STEP_VIEWS) if view in (order_blind, mask_leaks))  # shuffle_pair's
 LAST_TOKEN_STEPS = (6,)  # of those, the steps that read only its last token (RoPE's query and key there)
+RECIPES = {order_blind: order_blind_recipe, position_rows: position_rows_recipe, sinusoid_distance: sinusoid_distance_recipe,
+           rope_offsets: rope_offsets_recipe, relative_bias: relative_bias_recipe, train_short: train_short_recipe,
+           mask_leaks: mask_leaks_recipe}  # the views whose figure has a recipe (lpos.ui.lesson_recipes): the page prints it
+
+
+@dataclass(frozen=True)
+class LessonFigure:
+    figure: go.Figure | str  # step 1's: the token chips, escaped HTML for st.html
+    measured: str  # one sentence of measured numbers
+    model: LoadedModel  # the step's model: what the figure shows and its recipe reads
+    recipe: Recipe | None  # the Python that redraws the figure (lpos.figures.export); None where the step has none
 
 
 def lesson_caption() -> str:
@@ -204,16 +207,17 @@ def _figure(step: int, sidebar: LoadedModel, model: LoadedModel, ids: list[int])
     return STEP_VIEWS[step - 1](sidebar, model, ids)
 
 
-def figure(step: int, selection: Selection) -> Figure:
-    """The live figure of a 1-based step and one sentence of measured numbers to go with it, kept per
-    step, model and sentence. Step 1's figure is the token chips: escaped HTML, for st.html."""
+def figure(step: int, selection: Selection) -> LessonFigure:
+    """The live figure of a 1-based step, kept per step, model and sentence, with one sentence of measured
+    numbers, the step's model and the recipe that redraws the figure."""
     ids = selection.ids[:LESSON_TOKENS] or selection.model.tokenizer.encode_known(PRESETS[0])[0]
     model = model_for(selection, STEPS[step - 1].scheme or selection.scheme)
     fig, measured = _figure(step, selection.model, model, ids)
     measured = stand_in_note(step, selection.ids, model) + (measured or "")
     if len(selection.ids) > LESSON_TOKENS and step in (1, 3):
         measured = f"(The lesson uses the first {LESSON_TOKENS} tokens of your text.) " + measured
-    return fig, measured
+    view = STEP_VIEWS[step - 1]
+    return LessonFigure(fig, measured, model, RECIPES[view](selection.model, model, ids) if view in RECIPES else None)
 
 
 def stand_in_note(step: int, sidebar_ids: list[int], model: LoadedModel) -> str:

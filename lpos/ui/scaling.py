@@ -1,7 +1,8 @@
 """RoPE scaling, sections 1 to 3 of the Stretching-the-context page: losses and attention under
 PI, NTK-aware and YaRN, keyed by model, text, method and factor; the figures, which do not depend
 on the sidebar sentence, built once per input (a new sentence reruns the page: it rebuilds none of
-them); and the sections that draw them.
+them); and the sections that draw them. Each figure is drawn from a Recipe (lpos.figures.export) with the
+precomputed scores bound in, so its "Data and code" shows the Python that scores them again.
 
 The sections rescale one model that rotates queries and keys (`rope_model`): the selected one
 when it is a trained one (a Llama, say: its own base and training length), else the first shipped
@@ -9,6 +10,8 @@ one; the shipped models of the schemes that place positions without rotating and
 row (`references`: sinusoidal and ALiBi among them) are drawn beside it when they speak its tokens.
 """
 from __future__ import annotations
+
+import re
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -18,11 +21,11 @@ import torch
 from lpos import checkpoints, corpus, precomputed
 from lpos.analysis import stretch
 from lpos.analysis.lengths import training_length
-from lpos.figures.stretch import attention_profile_figure, scaled_loss_figure, wavelength_methods_figure
+from lpos.figures.export import Recipe, Ref, Step, step
 from lpos.model import GPT
 from lpos.positions import REGISTRY, ROPE_METHODS, schemes_with
 from lpos.ui.caching import cache_data, cache_resource
-from lpos.ui.export import chart
+from lpos.ui.export import chart, run_recipe
 from lpos.ui.models import LoadedModel, label, load_offered
 from lpos.ui.selection import Selection
 from lpos.ui.stored import computed
@@ -86,25 +89,74 @@ def text_chunks(rope: LoadedModel, text: str) -> torch.Tensor | None:
 
 
 @cache_data(max_entries=128, show_spinner=False)
-def _losses(model: GPT, method: str, factor: float, text: str, rope: LoadedModel) -> pd.DataFrame:
-    """One curve: `model` under `method`, scored on `text` in `rope`'s tokens, rescaled from `rope`'s training length."""
+def _losses(model: GPT, method: str, factor: float, text: str, rope: LoadedModel) -> dict[int, dict]:
+    """One curve's chunk_losses: `model` under `method`, scored on `text` in `rope`'s tokens, rescaled from `rope`'s
+    training length."""
     # the shipped models' are precomputed; a shared-folder model's are kept on disk once scored
-    table = computed(model, precomputed.LOSSES, method=method, factor=factor, chunks=text_chunks(rope, text),
-                     train_length=rope_length(rope),
-                     doing=f"Scoring {text.lower()} at 128 to 1,024 tokens ({model.config.position}, {method} ×{factor:g})")
-    curve = stretch.curve_name(model.config.position, method, factor)
-    return stretch.loss_frame({curve: table}, text=text)
+    return computed(model, precomputed.LOSSES, method=method, factor=factor, chunks=text_chunks(rope, text),
+                    train_length=rope_length(rope),
+                    doing=f"Scoring {text.lower()} at 128 to 1,024 tokens ({model.config.position}, {method} ×{factor:g})")
 
 
-def loss_curves(rope: LoadedModel, factor: float, *, text: str) -> pd.DataFrame | None:
-    """Every curve of one loss figure: `rope` under each method at `factor`, then the shipped
-    references when they read the same tokens; None when the text is not available."""
+def scaling_step(method: str, factor: float, train_length: int) -> tuple[list[Step], dict[str, Ref]]:
+    """The step that builds `method`'s RopeScaling (none for "none"), and the keyword that hands it to a model."""
+    if method == "none":
+        return [], {}
+    return ([step(f"{method}_scaling", "lpos.positions.RopeScaling", method, factor, train_length)],
+            {"rope_scaling": Ref(f"{method}_scaling")})
+
+
+def loss_steps(rope: LoadedModel, factor: float, *, text: str) -> tuple[list[Step], dict[str, tuple[str, GPT, str, float]]]:
+    """The steps that score every curve of one loss figure (lpos.figures.export): `rope` under each method at
+    `factor`, then the shipped references when they read the same tokens; and by curve name, the step's name, the
+    model, the method and the factor."""
+    analysis, train_length = "lpos.analysis.stretch", rope_length(rope)
+    steps = [step("chunks", f"{analysis}.story_chunk", tokenizer=Ref("tokenizer")) if text == STORY else
+             step("chunks", f"{analysis}.held_out_chunks", Ref("meta"))]
+    curves = {}
+    for method in ROPE_METHODS:
+        scaled = factor if method != "none" else 1.0
+        made, scaling = scaling_step(method, scaled, train_length)
+        steps += [*made, step(f"{method}_losses", f"{analysis}.chunk_losses", Ref("model"), Ref("chunks"), **scaling)]
+        curves[stretch.curve_name(rope.model.config.position, method, scaled)] = (f"{method}_losses", rope.model, method, scaled)
+    for name in references() if speaks_gpt2(rope) else []:
+        var = re.sub(r"\W", "_", name)
+        steps += [step(f"{var}_model, {var}_card", "lpos.checkpoints.load", name),
+                  step(f"{var}_losses", f"{analysis}.chunk_losses", Ref(f"{var}_model"), Ref("chunks"))]
+        curves[stretch.curve_name(name)] = (f"{var}_losses", load_offered(name)[0], "none", 1.0)
+    return steps, curves
+
+
+@cache_resource(max_entries=FIGURES, show_spinner=False)
+def _loss_view(rope: LoadedModel, shipped: tuple[str, ...], factor: float, text: str) -> tuple[go.Figure, Recipe, str] | None:
     if text_chunks(rope, text) is None:
         return None
-    frames = [_losses(rope.model, method, factor if method != "none" else 1.0, text, rope) for method in ROPE_METHODS]
-    if speaks_gpt2(rope):
-        frames += [_losses(load_offered(name)[0], "none", 1.0, text, rope) for name in references()]
-    return pd.concat(frames, ignore_index=True)
+    steps, curves = loss_steps(rope, factor, text=text)
+    tables = {curve: _losses(gpt, method, scaled, text, rope) for curve, (_, gpt, method, scaled) in curves.items()}
+    frame, train_length = stretch.loss_frame(tables, text=text), rope_length(rope)
+    recipe = Recipe((*steps, step("frame", "lpos.analysis.stretch.loss_frame",
+                                  {curve: Ref(name) for curve, (name, *_) in curves.items()}, text=text),
+                     step("fig", "lpos.figures.stretch.scaled_loss_figure", Ref("frame"), train_length=train_length,
+                          title=f"{text}: {int(frame['tokens'].max()):,} predictions at every length")))
+    figure = run_recipe(recipe, rope, frame=frame)  # the scores precomputed: only the figure is built here
+    return figure, recipe, stretch.loss_reading(frame, train_length=train_length, factor=factor)
+
+
+def loss_view(rope: LoadedModel, factor: int, *, text: str) -> tuple[go.Figure, Recipe, str] | None:
+    """Section 1's figure, the recipe that redraws it and its reading for one text; None when the text is not
+    available for `rope`."""
+    return _loss_view(rope, tuple(checkpoints.available()), float(factor), text)
+
+
+def wavelength_view(head: int, *, factor: int, train_length: int, base: float) -> tuple[Recipe, str]:
+    """Section 2: each pair's wavelength under every method at RoPE base `base`, as a recipe
+    (lpos.figures.export), and YaRN's regions in words."""
+    waves = stretch.wavelength_frame(head, base, factor=factor, original_length=train_length)
+    return (Recipe((step("waves", "lpos.analysis.stretch.wavelength_frame", head, base, factor=factor,
+                         original_length=train_length),
+                    step("fig", "lpos.figures.stretch.wavelength_methods_figure", Ref("waves"),
+                         original_length=train_length, factor=factor))),
+            stretch.wavelength_reading(waves, original_length=train_length, factor=factor))
 
 
 @cache_data(max_entries=32, show_spinner=False)
@@ -120,38 +172,30 @@ def attention_profiles(rope: LoadedModel, factor: float) -> dict[str, pd.DataFra
     return out
 
 
-@cache_resource(max_entries=FIGURES, show_spinner=False)
-def _loss_view(rope: LoadedModel, shipped: tuple[str, ...], factor: float, text: str) -> tuple[go.Figure, str] | None:
-    frame = loss_curves(rope, factor, text=text)
-    if frame is None:
-        return None
-    predictions, train_length = int(frame["tokens"].max()), rope_length(rope)
-    figure = scaled_loss_figure(frame, title=f"{text}: {predictions:,} predictions at every length", train_length=train_length)
-    return figure, stretch.loss_reading(frame, train_length=train_length, factor=factor)
-
-
-def loss_view(rope: LoadedModel, factor: int, *, text: str) -> tuple[go.Figure, str] | None:
-    """Section 1's figure and reading for one text; None when the text is not available for `rope`."""
-    return _loss_view(rope, tuple(checkpoints.available()), float(factor), text)
+def attention_recipe(rope: LoadedModel, factor: float, *, layer: int, measure: str) -> Recipe:
+    """Section 3's figure as a recipe (lpos.figures.export): the story read under every method."""
+    analysis, train_length, steps = "lpos.analysis.stretch", rope_length(rope), [
+        step("ids", "lpos.analysis.stretch.story_window", tokenizer=Ref("tokenizer"))]
+    for method in ROPE_METHODS:
+        made, scaling = scaling_step(method, factor if method != "none" else 1.0, train_length)
+        steps += [*made, step(f"{method}_profile", f"{analysis}.attention_profile", Ref("model"), Ref("ids"), **scaling)]
+    profiles = {stretch.curve_name(rope.scheme, method, factor): Ref(f"{method}_profile") for method in ROPE_METHODS}
+    return Recipe((*steps, step("fig", "lpos.figures.stretch.attention_profile_figure", profiles, layer=layer,
+                                measure=measure, train_length=train_length)))
 
 
 @cache_resource(max_entries=FIGURES, show_spinner=False)
-def wavelength_view(head: int, *, factor: int, train_length: int, base: float) -> tuple[go.Figure, str]:
-    """Section 2: each pair's wavelength under every method at RoPE base `base`, and YaRN's regions in words."""
-    waves = stretch.wavelength_frame(head, base, factor=factor, original_length=train_length)
-    return (wavelength_methods_figure(waves, original_length=train_length, factor=factor),
-            stretch.wavelength_reading(waves, original_length=train_length, factor=factor))
-
-
-@cache_resource(max_entries=FIGURES, show_spinner=False)
-def attention_view(rope: LoadedModel, factor: int, *, layer: int, measure: str) -> tuple[go.Figure, str]:
-    """Section 3: one layer's attention measure along 1,024 tokens under every method, and its reading."""
+def attention_view(rope: LoadedModel, factor: int, *, layer: int, measure: str) -> tuple[go.Figure, Recipe, str]:
+    """Section 3: one layer's attention measure along 1,024 tokens under every method, the recipe that redraws
+    it, and its reading."""
     profiles, train_length = attention_profiles(rope, float(factor)), rope_length(rope)
-    return (attention_profile_figure(profiles, layer=layer, measure=measure, train_length=train_length),
+    recipe = attention_recipe(rope, float(factor), layer=layer, measure=measure)
+    given = {f"{method}_profile": profiles[stretch.curve_name(rope.scheme, method, float(factor))] for method in ROPE_METHODS}
+    return (run_recipe(recipe, rope, **given), recipe,
             stretch.profile_reading(profiles, layer=layer, train_length=train_length))
 
 
-def loss_panel(rope: LoadedModel, selection: Selection, text: str, factor: int) -> None:
+def loss_panel(rope: LoadedModel, text: str, factor: int) -> None:
     view = loss_view(rope, factor, text=text)
     if view is None:
         st.info("The held-out stream needs the training corpus (shared/data) and a model that reads its GPT-2 tokens; "
@@ -159,9 +203,9 @@ def loss_panel(rope: LoadedModel, selection: Selection, text: str, factor: int) 
                 f"The built-in story is shorter than {stretch.CHUNK + 1:,} of this model's tokens, so there is no "
                 "chunk to score.", icon=":material/info:")
         return
-    figure, reading = view
+    figure, recipe, reading = view
     plot_column, reading_column = st.columns([3, 2])
-    chart(figure, name=f"stretch-loss-{text}", where=plot_column, model=selection.model, key=f"stretch_loss_{text}")
+    chart(figure, recipe=recipe, name=f"stretch-loss-{text}", where=plot_column, model=rope, key=f"stretch_loss_{text}")
     reading_column.markdown(reading)
 
 
@@ -182,13 +226,13 @@ def scaling_sections(rope: LoadedModel | None, selection: Selection) -> None:
                           f"; losses read to {stretch.CHUNK:,})" if f * train_length > stretch.CHUNK else ")"))
 
     measured = train_length < stretch.CHUNK  # every text is read in chunks of 1,024 tokens
-    losses_by_length(rope, selection, factor, train_length)
-    wavelengths(rope, selection, factor, train_length)
+    losses_by_length(rope, factor, train_length)
+    wavelengths(rope, factor, train_length)
     if measured:
-        past_the_wall(rope, selection, factor)
+        past_the_wall(rope, factor)
 
 
-def losses_by_length(rope: LoadedModel, selection: Selection, factor: int, train_length: int) -> None:
+def losses_by_length(rope: LoadedModel, factor: int, train_length: int) -> None:
     """Section 1: each method's loss against evaluation length, on the story and (folded) the held-out stream."""
     st.subheader("1. Loss against evaluation length")
     measured = train_length < stretch.CHUNK
@@ -197,31 +241,31 @@ def losses_by_length(rope: LoadedModel, selection: Selection, factor: int, train
                 "sections 1 and 3 would measure nothing past its training length; section 2 holds for any length.",
                 icon=":material/info:")
     else:
-        loss_panel(rope, selection, STORY, factor)
+        loss_panel(rope, STORY, factor)
     held_out = st.expander(f"The same on the held-out stream: {stretch.EVAL_CHUNKS} × 1,024 tokens of the stories "
                            "held out from training", key="stretch_held_out_open", on_change="rerun")
     if held_out.open and measured:  # closed, it computes nothing: opening it reruns this fragment
         with held_out:
-            loss_panel(rope, selection, HELD_OUT, factor)
+            loss_panel(rope, HELD_OUT, factor)
     st.caption("Each text is cut into chunks of 1,024 tokens and every chunk into windows of L tokens, so every length "
                "scores the same predictions and a line moves only because the model reads more context. These are the "
                "methods without their fine-tune: what a short fine-tune at the longer length would change is not "
                "measured here." + left_off_sentence(rope))
 
 
-def wavelengths(rope: LoadedModel, selection: Selection, factor: int, train_length: int) -> None:
+def wavelengths(rope: LoadedModel, factor: int, train_length: int) -> None:
     """Section 2: which RoPE pairs turn fully inside the training window, under each method."""
     config = rope.model.config
     st.subheader("2. Which pairs turn fully inside the training window")
     head = config.n_embd // config.n_head
-    figure, reading = wavelength_view(head, factor=factor, train_length=train_length, base=config.rope_base)
-    chart(figure, name="stretch-wavelengths", model=selection.model, key="stretch_wavelengths")
+    recipe, reading = wavelength_view(head, factor=factor, train_length=train_length, base=config.rope_base)
+    chart(recipe, name="stretch-wavelengths", model=rope, key="stretch_wavelengths")
     st.markdown(reading)
     st.caption(stretch.pairs_sentence(head, train_length=train_length, base=config.rope_base))
     st.page_link("pages/sinusoids.py", label="The same wavelengths for the sinusoidal table", icon=":material/waves:")
 
 
-def past_the_wall(rope: LoadedModel, selection: Selection, factor: int) -> None:
+def past_the_wall(rope: LoadedModel, factor: int) -> None:
     """Section 3: the attention logits and entropy past the training length, under each method."""
     config = rope.model.config
     st.subheader("3. What goes wrong past the wall")
@@ -229,8 +273,8 @@ def past_the_wall(rope: LoadedModel, selection: Selection, factor: int) -> None:
     layer = left.selectbox("Layer", range(config.n_layer), key="stretch_layer", format_func=lambda i: str(i + 1))
     measure = right.radio("Measure", ["max_logit", "entropy"], horizontal=True, key="stretch_measure",
                           format_func={"max_logit": "largest attention logit", "entropy": "attention entropy"}.get)
-    figure, reading = attention_view(rope, factor, layer=layer, measure=measure)
-    chart(figure, name="stretch-attention", model=selection.model, key="stretch_attention")
+    figure, recipe, reading = attention_view(rope, factor, layer=layer, measure=measure)
+    chart(figure, recipe=recipe, name="stretch-attention", model=rope, key="stretch_attention")
     st.markdown(reading)
     st.caption("The first 1,024 tokens of the built-in story, one forward per method; the largest logit is over heads "
                "and keys, the entropy the mean over heads, both smoothed over 16 positions. Position Interpolation's "

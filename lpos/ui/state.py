@@ -127,6 +127,8 @@ def sidebar() -> Selection:
     ids, dropped = loaded.tokenizer.encode_known(text)  # the model's own tokens; a character vocabulary may lack some
     if dropped:  # said where the page is read, with the characters, not below the sidebar's fold
         st.warning(loaded.tokenizer.left_out_sentence(text), icon=":material/warning:")
+    if doubt := st.session_state.get("upload_doubts", {}).get(key):  # an upload read with a tokenizer not its own
+        st.warning(doubt, icon=":material/warning:")
     if END_OF_TEXT in text and loaded.tokenizer.is_gpt2:  # say what a typed special-token spelling becomes
         st.sidebar.caption(f"“{END_OF_TEXT}” typed here is read as ordinary text ({len(encode(END_OF_TEXT))} tokens), "
                            f"not GPT-2's end-of-text token (id {END_OF_TEXT_ID}) that separates stories in training: "

@@ -8,10 +8,12 @@ import streamlit as st
 
 from lpos import precomputed
 from lpos.analysis import streaming
-from lpos.figures.inside import sink_gain_figure, streaming_figure
+from lpos.figures.export import Recipe, Ref, step
+from lpos.figures.inside import sink_gain_figure
 from lpos.model import GPT
-from lpos.ui.export import chart
-from lpos.ui.inside import Text, cache_per_text, first_tokens
+from lpos.ui.coverage import trained_rows
+from lpos.ui.export import chart, run_recipe
+from lpos.ui.inside import Text, cache_per_text, first_tokens, text_steps
 from lpos.ui.models import LoadedModel
 from lpos.ui.selection import Selection
 from lpos.ui.stored import computed
@@ -34,6 +36,14 @@ def sink_test(model: LoadedModel, chosen: Text, *, window: int) -> streaming.Sin
         return str(error)
 
 
+def streaming_recipe(model: LoadedModel, chosen: Text, *, window: int, label: str) -> Recipe:
+    """One model's two streams over the text, as a recipe (lpos.figures.export)."""
+    steps, parts = text_steps(chosen, streaming.streamed_tokens(model.model, window=window))
+    return Recipe((*steps, step("ids", "lpos.analysis.streaming.streamed_ids", Ref("model"), parts, window=window),
+                   step("test", "lpos.analysis.streaming.sink_test", Ref("model"), Ref("ids"), window=window),
+                   step("fig", "lpos.figures.inside.streaming_figure", Ref("test"), label=label)))
+
+
 def sink_tests(models: list[LoadedModel], chosen: Text, *, window: int) -> dict[str, streaming.SinkTest | str]:
     with st.spinner(f"Streaming the text through windows of {window} tokens, {len(models)} models…"):
         return {m.scheme: sink_test(m, chosen, window=window) for m in models}
@@ -51,9 +61,15 @@ def sink_tested(selection: Selection, models: list[LoadedModel], chosen: Text, s
         st.warning(f"{sidebar_model.label} cannot stream at this window: {mine}", icon=":material/straighten:")
     else:
         left, right = st.columns([3, 2])
-        chart(streaming_figure(mine, label=f"{selection.scheme} · {sidebar_model.label}"), name="inside-streaming",
-              where=left, model=sidebar_model, key="inside_stream")
+        recipe = streaming_recipe(sidebar_model, chosen, window=window, label=f"{selection.scheme} · {sidebar_model.label}")
+        chart(run_recipe(recipe, sidebar_model, test=mine), recipe=recipe, name="inside-streaming", where=left,
+              model=sidebar_model, key="inside_stream")  # the streams precomputed: only the figure is built here
         left.caption(streaming.streaming_sentence(first_tokens(chosen, len(mine.alone) + 1), window=window))
+        if (limit := trained_rows(sidebar_model)) is not None and window + streaming.SINK_TOKENS > limit:
+            left.caption(f"{sidebar_model.label} trained on windows of at most {limit} tokens: with the "
+                         f"{streaming.SINK_TOKENS} kept tokens its contexts reach position "
+                         f"{window + streaming.SINK_TOKENS - 1}, so table rows {limit}–"
+                         f"{window + streaming.SINK_TOKENS - 1} never trained.")
         right.markdown("**The mean past the first window**")
         for line in streaming.sink_reading({selection.scheme: streaming.sink_summary(mine)}, window=window)[:1]:
             right.markdown(f"- {line}")

@@ -13,12 +13,13 @@ import plotly.graph_objects as go
 from lpos.analysis import timeline
 from lpos.analysis.similarity import neighbour_sentence
 from lpos.analysis.coverage import split_band
-from lpos.figures.timeline import (attention_figures, band_figure, bias_figure, loss_curve_figure, position_map_figure,
-                                   repeated_figure)
+from lpos.figures.export import Recipe, Ref, step
 from lpos.ui.caching import cache_resource
+from lpos.ui.export import chart, run_recipe
 from lpos.ui.models import LoadedModel
 
 STEP_FIGURES = 64  # 16 snapshots of a few models
+ANALYSIS = "lpos.analysis.timeline"
 
 
 @dataclass(frozen=True)
@@ -42,26 +43,61 @@ def model_timeline(model: LoadedModel) -> ModelTimeline | None:
 
 @dataclass(frozen=True)
 class StepFigures:
-    loss: go.Figure
-    position_map: go.Figure
-    band: go.Figure
-    repeated: go.Figure
-    attention: list[go.Figure]  # one per head
-    bias: go.Figure | None  # the learned bias by distance (t5, fire), None for other schemes
+    figures: dict[str, go.Figure]  # by part: loss, position-map, band, repeated-token, attention-head-N, bias (t5, fire)
+    recipes: dict[str, Recipe]  # the recipe each is drawn from (lpos.figures.export)
+    heads: int  # attention-head-1 .. attention-head-<heads>
+
+
+def step_recipes(model: LoadedModel, found: ModelTimeline, index: int) -> dict[str, Recipe]:
+    """Each figure of snapshot `index` as a recipe (lpos.figures.export) on the model's timeline."""
+    line, steps, figures = found.timeline, found.timeline.steps, "lpos.figures.timeline"
+    read = step("line", f"{ANALYSIS}.timeline_of", Ref("meta"), tokenizer=Ref("tokenizer"))
+    maps = step("maps", f"{ANALYSIS}.cosine_maps", Ref("line"))
+    recipes = {
+        "loss": Recipe((read, step("fig", f"{figures}.loss_curve_figure", Ref("line"), index))),
+        "position-map": Recipe((read, maps, step("fig", f"{figures}.position_map_figure", Ref("maps"), Ref("line"), index))),
+        "band": Recipe((read, step("band", f"{ANALYSIS}.band_over_time", Ref("line")),
+                        step("bands", f"{ANALYSIS}.bands_at", Ref("band"), [steps[0], steps[index]]),
+                        step("fig", f"{figures}.band_figure", Ref("bands"), title="The band, measured: mean cosine by distance",
+                             of="the rows" if line.position_kind == "table" else "what block 1 adds"))),
+        "repeated-token": Recipe((read, step("repeated", f"{ANALYSIS}.repeated_similarity", Ref("line")),
+                                  step("fig", f"{figures}.repeated_figure", Ref("repeated"), word=line.repeated_word,
+                                       index=index))),
+        **{f"attention-head-{head + 1}": Recipe((read, step("panels", f"{figures}.attention_figures", Ref("line"), index)),
+                                                pick=head) for head in range(line.attention.shape[1])}}
+    if line.bias is not None:
+        recipes["bias"] = Recipe((read, step("bias", f"{ANALYSIS}.bias_over_distance", Ref("line"), index),
+                                  step("fig", f"{figures}.bias_figure", Ref("bias"), step=steps[index],
+                                       label=model.model.scheme.label)))
+    return recipes
+
+
+def results(found: ModelTimeline) -> dict[str, object]:
+    """What the recipes' steps compute that the page already holds, by the steps' names."""
+    return {"line": found.timeline, "maps": found.maps, "band": found.band, "repeated": found.repeated}
 
 
 @cache_resource(max_entries=STEP_FIGURES, show_spinner=False)
 def step_figures(model: LoadedModel, index: int) -> StepFigures:
-    """The figures of snapshot `index` of the model's timeline (which must exist)."""
+    """The figures of snapshot `index` of the model's timeline (which must exist), and their recipes."""
     found = model_timeline(model)
-    line, band, steps = found.timeline, found.band, found.timeline.steps
-    shown = {f"step {steps[0]}": band[band.step == steps[0]], f"step {steps[index]}": band[band.step == steps[index]]}
-    return StepFigures(loss_curve_figure(line, index), position_map_figure(found.maps, line, index),
-                       band_figure(shown, title="The band, measured: mean cosine by distance",
-                                   of="the rows" if line.position_kind == "table" else "what block 1 adds"),
-                       repeated_figure(found.repeated, word=line.repeated_word, index=index), attention_figures(line, index),
-                       None if line.bias is None else
-                       bias_figure(timeline.bias_over_distance(line, index), step=steps[index], label=model.model.scheme.label))
+    recipes = step_recipes(model, found, index)
+    return StepFigures({part: run_recipe(recipe, model, **results(found)) for part, recipe in recipes.items()}, recipes,
+                       found.timeline.attention.shape[1])
+
+
+@cache_resource(max_entries=8, show_spinner=False)
+def animation(model: LoadedModel) -> tuple[go.Figure, Recipe]:
+    """All 16 maps as one animation, and its recipe (lpos.figures.export)."""
+    recipe = Recipe((step("line", f"{ANALYSIS}.timeline_of", Ref("meta"), tokenizer=Ref("tokenizer")),
+                     step("maps", f"{ANALYSIS}.cosine_maps", Ref("line")),
+                     step("fig", "lpos.figures.timeline.position_map_animation", Ref("maps"), Ref("line"))))
+    return run_recipe(recipe, model, **results(model_timeline(model))), recipe
+
+
+def timeline_chart(figures: StepFigures, part: str, model: LoadedModel, *, key: str, where=None) -> None:
+    """One figure of a snapshot with the recipe it was drawn from, its download named timeline-<part>."""
+    chart(figures.figures[part], recipe=figures.recipes[part], name=f"timeline-{part}", where=where, model=model, key=key)
 
 
 def band_captions(found: ModelTimeline, model: LoadedModel, index: int, *, limit: int | None) -> list[str]:

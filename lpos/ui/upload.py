@@ -6,20 +6,26 @@ copy of its bytes is dropped too, so only the model stays. A file that does not 
 count keeps its bytes until the user picks one of the counts its width allows. The model lives
 only in this session's `st.session_state["uploads"]` = {key: (model, meta)}: another session
 never sees it, and it goes when the session ends. A model whose vocabulary is not GPT-2's and that
-came without its tokenizer keeps its bytes too, until its tokenizer file is added to the box.
+came without its tokenizer keeps its bytes too, until its tokenizer file is added to the box. A model whose loss
+on the built-in story is worse than an even guess is loaded with a warning that its tokenizer is probably not its
+own (`tokenizer_doubt`), repeated on every page while it is chosen (lpos.ui.state).
 """
 from __future__ import annotations
 
 
 import streamlit as st
+import torch
 from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from lpos import settings, vocab
+from lpos.analysis.lengths import loss_along_text, training_length, wrong_tokenizer_sentence
 from lpos.checkpoints import CheckpointError, NeedsHeadCount, NeedsTokenizer, head_counts
 from lpos.checkpoints.layouts import LAYOUT_NAMES, TORCH_SUFFIXES
 from lpos.checkpoints.uploads import (HF_FILES, HF_FOLDER_LAYOUT, IncompleteUpload, Upload, UploadedFile,
                                       is_tokenizer_file, read_upload, safe_name, shown_mb)
+from lpos.corpus import story
+from lpos.ui.models import LoadedModel
 from lpos.ui.text import literal
 
 # The same number as server.maxUploadSize in .streamlit/config.toml. Streamlit's box prints its
@@ -86,6 +92,9 @@ def _on_upload() -> None:
         files += [f for f in in_box if is_tokenizer_file(f.name) and f not in files and not getattr(f, DROPPED, False)]
     if files:  # else a file was removed from the box: the models stay
         _load(files)
+    elif waiting:  # the refused tokenizer was taken out: the model still waits, and the box says so again
+        st.session_state["upload_message"] = ("info", f"{', '.join(f.name for f in waiting)} is kept: add the tokenizer "
+                                              "it was trained with to the box. The model in use has not changed.")
 
 
 def _keep_for_its_tokenizer(files: list, *, n_head: int | None) -> bool:
@@ -153,8 +162,34 @@ def _load(files: list, *, n_head: int | None = None) -> None:
         uploads.pop(next(iter(uploads)))  # the oldest goes first
     st.session_state["model"] = upload.key
     st.session_state["scheme"] = upload.model.config.position
-    st.session_state["upload_message"] = (
-        "success", f"Loaded {upload.name}. Only you can see it; it is gone when you close this tab.", upload.summary)
+    doubts = st.session_state.setdefault("upload_doubts", {})  # shown on every page while the model is chosen
+    doubts[upload.key] = tokenizer_doubt(upload)
+    for key in set(doubts) - set(uploads):
+        del doubts[key]
+    loaded = f"Loaded {upload.name}. Only you can see it; it is gone when you close this tab."
+    st.session_state["upload_message"] = (("warning", f"{loaded} {doubts[upload.key]}") if doubts[upload.key] else
+                                          ("success", loaded)) + (upload.summary,)
+
+
+def tokenizer_doubt(upload: Upload) -> str:
+    """lpos.analysis.lengths.wrong_tokenizer_sentence for a trained model on its own tokenizer, on the built-in story
+    ("" when it reads the story better than an even guess). A tokenizer of the right size and the wrong content
+    loads without complaint and every page draws: only the loss gives it away. The story is read up to the model's
+    training length (at most 256 tokens), and only when the tokenizer keeps nearly all of it: a model whose
+    vocabulary lacks most of the story's characters was trained on other text, and its loss there proves nothing."""
+    model, tokenizer = upload.model, upload.meta.get("tokenizer")
+    if tokenizer is None or tokenizer.is_gpt2 or not LoadedModel(upload.key, upload.name, model, upload.meta).trained:
+        return ""
+    text = story()
+    ids, dropped = tokenizer.encode_known(text)
+    if dropped > len(text) // 10 or len(ids) < 2:
+        return ""
+    read = ids[: min(training_length(upload.meta, model), 256) + 1]
+    with torch.no_grad():  # the upload callback runs with autograd on: build no graph
+        curve = loss_along_text(model, read)
+    said = wrong_tokenizer_sentence(curve, model, source=str(upload.meta.get("source", "")),
+                                    text=f"the first {len(read):,} tokens of the built-in story")
+    return said and f"{said} Upload the model again together with the tokenizer it was trained with."
 
 
 def uploader() -> None:
@@ -183,8 +218,11 @@ def _upload_box(kind: str | None, message: str | None, details: list) -> None:
         st.error(message, icon=":material/error:")
     elif kind == "info":
         st.info(message, icon=":material/info:")
-    elif kind == "success":
-        st.success(message, icon=":material/check_circle:")
+    elif kind in ("success", "warning"):  # loaded; a warning when its tokenizer is in doubt (tokenizer_doubt)
+        if kind == "success":
+            st.success(message, icon=":material/check_circle:")
+        else:
+            st.warning(message, icon=":material/warning:")
         for line in details[0] if details else []:
             st.caption(literal(line))  # key names from the file, shown as the characters they are
     if st.session_state.get("upload_pending"):

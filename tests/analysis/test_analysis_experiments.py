@@ -170,6 +170,27 @@ def test_curve_reading_reports_measured_means(tiny_model):
     assert "64 rows" in wall and "the last 85 of the 150 tokens" in wall
 
 
+def test_a_text_the_softmax_cannot_predict_is_not_said_to_be_outside_the_vocabulary(tiny_model):
+    """The vocabulary is the tokenizer's; what a trained model cannot predict is a token its softmax leaves out."""
+    model = tiny_model("rope")
+    ids = encode("The cat sat on the mat.")
+    model.output_vocab = torch.tensor([50000])  # a softmax over one token none of these targets is
+    reading = curve_reading(loss_along_text(model, ids), train_length=64)
+    assert "softmax covers only the tokens it saw in training" in reading and "vocabulary" not in reading
+    assert length_losses(model, torch.tensor(ids), lengths=(4,))[4] == {
+        "loss": None, "note": "n/a: no target among the tokens its softmax covers"}
+
+
+def test_an_untrained_model_just_above_an_even_guess_is_not_said_to_read_another_tokenizer(tiny_model):
+    """Random logits put a model a little above ln(outputs) (half their variance): no doubt about its tokenizer."""
+    from lpos.analysis.lengths import WRONG_TOKENIZER_MARGIN, wrong_tokenizer_sentence
+
+    model = tiny_model("rope", n_embd=256, vocab_size=512, block_size=256)
+    curve = loss_along_text(model, torch.randint(0, 512, (257,), generator=torch.Generator().manual_seed(0)).tolist())
+    above = float(np.nanmean(curve.losses)) - math.log(512)
+    assert 0 < above < WRONG_TOKENIZER_MARGIN and wrong_tokenizer_sentence(curve, model) == ""
+
+
 def test_length_losses_is_not_applicable_past_a_learned_table(tiny_model):
     stream = torch.tensor(encode(story())[:300])
     learned = length_losses(tiny_model("learned", block_size=64), stream, lengths=(32, 64, 128))

@@ -118,6 +118,12 @@ def test_offset_change_is_the_full_forwards_last_position(tiny_model, scheme):
                                                                          rel=1e-5, abs=1e-6)
 
 
+def test_shift_sentence_counts_one_token_in_the_singular():
+    assert stretch.shift_sentence([("rope", 0.0)], tokens=1, offset=64).startswith(
+        "Your sentence (1 token) at offset 0 and at offset 64.")
+    assert "(2 tokens)" in stretch.shift_sentence([("rope", 0.0)], tokens=2, offset=64)
+
+
 def test_wavelength_frame():
     frame = stretch.wavelength_frame(32, factor=4.0, original_length=128)
     trained = 2 * math.pi / pair_frequencies(32).numpy()

@@ -509,8 +509,19 @@ def test_seed_trainer_dict_with_a_pickled_config_object(tmp_path):
     assert describe(model, meta) == [
         "read as: trainer dict (weights in 'model', config from a src.model.gpt.GPTConfig object); blocks named ln1/ln2",
         f"2 layers, 2 heads, width 16, 24 position rows, vocabulary 50,257, head tied to the token table, "
-        f"{parameters / 1e6:,.1f}M parameters",
+        f"{parameters / 1e3:,.0f}K parameters",  # 0.8M: never printed as "0.8M" or "0.0M"
         "ignored: optimizer"]
+
+
+def test_describe_counts_one_in_the_singular_and_a_small_model_in_thousands():
+    from conftest import seeded_model
+
+    tiny = seeded_model("learned", n_layer=1, n_head=1, n_embd=16, block_size=8, vocab_size=65)
+    line = describe(tiny, {"source": "nanoGPT ckpt.pt"})[1]
+    assert line.startswith("1 layer, 1 head, width 16, 8 position rows, vocabulary 65,")
+    assert line.endswith(f"{tiny.num_params():,} parameters") and tiny.num_params() < 10_000  # not "0.0M parameters"
+    small = seeded_model("learned", n_layer=2, n_head=2, n_embd=64, block_size=32, vocab_size=512)
+    assert describe(small, {})[1].endswith(f"{round(small.num_params() / 1e3)}K parameters")
 
 
 def test_pickled_config_keeps_plain_values_only(tmp_path):

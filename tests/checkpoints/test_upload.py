@@ -16,6 +16,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from conftest import ROOT, app_test, seeded_model
@@ -439,6 +440,82 @@ def test_every_page_works_with_an_upload(size, text):
         # (AppTest drops the sidebar from its tree after switch_page; the selection is still there)
         assert at.session_state["selection"].model.label == "ckpt.pt (your upload)", page.name
     assert bool(cut) == (len(encode(text)) > 1024), cut  # the long text met the table's end on the token-level pages
+
+
+# --- a tokenizer that is not the model's (issue 37, new user 1 and 2) ------------------------------
+
+
+def story_character_model(*, steps: int = 40) -> tuple[bytes, list[str]]:
+    """A nanoGPT ckpt.pt of a one-layer character model trained a few steps on the built-in story, and its
+    characters in id order (what its meta.pkl holds)."""
+    import math
+
+    text = story()
+    characters = sorted(set(text))
+    data = torch.tensor([characters.index(c) for c in text])
+    config = dict(n_layer=1, n_head=2, n_embd=32, block_size=32, vocab_size=len(characters))
+    model = seeded_model("learned", **config).train()
+    optimiser = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    for _ in range(steps):
+        starts = torch.randint(0, len(data) - 33, (16,))
+        x = torch.stack([data[s : s + 32] for s in starts])  # (16, 32)
+        y = torch.stack([data[s + 1 : s + 33] for s in starts])  # (16, 32)
+        _, loss = model(x, y)[:2]
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+    assert loss.item() < math.log(len(characters)) - 0.5  # it learned the story's characters
+    buffer = io.BytesIO()
+    torch.save({"model": model.state_dict(), "iter_num": steps, "model_args": {**config, "bias": True, "dropout": 0.0}},
+               buffer)
+    return buffer.getvalue(), characters
+
+
+def meta_pkl(characters: list[str]) -> bytes:
+    import pickle
+
+    return pickle.dumps({"vocab_size": len(characters), "itos": dict(enumerate(characters)),
+                         "stoi": {c: i for i, c in enumerate(characters)}})
+
+
+def test_a_tokenizer_of_the_right_size_and_the_wrong_content_is_said_on_loading():
+    data, characters = story_character_model()
+    shifted = characters[7:] + characters[:7]  # the same characters, other ids: it loads without complaint
+    at = app_test(text="The dog")
+    upload_through_sidebar(at, [("ckpt.pt", data, "application/octet-stream"),
+                                ("meta.pkl", meta_pkl(shifted), "application/octet-stream")])
+    assert not at.exception and not at.error
+    key = model_box(at).value
+    assert key.startswith("upload:ckpt.pt@")
+    said = at.session_state["upload_doubts"][key]
+    loss = float(re.search(r"mean loss on the first 33 tokens of the built-in story, ([0-9.]+), is worse than "
+                           rf"guessing evenly over its {len(characters)} tokens", said).group(1))
+    assert loss > np.log(len(characters)) and "probably not the one it was trained with" in said
+    assert at.sidebar.warning[0].value.startswith("Loaded ckpt.pt.") and said in at.sidebar.warning[0].value
+    assert said in [w.value for w in at.main.warning]  # on the page itself, every page while it is chosen
+
+    right = app_test(text="The dog")
+    upload_through_sidebar(right, [("ckpt.pt", data, "application/octet-stream"),
+                                   ("meta.pkl", meta_pkl(characters), "application/octet-stream")])
+    assert not right.exception and right.success[0].value.startswith("Loaded ckpt.pt.")
+    assert right.session_state["upload_doubts"][model_box(right).value] == "" and not right.warning
+
+
+def test_taking_the_refused_tokenizer_out_of_the_box_keeps_saying_the_model_waits(monkeypatch):
+    from test_truth_pass3 import _character_checkpoint
+
+    monkeypatch.setattr(upload.st, "session_state", {})
+    data, _ = _character_checkpoint("".join(chr(c) for c in range(32, 97)))  # 65 characters
+    _, wrong = _character_checkpoint("".join(chr(c) for c in range(32, 112)))  # 80: more than its rows
+    model, refused = BoxFile("ckpt.pt", data, file_id="m"), BoxFile("meta.pkl", wrong, file_id="w")
+    upload.st.session_state["upload"] = [model, refused]
+    upload._on_upload()
+    assert upload.st.session_state["upload_message"][0] == "error"
+    upload.st.session_state["upload"] = [model]  # the wrong meta.pkl taken out
+    upload._on_upload()
+    kind, message = upload.st.session_state["upload_message"]
+    assert kind == "info" and message.startswith("ckpt.pt is kept: add the tokenizer it was trained with")
+    assert model.getvalue() == data  # its bytes still wait
 
 
 # --- LPOS_CHECKPOINT_DIR: a folder offered to every user ------------------------------------------

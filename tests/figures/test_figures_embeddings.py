@@ -204,6 +204,22 @@ def test_a_split_character_is_named_in_the_tooltip():
     assert "(part of a character split across tokens)" in chip.tooltip.split("\n")
 
 
+def test_the_heatmaps_title_counts_one_token_in_the_singular():
+    from lpos.figures.embeddings import heatmaps_title
+
+    assert "(learned, 1 token, 4 dimensions)" in heatmaps_title(handmade_view(["Hi"]), scheme="learned")
+    assert "(learned, 2 tokens, 4 dimensions)" in heatmaps_title(handmade_view(["Hi", "!"]), scheme="learned")
+
+
+def test_a_piece_of_a_character_keeps_the_character_on_its_chip():
+    from lpos.tokenizer import token_strings, visible
+
+    shown = [chip_text(visible(t)) for t in token_strings(encode(" 🐶 ’"))]  # cut at the width: "‹90 of …"
+    assert shown == ["␣‹F0…🐶›", "‹90…🐶›", "‹B6…🐶›", "␣‹E2…’›", "‹99…’›"]
+    assert all(len(text) <= CHIP_TEXT_CHARS for text in shown)
+    assert chip_text("‹E2 80 99 8C 9A 7F›") == "‹E2 80 99 8C 9A 7F›"  # no character to keep: the label stays whole
+
+
 @pytest.mark.parametrize("count, cut", [(5, ""), (CHIP_LIMIT, ""),
                                         (CHIP_LIMIT + 50, f" (the first {CHIP_LIMIT} of {CHIP_LIMIT + 50})")])
 def test_chip_limit_and_title(count, cut):

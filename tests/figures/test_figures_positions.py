@@ -27,6 +27,12 @@ def test_table_heatmap_draws_the_table_and_boxes_the_sentence():
     assert z_of(big.data[0]).shape == (256, 256) and "averages 16 positions × 4 columns" in big.layout.title.text
 
 
+def test_table_heatmap_names_one_boxed_row_in_the_singular():
+    notes = lambda rows: [a.text for a in table_heatmap(sinusoids.table_view(8, 4), title="t",  # noqa: E731
+                                                         highlight_rows=rows).layout.annotations]
+    assert notes(1) == ["your sentence: position 0"] and notes(3) == ["your sentence: positions 0–2"]
+
+
 def test_band_and_wavelength_figures():
     fig = band_figure(sinusoids.frequency_bands(30, 8, pairs=[0, 2]))
     assert [t.name for t in fig.data] == ["pair 0 sin (column 0)", "pair 0 cos (column 1)",

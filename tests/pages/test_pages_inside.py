@@ -86,6 +86,28 @@ def test_inside_page_on_the_story_alone_says_so():
     assert "of other windows of 128 tokens (windows: 10 of the built-in story)" in text_of(at)  # 1,399 tokens
 
 
+def test_the_text_box_without_the_corpus_says_nothing_about_this_machine(monkeypatch):
+    """Where the training corpus is not installed the page reads the story alone: a learner is told which text,
+    not where a developer's files are (issue 37, new user 7)."""
+    from streamlit.testing.v1 import AppTest
+
+    from lpos.ui import inside
+
+    story_only = {name: text for name, text in inside.texts().items() if name == "the built-in story"}
+    monkeypatch.setattr(inside, "texts", lambda: story_only)
+
+    def page():
+        from lpos.ui import inside
+        from lpos.ui.models import UNTRAINED, LoadedModel, untrained
+
+        inside.text_choice(LoadedModel(UNTRAINED, "untrained", untrained("rope"), {}))
+
+    at = AppTest.from_function(page, default_timeout=LOADED).run()
+    assert not at.exception and not at.radio
+    said = " ".join(m.value for m in at.markdown)
+    assert "**the built-in story** (no model was trained on it)" in said and "machine" not in said
+
+
 def with_upload(model, name: str = "tiny.pt"):
     at = app_test(scheme="none", model="untrained", timeout=LOADED)
     at.session_state["uploads"] = {f"upload:{name}": (model, {})}

@@ -1,0 +1,101 @@
+"""The Python behind the lesson's figures: each step's figure as a recipe (lpos.figures.export) on the
+step's model, which the step's view (lpos.ui.lesson) draws from and the page prints; and the sentence
+pair the shuffle steps read.
+"""
+from __future__ import annotations
+
+from lpos.analysis.lengths import training_length
+from lpos.analysis.shuffle import can_shuffle, shuffle_earlier
+from lpos.figures.export import Recipe, Ref, Step, step
+from lpos.positions import schemes_with
+from lpos.tokenizer import GPT2, Tokenizer
+from lpos.ui import lengths, sinusoids
+from lpos.ui.models import LoadedModel
+from lpos.ui.selection import Selection, scheme_models
+
+PRESETS = ("The dog bit the man.", "The man bit the dog.")  # same tokens, same last token
+
+
+def shuffle_pair(ids: list[int], *, tokenizer: Tokenizer = GPT2) -> tuple[list[int], list[int]]:
+    """The sidebar sentence and a shuffle of it, or the two presets in `tokenizer` when it cannot be
+    shuffled (their characters all in tiny Shakespeare's 65: a character model keeps them whole)."""
+    if len(ids) >= 3 and can_shuffle(ids):
+        return ids, shuffle_earlier(ids, seed=0)
+    return tokenizer.encode_known(PRESETS[0])[0], tokenizer.encode_known(PRESETS[1])[0]
+
+
+def shuffle_recipe(model: LoadedModel, ids: list[int], figure: str, **options) -> Recipe:
+    """The shuffle experiment on `model` and one of lpos.figures.shuffle's figures of it, as a recipe
+    (lpos.figures.export)."""
+    original, shuffled = shuffle_pair(ids, tokenizer=model.tokenizer)
+    return Recipe((step("result", "lpos.analysis.shuffle.shuffle_experiment", Ref("model"), original, shuffled=shuffled,
+                        tokenizer=Ref("tokenizer")),
+                   step("fig", f"lpos.figures.shuffle.{figure}", Ref("result"), **options)))
+
+
+def order_blind_recipe(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Recipe:
+    return shuffle_recipe(model, ids, "attention_bars", head=0, tokenizer=Ref("tokenizer"))
+
+
+def position_rows_recipe(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Recipe:
+    return Recipe((step("counts", "lpos.analysis.embeddings.token_counts", Ref("meta")),
+                   step("view", "lpos.analysis.embeddings.embedding_view", Ref("model"), list(ids), counts=Ref("counts"),
+                        tokenizer=Ref("tokenizer")),
+                   step("fig", "lpos.figures.embeddings.embedding_heatmaps", Ref("view"), scheme=model.scheme)))
+
+
+def sinusoid_distance_recipe(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Recipe:
+    return sinusoids.offset_dots_recipe(model.model.config.n_embd, (0, 20, 60), 100, 10000.0)
+
+
+def rope_offsets_recipe(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Recipe:
+    return Recipe((step("query, key", "lpos.analysis.attention.query_and_key", Ref("model"), list(ids), layer=0, head=0,
+                        position=len(ids) - 1),
+                   step("scores", "lpos.analysis.attention.offset_scores", Ref("query"), Ref("key"),
+                        offsets=[0, 1, 4, 16], length=64),
+                   step("fig", "lpos.figures.attention.offset_scores_figure", Ref("scores"))))
+
+
+def bias_models(sidebar: LoadedModel) -> tuple[list[LoadedModel], int]:
+    """The model the sidebar offers for every bias scheme (shipped when the sidebar's is trained), and the last
+    query of the shortest training window among them: step 7 draws distances 0 to it."""
+    offered = {m.scheme: m for m in scheme_models(Selection("", sidebar.scheme, sidebar, []))}
+    models = [offered[name] for name in schemes_with("bias")]
+    return models, min(training_length(m.meta, m.model) for m in models) - 1
+
+
+def loading(model: LoadedModel, name: str) -> Step | None:
+    """The step that loads `model` in a snippet as <name>_model; None for a file of the learner's own."""
+    if model.ref.is_untrained:
+        return step(f"{name}_model", "lpos.model.untrained_model", model.scheme)
+    return step(f"{name}_model, {name}_meta", "lpos.checkpoints.load", model.ref.name) if model.ref.is_shipped else None
+
+
+def relative_bias_recipe(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Recipe | None:
+    """Step 7's lines as a recipe (lpos.figures.export), reading `model` and loading the others; None when one of
+    them is a file of the learner's own."""
+    models, reach = bias_models(sidebar)
+    steps, curves = [], {}
+    for other in models:
+        mine = (other.scheme, other.key) == (model.scheme, model.key)  # the step's model, which the snippet loads first
+        source = "model" if mine else f"{other.scheme}_model"
+        if not mine:
+            if (load := loading(other, other.scheme)) is None:
+                return None
+            steps.append(load)
+        steps.append(step(f"{other.scheme}_bias", "lpos.analysis.biases.bias_lines", Ref(source), layer=0, query=reach,
+                          max_distance=reach))
+        curves[other.model.scheme.label] = Ref(f"{other.scheme}_bias")
+    return Recipe((*steps, step("fig", "lpos.figures.scheme_views.bias_lines_figure", curves,
+                                title=f"Each head's bias against distance, layer 1, query at position {reach}")))
+
+
+def train_short_recipe(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Recipe | None:
+    """The cards' curves of the shipped models trained at one length (None when no card is installed)."""
+    cards = lengths.cards_at_one_length()
+    return None if cards is None else lengths.length_curves_recipe(list(cards.tables), train_length=cards.train_length,
+                                                                    unigram=cards.unigram)
+
+
+def mask_leaks_recipe(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Recipe:
+    return shuffle_recipe(model, ids, "prediction_bars")

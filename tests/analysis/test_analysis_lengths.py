@@ -1,0 +1,58 @@
+"""Length extrapolation's live sentences (lpos.analysis.lengths) on the cases where they were wrong (issue 37)."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from lpos import checkpoints
+from lpos.analysis import lengths
+from lpos.model import GPT
+from lpos.tokenizer import encode
+
+# a story of 140 GPT-2 tokens that stops mid-sentence, with no final full stop (issue 37's pasted text)
+STORY_140 = (
+    "Mia had a small red boat that she kept by the pond behind her house. Every morning she would carry it down the "
+    "path, set it on the water and watch the wind push it toward the reeds. One day a frog jumped onto the boat and "
+    "sat there like a captain. Mia laughed and called him Captain Green. The frog did not seem to mind. He rode the "
+    "boat all the way across the pond and back again, and when it bumped into the bank he hopped off and looked at "
+    "her as if to ask for another ride. So Mia pushed the boat out again, and again, until the sun was high and her "
+    "mother called her in for lunch. After lunch she ran back")
+
+
+def curve(n: int, *, wall: int | None = None) -> lengths.LossCurve:
+    losses = np.linspace(3.0, 5.0, n)
+    return lengths.LossCurve(losses=losses, rolling=losses, window=32, text_tokens=(wall or n) + 12, wall=wall)
+
+
+def test_the_caption_names_the_sliding_line_and_the_wall_together():
+    said = lengths.curve_caption(curve(128, wall=128), GPT.__new__(GPT), train_length=32)
+    assert "compare the dark line with the dotted one" in said and "a sliding 32-token window" in said
+    assert "The red line is where this model's table ends (128 rows)" in said
+
+
+def test_a_text_one_token_past_the_training_length_is_not_called_short():
+    # 129 tokens: longer than the 128 trained on, yet no prediction reads more than 128
+    said = lengths.curve_reading(curve(128), train_length=128)
+    assert "not longer" not in said and "No prediction here reads more than the training length (128 tokens)" in said
+    assert "at least 130 tokens" in said
+
+
+@pytest.mark.skipif("rope" not in checkpoints.available(), reason="the shipped rope model is not installed")
+def test_a_pasted_140_token_story_is_compared_with_a_sliding_window_of_the_training_length():
+    ids = encode(STORY_140)
+    assert len(ids) == 140 and not STORY_140.endswith(".")
+    model, meta = checkpoints.load("rope")
+    train_length = lengths.training_length(meta, model)
+    loss_curve = lengths.loss_along_text(model, ids)
+    sliding = lengths.sliding_losses(model, ids, window=train_length)
+    said = lengths.curve_reading(loss_curve, train_length=train_length, baseline=sliding)
+    assert f"The {139 - train_length} predictions past the training length" in said
+    assert f"each read with only the {train_length - 1} tokens before it" in said
+    change = float(re.search(r"changes their loss by \*\*([+-]?[0-9.]+)\*\*", said).group(1))
+    expected = np.nanmean(loss_curve.losses[train_length:]) - np.nanmean(sliding[train_length:])
+    assert change == pytest.approx(expected, abs=0.006)
+    # fresh 128-token windows, the old baseline, give -0.13 on this text (-0.50 on the issue's): its tail read with
+    # almost no context; read with the 127 tokens before it, the tail costs about nothing more
+    assert abs(change) < 0.05

@@ -1,0 +1,28 @@
+"""The loss-along-the-text figure of Length extrapolation: its sliding-window baseline, drawn and named."""
+from __future__ import annotations
+
+import numpy as np
+
+from lpos.analysis.lengths import LossCurve
+from lpos.figures.lengths import token_loss_figure
+
+
+def test_the_sliding_baseline_is_drawn_and_named_before_a_table_wall():
+    # learned-32's case (issue 37, False 1): trained on 32-token windows, its table ends at 128 rows, and a
+    # 140-token text is scored to the wall; the baseline once went undrawn while the caption compared with it
+    losses = np.linspace(3.0, 5.0, 128)
+    curve = LossCurve(losses=losses, rolling=losses, window=1, text_tokens=140, wall=128)
+    baseline = np.full(139, 4.0)
+    fig = token_loss_figure(curve, tokens=["t"] * 128, train_length=32, label="learned-32", baseline=baseline)
+    sliding = [trace for trace in fig.data if "sliding 32-token window" in trace.name]
+    assert len(sliding) == 1 and "only the 31 before it" in sliding[0].name
+    assert list(sliding[0].x) == list(range(32, 128))  # from the training length to the last scored token
+    np.testing.assert_allclose(sliding[0].y, 4.0)
+    assert sorted(s.x0 for s in fig.layout.shapes) == [32, 128]  # the training length and the wall
+
+
+def test_no_baseline_is_drawn_when_the_curve_stops_at_the_training_length():
+    losses = np.linspace(3.0, 5.0, 128)  # learned: 128 rows, trained on 128, a long text stops at the wall
+    curve = LossCurve(losses=losses, rolling=losses, window=1, text_tokens=140, wall=128)
+    fig = token_loss_figure(curve, tokens=["t"] * 128, train_length=128, label="learned", baseline=np.full(139, 4.0))
+    assert [trace.name for trace in fig.data] == ["loss of each token", "mean of the last 1"]
