@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from lpos.corpus import SHIPPED_SEED
 from lpos.self_attention import CausalSelfAttention
 from lpos.kv_cache import KVCache, LayerCache
+from lpos.meta_device import SkipMetaInit
 from lpos.layers import MLP, SwiGLU, check_block_fields, norm_layer
 from lpos.positions import DEFAULT_SCHEME, REGISTRY, RopeScaling, check_scheme, scheme_info
 from lpos.positions.sinusoidal import SINUSOID_SCALE  # noqa: F401  (public here: the sinusoid rows' scale)
@@ -127,8 +128,9 @@ class GPT(nn.Module):
         # Empty and tied: the head's weight is replaced by the token table at once, so it is never
         # allocated. (Initialised, it is drawn as before, so the random stream, and with it training,
         # stays what built the shipped checkpoints.)
-        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=config.head_bias,
-                                 device="meta" if config.tied and not init_weights else None)
+        with SkipMetaInit():
+            self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=config.head_bias,
+                                     device="meta" if config.tied and not init_weights else None)
         if config.tied:
             self.lm_head.weight = self.transformer.wte.weight  # weight tying, as GPT-2
         # ids the output softmax runs over; None = all. Set for checkpoints trained on a corpus

@@ -1,21 +1,21 @@
 """Precomputed views: what the pages draw from a shipped model and fixed texts, computed once.
 
 Stretching's loss curves (every RoPE method and factor) and attention profiles, Inside's position
-probes, head portraits and sink test, Length extrapolation's loss along the story and by position,
-and Order blindness's preset shuffles depend only on a model and on texts that never change. Each
-kind is one `View` in `VIEWS`: its key, its analysis call and the parameters written, read by the
-pages (lpos.ui.stored.computed) and by `compute`, so the two cannot drift apart. `save` writes the
+probes, head portraits and sink test (at every window offered), Length extrapolation's loss along the
+story and by position, Order blindness's preset shuffles and the Training timeline's band, bias and
+sentences at every step depend only on a model and on texts that never change. Each kind is one
+`View` in `VIEWS`: its key, its analysis call and the parameters written, read by the pages
+(lpos.ui.stored.computed) and by `compute`, so the two cannot drift apart. `save` writes the
 result beside the checkpoint as `checkpoints/<name>.views.pt` (`untrained.views.pt` for every
-scheme's untrained model):
-a sidecar, not the checkpoint's meta, so a rebuild of the views never rewrites the weights the
-pinned numbers are read from, and each file stays far under 8 MB. It holds plain data only
-(dicts, lists, strings, numbers, tensors), so `load` reads it with `torch.load(weights_only=True)`,
-the same safe loader as the checkpoints: nothing in it is executed.
+scheme's untrained model): a sidecar, not the checkpoint's meta, so a rebuild of the views never
+rewrites the weights the pinned numbers are read from, and each file stays far under 8 MB. It
+holds plain data only (dicts, lists, strings, numbers, tensors), so `load` reads it with
+`torch.load(weights_only=True)`, the same safe loader as the checkpoints: nothing in it is executed.
 
-Every entry is keyed by what it was computed from (a digest of the token ids read), and the
-file by the checkpoint it describes (`source_digest`): a page uses an entry only when both
-match, so a changed corpus or a retrained model never shows stale numbers. Written by
-`python -m lpos precompute` (and at the end of checkpoints/rebuild.sh).
+Every entry is keyed by what it was computed from (a digest of the token ids read; the timeline is
+the checkpoint's own), and the file by the checkpoint it describes (`source_digest`): a page uses an
+entry only when both match, so a changed corpus or a retrained model never shows stale numbers.
+Written by `python -m lpos precompute` (and at the end of checkpoints/rebuild.sh).
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ import pandas as pd
 import torch
 
 from lpos import checkpoints, corpus
-from lpos.analysis import coverage, heads, lengths, probes, shuffle, streaming, stretch
+from lpos.analysis import coverage, heads, lengths, probes, shuffle, streaming, stretch, timeline
 from lpos.model import GPT, untrained_model
 from lpos.positions import ROPE_METHODS, SCHEMES, RopeScaling
 from lpos.tokenizer import GPT2, encode
@@ -42,10 +42,9 @@ UNTRAINED = "untrained"
 STRETCH_STORY, STRETCH_HELD_OUT = "The built-in story", "The held-out stream"
 INSIDE_STORY, INSIDE_HELD_OUT = "the built-in story", "held-out stories"
 FACTORS = (2, 4, 8)
-SINK_WINDOW = 64  # the sink test's default window; the others are computed when asked
 SHUFFLE_PRESETS = {"dog": "The dog bit the man.", "man": "The man bit the dog."}
 _RECORDS = {cls.__name__: cls for cls in (heads.HeadPortraits, streaming.SinkTest, shuffle.ShuffleResult,
-                                           lengths.LossCurve)}
+                                           lengths.LossCurve, timeline.TimelineViews)}
 
 
 def ids_digest(ids) -> str:
@@ -191,8 +190,8 @@ def _profiles_written(model, meta, corpus_meta):
     return (dict(method=method, factor=factor, ids=ids, train_length=train_length) for method, factor in methods(model))
 
 
-def _inside_written(**fixed):
-    return lambda model, meta, corpus_meta: (dict(parts=parts, **fixed) for parts in inside_texts(corpus_meta).values())
+def _inside_written(model, meta, corpus_meta):
+    return (dict(parts=parts) for parts in inside_texts(corpus_meta).values())
 
 
 def _position_loss_written(model, meta, corpus_meta):
@@ -208,12 +207,14 @@ PROFILE = View("profile", profile_key, lambda model, *, method, factor, ids, tra
     model, ids, rope_scaling=scaling(method, factor, train_length)), _profiles_written, context=("train_length",))
 PROBES = View("probes", lambda *, parts: inside_key("probes", parts), lambda model, *, parts, tokenizer=GPT2:
               probes.position_probes(model, probe_text(model, parts), tokenizer=tokenizer),
-              _inside_written(), context=("tokenizer",), untrained=True)
+              _inside_written, context=("tokenizer",), untrained=True)
 PORTRAITS = View("portraits", lambda *, parts: inside_key("portraits", parts), lambda model, *, parts:
-                 heads.head_portraits(model, probe_text(model, parts)), _inside_written(), untrained=True)
+                 heads.head_portraits(model, probe_text(model, parts)), _inside_written, untrained=True)
 SINK = View("sink", lambda *, parts, window: inside_key("sink", parts, window), lambda model, *, parts, window:
             streaming.sink_test(model, stream_ids(model, parts, window=window), window=window),
-            _inside_written(window=SINK_WINDOW), untrained=True, may_refuse=True)  # a window past a table's rows
+            lambda model, meta, corpus_meta: (dict(text, window=window) for text in _inside_written(model, meta, corpus_meta)
+                                              for window in streaming.WINDOWS),  # every window the slider offers
+            untrained=True, may_refuse=True)  # a window past a table's rows: the page says why
 CURVE = View("curve", curve_key, lambda model, *, ids: lengths.loss_along_text(model, ids),
              lambda model, meta, corpus_meta: [dict(ids=story_ids())])
 SHUFFLE = View("shuffle", shuffle_key, lambda model, *, original, shuffled, tokenizer=GPT2: shuffle.shuffle_experiment(
@@ -221,7 +222,10 @@ SHUFFLE = View("shuffle", shuffle_key, lambda model, *, original, shuffled, toke
     lambda model, meta, corpus_meta: [dict(original=o, shuffled=s) for o, s in shuffle_pairs()], context=("tokenizer",))
 POSITION_LOSS = View("position_loss", position_loss_key, lambda model, *, stream, length: coverage.loss_by_position(
     model, stream, length=length, max_windows=coverage.POSITION_WINDOWS), _position_loss_written)
-VIEWS: tuple[View, ...] = (LOSSES, PROFILE, PROBES, PORTRAITS, SINK, CURVE, SHUFFLE, POSITION_LOSS)
+TIMELINE = View("timeline", lambda: "timeline|snapshots", lambda model, *, line: timeline.timeline_views(line),
+                lambda model, meta, corpus_meta: [dict(line=line) for line in [timeline.timeline_of(meta)] if line is not None],
+                context=("line",))  # the snapshots are the checkpoint's own: the file's digest names them
+VIEWS: tuple[View, ...] = (LOSSES, PROFILE, PROBES, PORTRAITS, SINK, CURVE, SHUFFLE, POSITION_LOSS, TIMELINE)
 
 
 # --- computing -----------------------------------------------------------------------------------

@@ -43,8 +43,9 @@ else:
 short, full = coverage.short_window_model(selection.model), coverage.full_window_model()
 if short is not None and full is not None:
     st.subheader("The table's other limit: rows that never trained")
-    found = coverage.position_losses(short, full)
-    chart(found.figure, name="extrapolation-position-loss", model=selection.model, key="coverage_position_loss")
+    found = coverage.position_losses(short, full, opened=selection.model)
+    chart(found.figure, recipe=found.recipe, name="extrapolation-position-loss", model=selection.model,
+          key="coverage_position_loss")
     st.markdown(found.reading)
     limit = coverage.trained_rows(short)
     st.caption(f"Mean loss at each position of {full.model.config.block_size}-token windows of {found.text}. "

@@ -4,7 +4,7 @@ import streamlit as st
 from lpos import ui
 from lpos.analysis.scheme_views import names
 from lpos.analysis.coverage import timeline_coverage_reading
-from lpos.analysis.timeline import attention_sentence, bias_reading, evaluation_rows_sentence, neighbours_at
+from lpos.analysis.timeline import evaluation_rows_sentence, neighbours_at
 from lpos.figures.timeline import ANIMATION_CELLS
 from lpos.positions import SCHEMES, schemes_with
 from lpos.ui import coverage
@@ -22,7 +22,7 @@ if found is None:
     st.info(f"{kind} has no training timeline: only the shipped models kept snapshots while they trained. "
             "Pick a shipped model in the sidebar (any scheme).", icon=":material/history:")
     st.stop()
-timeline, maps = found.timeline, found.maps
+timeline, maps, views = found.timeline, found.maps, found.views
 limit = coverage.trained_rows(selection.model) if timeline.position_kind == "table" else None
 
 
@@ -53,7 +53,7 @@ def probe_word(index: int, figures) -> None:
     timeline_chart(figures, "repeated-token", selection.model, where=right, key="timeline_repeated")
     right.caption(f"“{timeline.repeated_word}” appears {timeline.repeated_cos.shape[-1]} times in the probe sentence. "
                   "Its token rows are identical; what enters the first block is token + position, so the copies' cosine "
-                  f"(here {found.repeated['cosine'][index]:.3f} at step {step}) is below 1 only for schemes that add "
+                  f"(here {views.repeated['cosine'][index]:.3f} at step {step}) is below 1 only for schemes that add "
                   f"position rows ({names(list(schemes_with('rows')))}), and exactly 1 for "
                   f"{names([name for name in SCHEMES if name not in schemes_with('rows')])}.")
 
@@ -66,7 +66,7 @@ def first_layer_attention(index: int, figures) -> None:
         timeline_chart(figures, f"attention-head-{head + 1}", selection.model, where=row[head % 2],
                        key=f"timeline_attention_{head}")
     st.caption("Rows are the attending token, columns the tokens it reads; each row sums to 1. "
-               + attention_sentence(timeline, index))
+               + views.attention[index])
 
 
 @st.fragment
@@ -75,7 +75,7 @@ def step_view() -> None:
                             help="The 16 snapshots. Step 0 is the model before its first update.")
     index = timeline.steps.index(step)
     figures = step_figures(selection.model, index)
-    for line in found.reading:
+    for line in views.reading:
         st.markdown(f"- {line}")
     if limit is not None:
         st.markdown(f"- {timeline_coverage_reading(timeline.steps, timeline.position_rows, limit)}")
@@ -84,7 +84,7 @@ def step_view() -> None:
         st.subheader("The learned bias forming")
         timeline_chart(figures, "bias", selection.model, key="timeline_bias")
         st.caption(f"What the first layer adds to each attention score, by how far back the key sits, for queries at "
-                   f"a few positions (a line per head and query). {bias_reading(timeline, index)}")
+                   f"a few positions (a line per head and query). {views.bias_reading[index]}")
     probe_word(index, figures)
     first_layer_attention(index, figures)
 

@@ -149,6 +149,11 @@ def position_loss_streams(meta: dict | None, *, length: int) -> list[tuple[torch
     return streams
 
 
+def position_loss_text(meta: dict | None, *, length: int) -> tuple[torch.Tensor, str]:
+    """The text the loss by position reads, and how a caption names it: the first of position_loss_streams."""
+    return position_loss_streams(meta, length=length)[0]
+
+
 @torch.no_grad()
 def loss_by_position(model: GPT, stream: torch.Tensor, *, length: int, max_windows: int = 64) -> np.ndarray:
     """Mean next-token loss at each position 0..length-1 over non-overlapping windows of `length`

@@ -7,11 +7,17 @@ softmax of logits / temperature, cut to the top k, is sampled with a generator s
 it has no row for the next position, and sliding a window instead would quietly forget the
 prompt, hiding the wall this experiment is about. A model whose longer inputs draw every position
 anew (a table read at random positions: `GPT.caches_positions` False) cannot be continued from a
-cache, so it reads the whole sequence again for every token.
+cache, so it reads the whole sequence again for every token (and scores only its last position).
 
-`Writing` is the Write feature's state: several models continuing one prompt, advanced a slice of
-time at a time (`advance`) so a caller can show the texts growing and stop between slices;
-`marked_text` is the Markdown of one text, the training length marked where it falls.
+A sampled token is the winner of an exponential race, as `torch.multinomial` draws one: the token
+maximising p / E, E drawn Exp(1) for every token of the vocabulary (`Race`). Only the top k can win,
+so only their probabilities are computed; the draws still cover the whole vocabulary, so a seed
+writes what `torch.multinomial` over the whole vocabulary writes (tests/analysis checks both).
+
+`Writing` is the Write feature's state: several models continuing one prompt in step, advanced a
+slice of time at a time (`advance`) so a caller can show the texts growing and stop between slices.
+Writers with one seed share one race: the n-th token of every model reads the same draws, drawn
+once. `marked_text` is the Markdown of one text, the training length marked where it falls.
 """
 from __future__ import annotations
 
@@ -61,24 +67,63 @@ def room(model: GPT, prompt_length: int) -> int | None:
     return None if rows is None else max(rows - prompt_length, 0)
 
 
-def choose(logits: torch.Tensor, sampling: Sampling, generator: torch.Generator) -> int:
-    """The next token from the last position's logits (vocab,)."""
+class Race:
+    """The exponential draws sampling reads: for the n-th token, `size` Exp(1) draws (float64) from a
+    generator seeded by `seed`. Several writers of one seed and vocabulary size read the same draws
+    when they write in step (each reads step n before any reads step n + 1): only the latest is kept."""
+
+    def __init__(self, seed: int, size: int) -> None:
+        self.generator = torch.Generator().manual_seed(seed)
+        self.size = size
+        self.step = -1
+        self.draws: torch.Tensor | None = None
+
+    def at(self, step: int) -> torch.Tensor:
+        """The draws (size,) of the step-th new token, drawn when a writer first asks for them."""
+        if step == self.step + 1:
+            self.draws = torch.empty(self.size, dtype=torch.float64).exponential_(generator=self.generator)  # (size,)
+            self.step = step
+        elif step != self.step:
+            raise ValueError(f"the race is at token {self.step}; token {step} cannot be read: writers sharing it "
+                             "must write in step")
+        return self.draws
+
+
+def pick(scores: torch.Tensor, sampling: Sampling, *, ids: torch.Tensor | None = None,
+         draws: torch.Tensor | None = None) -> int:
+    """The next token from the last position's scores (V'): logits of the tokens `ids` (V', ascending),
+    or of the whole vocabulary when ids is None; `draws` (vocabulary,) are the race's Exp(1) draws
+    (unused when greedy). The top k (ties at the k-th kept) race: argmax of p / draws, which is what
+    `torch.multinomial(p, 1)` computes over the whole vocabulary, where every other p is 0."""
     if sampling.temperature == 0:
-        return int(logits.argmax())
-    scaled = logits.double() / sampling.temperature
+        best = int(scores.argmax())
+        return best if ids is None else int(ids[best])
+    scaled = scores.double() / sampling.temperature  # (V',)
+    candidates = torch.arange(scaled.numel())
     if sampling.top_k is not None and sampling.top_k < scaled.numel():
         kth = torch.topk(scaled, sampling.top_k).values[-1]
-        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
-    return int(torch.multinomial(F.softmax(scaled, dim=-1), 1, generator=generator))
+        candidates = (scaled >= kth).nonzero().squeeze(1)  # (k,) ascending, ties at the k-th kept
+    tokens = candidates if ids is None else ids[candidates]  # (k,) token ids
+    p = F.softmax(scaled[candidates], dim=-1)  # (k,)
+    return int(tokens[(p / draws[tokens]).argmax()])
 
 
-@torch.no_grad()
+def choose(logits: torch.Tensor, sampling: Sampling, generator: torch.Generator) -> int:
+    """The next token from the last position's logits (vocab,)."""
+    draws = None
+    if sampling.temperature != 0:
+        draws = torch.empty(logits.numel(), dtype=torch.float64).exponential_(generator=generator)  # (vocab,)
+    return pick(logits, sampling, draws=draws)
+
+
+@torch.inference_mode()  # less bookkeeping per operation than no_grad; the caches never leave the stream
 def stream(model: GPT, prompt: list[int], *, max_new_tokens: int, sampling: Sampling = Sampling(),
-           use_cache: bool = True) -> Iterator[int]:
+           use_cache: bool = True, race: Race | None = None) -> Iterator[int]:
     """Yield each new token as it is chosen: at most `max_new_tokens`, fewer at the learned wall.
 
     use_cache=False recomputes the whole sequence for every token (the reference the cache is
     tested against, and the only way for a model that draws its positions anew for each length).
+    `race`: draws shared with other writers of this seed (start_writing); by default its own.
     """
     if not prompt:
         raise ValueError("the prompt is empty: give at least one token to continue")
@@ -87,14 +132,18 @@ def stream(model: GPT, prompt: list[int], *, max_new_tokens: int, sampling: Samp
     model.check_length(len(prompt))  # a learned prompt longer than the table: the model's own message
     wall = room(model, len(prompt))
     budget = max_new_tokens if wall is None else min(max_new_tokens, wall)
-    generator = torch.Generator().manual_seed(sampling.seed)
+    if race is None:
+        race = Race(sampling.seed, model.config.vocab_size)
     use_cache = use_cache and model.caches_positions
     cache = KVCache(model.config.n_layer) if use_cache else None
     ids = list(prompt)
     step = torch.tensor([ids], dtype=torch.long)  # (1, T): the prompt first, then one token at a time
-    for _ in range(budget):
-        logits, _ = model(step if use_cache else torch.tensor([ids], dtype=torch.long), cache=cache)
-        token = choose(logits[0, -1], sampling, generator)
+    for n in range(budget):
+        hidden, _ = model.hidden_states(step if use_cache else torch.tensor([ids], dtype=torch.long),
+                                        keep_attention=False, cache=cache)  # (1, T, C)
+        logits = model.output_logits(hidden[0, -1:])[0]  # (vocab,): the last position's only
+        scores = logits if model.output_vocab is None else logits[model.output_vocab]  # (V',)
+        token = pick(scores, sampling, ids=model.output_vocab, draws=race.at(n) if sampling.temperature else None)
         yield token
         ids.append(token)
         step = torch.tensor([[token]], dtype=torch.long)  # (1, 1)
@@ -112,7 +161,7 @@ def continue_text(model: GPT, prompt: list[int], *, max_new_tokens: int, samplin
 class Writing:
     """Continuations in progress: advanced a slice at a time by successive runs of the
     page's fragment, so a click on Stop (which Streamlit queues until a run ends) is seen
-    within one slice. The streams hold each model's KV cache."""
+    within one slice. The streams hold each model's KV cache and share their seed's race."""
 
     settings: tuple  # what the controls said when writing started
     prompt: list[int]
@@ -128,21 +177,26 @@ class Writing:
 
 def start_writing(models: dict[str, GPT], prompt: list[int], *, tokens: int, sampling: Sampling,
                   lengths: dict[str, int], settings: tuple) -> Writing:
-    streams = {name: stream(model, prompt, max_new_tokens=tokens, sampling=sampling)
+    # one race per vocabulary size: models writing in step draw each token's race once
+    races = {size: Race(sampling.seed, size) for size in {model.config.vocab_size for model in models.values()}}
+    streams = {name: stream(model, prompt, max_new_tokens=tokens, sampling=sampling, race=races[model.config.vocab_size])
                for name, model in models.items()}
     return Writing(settings, prompt, lengths, streams, {name: [] for name in models})
 
 
 def advance(writing: Writing, *, seconds: float) -> None:
-    """One token from every model in turn, until `seconds` have passed or every model is done."""
+    """One token from every model in turn (a round: the models stay in step), round after round
+    until `seconds` have passed or every model is done; at least one round (seconds=0: just one)."""
     deadline = time.monotonic() + seconds
-    while writing.streams and time.monotonic() < deadline:
+    while writing.streams:
         for name in list(writing.streams):
             token = next(writing.streams[name], None)
             if token is None:
                 del writing.streams[name]
             else:
                 writing.written[name].append(token)
+        if time.monotonic() >= deadline:
+            break
     if not writing.streams and writing.state == "writing":
         writing.state = "done"
 

@@ -112,6 +112,13 @@ def head_portraits(model: GPT, text: ProbeText, *, batch_size: int = 4) -> HeadP
     return HeadPortraits(table=table, profiles=profiles.numpy(), queries=n * (L - 1), window=L)
 
 
+def distance_profiles(portraits: dict[str, HeadPortraits], *, layer: int, head: int) -> dict[str, np.ndarray]:
+    """Each model's distance profile of one head (`layer` and `head` 0-based indices), by name; a model with fewer
+    layers or heads is left out."""
+    return {name: p.profiles[layer, head] for name, p in portraits.items()
+            if layer < p.profiles.shape[0] and head < p.profiles.shape[1]}
+
+
 def sink_heads(portraits: HeadPortraits) -> pd.DataFrame:
     """The heads putting at least SINK_SHARE of their attention on the first token, largest first."""
     table = portraits.table

@@ -183,6 +183,21 @@ def _ranked(top: pd.DataFrame) -> str:
     return " · ".join(f"“{token}” {_percent(p)}" for token, p in zip(top["token"], top["probability"]))
 
 
+def top1_table(results: list[ShuffleResult]) -> pd.DataFrame:
+    """One short row per scheme, narrow enough for a phone: the full model's likeliest next token before and
+    after the shuffle, whether it stayed, and how far the whole distribution moved, as the three digits it
+    was rounded to (predictions_table has the top 5)."""
+    return pd.DataFrame(
+        {
+            "scheme": [r.scheme for r in results],
+            "next token, original order": [_ranked(r.top_before.head(1)) for r in results],
+            "next token, shuffled": [_ranked(r.top_after.head(1)) for r in results],
+            "same top-1": ["yes" if r.same_top1 else "no" for r in results],
+            "distribution moved (total variation)": [f"{r.distribution_change:.3f}" for r in results],
+        }
+    )
+
+
 def predictions_table(results: list[ShuffleResult]) -> pd.DataFrame:
     """One row per scheme: the full model's top-5 next tokens before and after the shuffle."""
     return pd.DataFrame(

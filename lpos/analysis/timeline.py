@@ -2,7 +2,8 @@
 
 `lpos.snapshots` writes meta["timeline"] during training; this module turns it into numbers a
 page can draw (cosine maps per step, the band by distance, nearest tokens of a probe word) and
-into sentences a teacher can read out, computed from those numbers only.
+into sentences a teacher can read out, computed from those numbers only. `timeline_views` gathers
+what the page reads at every step, so a model's are computed once (precomputed for the shipped ones).
 """
 from __future__ import annotations
 
@@ -239,3 +240,26 @@ def evaluation_rows_sentence(model, T: int) -> str | None:
             f"positions drawn once from its seed, in increasing order ({shown}, …, {int(positions[-1])}). The map "
             f"and the band compare those {T} rows in reading order, so a distance counts tokens in the window, "
             f"not rows of the table.")
+
+
+@dataclass(frozen=True)
+class TimelineViews:
+    """What the Training timeline page reads besides the snapshots, at every step at once: computed once
+    per model, so moving the step computes nothing (lpos.precomputed stores the shipped models')."""
+    band: pd.DataFrame  # band_over_time
+    reading: list[str]  # timeline_reading
+    repeated: pd.DataFrame  # repeated_similarity
+    attention: list[str]  # attention_sentence, by snapshot
+    bias: list[pd.DataFrame] | None = None  # bias_over_distance by snapshot, for a learned bias (t5, fire)
+    bias_reading: list[str] | None = None  # bias_reading by snapshot, the same
+
+
+def timeline_views(timeline: Timeline) -> TimelineViews:
+    """The band, the readings and, by snapshot, the attention sentence and the learned bias of `timeline`."""
+    snapshots = range(len(timeline))
+    biased = timeline.bias is not None
+    return TimelineViews(
+        band=band_over_time(timeline), reading=timeline_reading(timeline), repeated=repeated_similarity(timeline),
+        attention=[attention_sentence(timeline, i) for i in snapshots],
+        bias=[bias_over_distance(timeline, i) for i in snapshots] if biased else None,
+        bias_reading=[bias_reading(timeline, i) for i in snapshots] if biased else None)

@@ -101,6 +101,30 @@ def measure_cold_start(browser, log_dir: Path, runs: int) -> dict:
     return {"first_page_ms": spread(first), "after_model_switch_ms": spread(after_switch)}
 
 
+def sentence_ratios(browser, server: Server, floor_server: Server, paths: dict[str, str], runs: int,
+                    progress=print) -> tuple[dict, dict]:
+    """The bare page's new sentence and scheme switch (measured before and after the pages: load may
+    drift), and each page's, with their ratios to it; every model loaded first, so that no timing
+    includes a first load."""
+    warm = Tab(browser)
+    for scheme in SCHEMES:
+        for model in (scheme, "untrained"):
+            warm.open(f"{server.url}/?scheme={scheme}&model={model}")
+    warm.close()
+    progress("measuring the floor page")
+    floor = measure_floor(browser, floor_server, runs)
+    pages = {}
+    for index, (name, path) in enumerate(sorted(paths.items())):
+        progress(f"measuring page {name}")
+        pages[name] = measure_page(browser, server, path, index, runs)
+    more = measure_floor(browser, floor_server, runs)
+    floor = {key: spread(values + more[key]) for key, values in floor.items()}
+    for page in pages.values():
+        for kind in ("sentence", "scheme"):
+            page[f"{kind}_ratio"] = page[f"{kind}_ms"]["median"] / floor[f"{kind}_ms"]["median"]
+    return floor, pages
+
+
 def app_side(*, runs: int = 5, quick: bool = False, progress=print) -> dict:
     """Every browser measurement; needs Playwright and Chromium (check_browser)."""
     from playwright.sync_api import sync_playwright
@@ -117,22 +141,7 @@ def app_side(*, runs: int = 5, quick: bool = False, progress=print) -> dict:
         try:
             with peak_memory(server) as sampler:
                 paths = page_paths(browser, server)
-                warm = Tab(browser)  # load every model once, so page timings exclude first loads
-                for scheme in SCHEMES:
-                    for model in (scheme, "untrained"):
-                        warm.open(f"{server.url}/?scheme={scheme}&model={model}")
-                warm.close()
-                progress("measuring the floor page")
-                floor = measure_floor(browser, floor_server, runs)
-                pages = {}
-                for index, (name, path) in enumerate(sorted(paths.items())):
-                    progress(f"measuring page {name}")
-                    pages[name] = measure_page(browser, server, path, index, runs)
-                more = measure_floor(browser, floor_server, runs)  # the floor again: load may drift
-                floor = {key: spread(values + more[key]) for key, values in floor.items()}
-                for page in pages.values():
-                    for kind in ("sentence", "scheme"):
-                        page[f"{kind}_ratio"] = page[f"{kind}_ms"]["median"] / floor[f"{kind}_ms"]["median"]
+                floor, pages = sentence_ratios(browser, server, floor_server, paths, runs, progress=progress)
                 progress("measuring the 1024 x 1024 similarity map")
                 big_map = measure_big_map(browser, server, paths["similarity"], 1 if quick else 3) if "similarity" in paths else None
                 sessions = 2 if quick else 3

@@ -14,6 +14,7 @@ import torch
 from lpos.checkpoints.errors import CheckpointError, NeedsTokenizer
 from lpos.checkpoints.payload import drop_file_pages
 from lpos.layers import parameter_count
+from lpos.meta_device import shapes_only
 from lpos.model import GPT, GPTConfig, initial_token_table
 from lpos.tokenizer import GPT2, TOKENIZER_FILES, VOCAB_SIZE, Tokenizer
 
@@ -79,7 +80,7 @@ def build_model(config: GPTConfig, state: dict, label: str, *, in_place: bool = 
     device, nothing allocated), so a large model's weights are held once, not twice."""
     try:
         if in_place:
-            with torch.device("meta"):
+            with shapes_only():
                 model = GPT(config, init_weights=False)
         else:
             model = GPT.empty(config)  # every weight comes from the file, so none is drawn

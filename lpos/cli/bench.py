@@ -13,6 +13,8 @@ def add_commands(commands) -> None:
     bench.add_argument("--model-only", action="store_true", help="skip the browser (no Playwright or Chromium needed)")
     bench.add_argument("--first-visit-only", action="store_true",
                        help="only the first-visit sections: a fresh server per page, and the seed-size model")
+    bench.add_argument("--slow-paths", action="store_true",
+                       help="only the slow paths a learner hits, each beside its goal (docs/PERFORMANCE.md, issue 38)")
     bench.add_argument("--memory-walk", action="store_true",
                        help="only the seed-size model (45M) from a shared folder: every page on one server, peak RSS")
     bench.add_argument("--tiny-model", action="store_true",
@@ -34,18 +36,26 @@ def run_bench(args) -> int:
         raise ValueError("--first-visit-only needs the browser: drop --model-only")
     if args.tiny_model and not args.memory_walk:
         raise ValueError("--tiny-model is the memory walk's smoke test: add --memory-walk")
+    progress = lambda message: print(message, file=sys.stderr)  # noqa: E731
+    if args.slow_paths:
+        from lpos.bench.slow_paths import report, slow_paths_side
+
+        results = {"machine": bench.machine(), "runs": args.runs,
+                   "slow_paths": slow_paths_side(runs=args.runs, progress=progress)}
+        return emit(results, args, lambda: "\n".join(report(results["slow_paths"])))
     if args.memory_walk:
         from lpos.bench.first_visit import memory_walk, report
 
-        results = {"machine": bench.machine(), "first_visit": memory_walk(
-            tiny=args.tiny_model, progress=lambda message: print(message, file=sys.stderr))}
-        if args.out:
-            Path(args.out).write_text(json.dumps(results, indent=2))
-        print(json.dumps(results, indent=2) if args.json else "\n".join(report(results["first_visit"])))
-        return 0
+        results = {"machine": bench.machine(), "first_visit": memory_walk(tiny=args.tiny_model, progress=progress)}
+        return emit(results, args, lambda: "\n".join(report(results["first_visit"])))
     results = bench.run(runs=args.runs, quick=args.quick, browser=not args.model_only,
-                        first_visit_only=args.first_visit_only, progress=lambda message: print(message, file=sys.stderr))
+                        first_visit_only=args.first_visit_only, progress=progress)
+    return emit(results, args, lambda: bench.table(results))
+
+
+def emit(results: dict, args, text) -> int:
+    """Write the results to --out when asked, and print them as JSON (--json) or as `text()`."""
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=2))
-    print(json.dumps(results, indent=2) if args.json else bench.table(results))
+    print(json.dumps(results, indent=2) if args.json else text())
     return 0

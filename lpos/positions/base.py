@@ -27,6 +27,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 
+from lpos.meta_device import shapes_only
+
 # The views a page can draw for a scheme; a scheme says which apply to it (`views`).
 VIEWS = (
     "rows",  # position rows added to token rows (Embeddings, Similarity, the PCA)
@@ -108,7 +110,7 @@ class PositionScheme:
     def parameter_count(self, config) -> int:
         """Weights this scheme adds to a model of `config`, counted on the meta device (nothing allocated: a
         file may declare a huge table)."""
-        with torch.device("meta"):
+        with shapes_only():
             model = sum(p.numel() for m in self.model_parameters(config).values() for p in m.parameters())
             layer = sum(p.numel() for m in self.layer_parameters(config).values() for p in m.parameters())
         return model + config.n_layer * layer

@@ -34,7 +34,7 @@ class Sinusoidal(PositionScheme):
 
     def position_rows(self, model, positions: torch.Tensor) -> torch.Tensor:
         table = sinusoidal_table(int(positions.max()) + 1, model.config.n_embd)  # rows 0..max
-        return SINUSOID_SCALE * table.to(model.transformer.wte.weight.device)[positions]
+        return SINUSOID_SCALE * table.to(positions.device)[positions]  # never the token table: a shared one is rebuilt on each read
 
 
 SCHEME = Sinusoidal()

@@ -150,7 +150,7 @@ def attention_weights(loaded: LoadedModel, ids: list[int], tokens: list[str], *,
     st.caption("Each row is one query token's attention over the keys up to itself; each row sums to 1.\n"
                + ("Untrained: random, small scores spread the weights evenly over the visible keys"
                   + (", tilted towards recent keys by the bias." if has_fixed_bias(loaded.model) else ".")
-                  if not loaded.trained else head_sentence(weights, layer=layer + 1, head=head)))
+                  if not loaded.trained and len(ids) > 1 else head_sentence(weights, layer=layer + 1, head=head)))
 
 
 def what_if(loaded: LoadedModel, ids: list[int], tokens: list[str], *, layer: int, head: int) -> None:

@@ -10,8 +10,10 @@ import plotly.graph_objects as go
 
 from lpos import checkpoints, precomputed
 from lpos.analysis import coverage
-from lpos.figures.coverage import position_loss_figure, row_drift_figure
+from lpos.figures.coverage import row_drift_figure
+from lpos.figures.export import Recipe, Ref, step
 from lpos.ui.caching import cache_resource
+from lpos.ui.export import model_steps, run_recipe
 from lpos.ui.models import LoadedModel, label, load_offered
 from lpos.ui.stored import computed
 
@@ -65,22 +67,46 @@ def drift_view(model: LoadedModel, upto: int | None = None) -> tuple[go.Figure, 
 @dataclass(frozen=True)
 class PositionLosses:
     figure: go.Figure
+    recipe: Recipe | None  # the Python that redraws the figure (lpos.figures.export); None for a file of one's own
     reading: str
     text: str  # which text was scored
 
 
+def position_losses_recipe(short: LoadedModel, full: LoadedModel, *,
+                           opened: LoadedModel | None) -> tuple[Recipe, bool]:
+    """position_losses' figure as a recipe: both models scored on the text the short model's corpus gives, each
+    loaded by name unless it is `opened` (the model the snippet's opening loads); and whether a snippet can load
+    both (not a file of the learner's own other than `opened`)."""
+    window, steps, curves, loadable = full.model.config.block_size, [], {}, True
+    for name, model in (("short", short), ("full", full)):
+        bound = model_steps(model, name, opened=opened)
+        loadable &= bound is not None
+        loads, gpt, meta = bound or ([], Ref(f"{name}_model"), Ref(f"{name}_meta"))  # never printed
+        steps += loads
+        if model is short:
+            steps.append(step("stream, text", "lpos.analysis.coverage.position_loss_text", meta, length=window))
+        steps.append(step(f"{name}_losses", "lpos.analysis.coverage.loss_by_position", gpt, Ref("stream"),
+                          length=window, max_windows=WINDOWS))
+        curves[model.key] = Ref(f"{name}_losses")
+    return Recipe((*steps, step("fig", "lpos.figures.coverage.position_loss_figure", curves,
+                                limit=trained_rows(short), window=window))), loadable
+
+
 @cache_resource(max_entries=8, show_spinner="Scoring every position…")
-def position_losses(short: LoadedModel, full: LoadedModel) -> PositionLosses:
+def position_losses(short: LoadedModel, full: LoadedModel, *, opened: LoadedModel | None = None) -> PositionLosses:
     """Both models' mean loss at each position of windows of `full`'s table length: held-out
-    stories when the corpus is on this machine, the built-in story otherwise."""
+    stories when the corpus is on this machine, the built-in story otherwise; with the recipe that
+    redraws the figure in a snippet that opens with `opened`."""
     window = full.model.config.block_size
     limit = trained_rows(short)
-    stream, text = coverage.position_loss_streams(short.meta, length=window)[0]
+    stream, text = coverage.position_loss_text(short.meta, length=window)
     windows = min(WINDOWS, len(stream) // window)
 
     # the shipped models' are precomputed (checkpoints/<name>.views.pt); others are scored once and kept
     curves = {m.key: computed(m.model, precomputed.POSITION_LOSS, stream=stream, length=window,
                               doing="Scoring every position") for m in (short, full)}
-    return PositionLosses(position_loss_figure(curves, limit=limit, window=window),
+    recipe, loadable = position_losses_recipe(short, full, opened=opened)
+    return PositionLosses(run_recipe(recipe, short_losses=curves[short.key], full_losses=curves[full.key]),
+                          recipe if loadable else None,
                           coverage.position_loss_reading(curves, short=short.key, full=full.key, trained=limit,
                                                                windows=windows), text)

@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from lpos.checkpoints.reference import SHIPPED
-from lpos.figures.export import Recipe, figure_csv, file_name
+from lpos.figures.export import Recipe, Ref, Step, figure_csv, file_name, step
 from lpos.ui.caching import cache_resource
 from lpos.ui.models import LoadedModel
 
@@ -29,6 +29,22 @@ def snippet_model(model: LoadedModel) -> str | None:
     if ref.is_untrained:
         return "untrained"
     return ref.name if ref.kind == SHIPPED else None
+
+
+def model_steps(model: LoadedModel, name: str, *,
+                opened: LoadedModel | None = None) -> tuple[list[Step], Ref, Ref | None] | None:
+    """How a recipe reads `model`: the steps that load it and the Refs to it and its meta (None for an untrained
+    model's). `opened` is the model the snippet's opening loads (model, meta); any other model is loaded as
+    <name>_model: a shipped one by its name, an untrained one of GPT-2's shape by its scheme. None for a file of the
+    learner's own or an untrained model of its shape, which no snippet can load by name."""
+    if opened is not None and (model.key, model.scheme) == (opened.key, opened.scheme):
+        return [], Ref("model"), Ref("meta")
+    if model.ref.is_untrained and model.tokenizer.is_gpt2:
+        return [step(f"{name}_model", "lpos.model.untrained_model", model.scheme)], Ref(f"{name}_model"), None
+    if model.ref.is_shipped:
+        return ([step(f"{name}_model, {name}_meta", "lpos.checkpoints.load", model.ref.name)], Ref(f"{name}_model"),
+                Ref(f"{name}_meta"))
+    return None
 
 
 def run_recipe(recipe: Recipe, model: LoadedModel | None = None, **given) -> go.Figure:

@@ -11,12 +11,13 @@ import streamlit as st
 
 from lpos import precomputed
 from lpos.analysis import heads
-from lpos.figures.inside import distance_profile_figure, head_grid_figure, head_layer_figure
+from lpos.figures.export import Recipe, Ref, step
 from lpos.model import GPT
 from lpos.ui.attention import grouping_sentence, head_label
 from lpos.ui.coverage import trained_rows
 from lpos.ui.export import chart
 from lpos.ui.inside import Text, cache_figure_per_text, cache_per_text, windows_used
+from lpos.ui.inside_recipes import compared, portrayed, whole_text
 from lpos.ui.models import LoadedModel
 from lpos.ui.selection import Selection
 from lpos.ui.stored import computed
@@ -41,12 +42,28 @@ def draws_whole(model: GPT) -> bool:
     return model.config.n_layer <= GRID_LAYERS
 
 
+def compared_heads(models: list[LoadedModel], chosen: Text, shown: dict[str, heads.HeadPortraits], *, sidebar: str,
+                   lines: dict[str, str], draw) -> tuple[go.Figure, Recipe | None]:
+    """A figure of every model's head portraits (`shown`, by scheme) drawn by `draw`, and the recipe that redraws
+    it (lpos.ui.inside_recipes), the `sidebar` scheme's model read as the snippet opens it; `lines` names each
+    scheme's line."""
+    opened = next(m for m in models if m.scheme == sidebar)
+    return compared([(m.scheme, lines[m.scheme], m) for m in models], {lines[s]: p for s, p in shown.items()},
+                    chosen=chosen, tokens=whole_text(chosen),
+                    measure=portrayed, draw=draw, opened=opened)
+
+
 @cache_figure_per_text
-def head_grid(models: list[LoadedModel], chosen: Text, *, sidebar: str, layer: int | None = None) -> go.Figure:
+def head_grid(models: list[LoadedModel], chosen: Text, *, sidebar: str, layer: int | None = None
+              ) -> tuple[go.Figure, Recipe | None]:
     """The head grid of every model, the `sidebar` scheme's line marked, built once per text: every
-    layer, or only `layer` (1-based) of each model when given."""
-    shown = {(f"{s} (sidebar)" if s == sidebar else s): p for s, p in portraits(models, chosen).items()}
-    return head_grid_figure(shown) if layer is None else head_layer_figure(shown, layer=layer)
+    layer, or only `layer` (1-based) of each model when given; and the recipe that redraws it."""
+    shown = portraits(models, chosen)
+    grid = "head_grid_figure" if layer is None else "head_layer_figure"
+    options = {} if layer is None else {"layer": layer}
+    return compared_heads(models, chosen, shown, sidebar=sidebar,
+                          lines={s: f"{s} (sidebar)" if s == sidebar else s for s in shown},
+                          draw=lambda found: [step("fig", f"lpos.figures.inside.{grid}", found, **options)])
 
 
 def in_layer(portraits: heads.HeadPortraits, layer: int | None) -> heads.HeadPortraits:
@@ -95,8 +112,8 @@ def head_portraits_tab(selection: Selection, models: list[LoadedModel], chosen: 
     except ValueError as error:
         st.warning(f"The heads cannot be measured on this model: {error}.", icon=":material/warning:")
         return
-    chart(head_grid(models, chosen, sidebar=selection.scheme, layer=None if whole else layer),
-          name="inside-heads", model=sidebar_model, key="inside_heads")
+    grid, recipe = head_grid(models, chosen, sidebar=selection.scheme, layer=None if whole else layer)
+    chart(grid, recipe=recipe, name="inside-heads", model=sidebar_model, key="inside_heads")
     mine, shown_layer = shown[selection.scheme], None if whole else layer  # a deep model's readings: the layer shown
     for line in grid_captions(sidebar_model, chosen, mine, layer=shown_layer):
         st.caption(line)
@@ -105,16 +122,19 @@ def head_portraits_tab(selection: Selection, models: list[LoadedModel], chosen: 
         st.markdown(f"- {line}")
     shares = {s: in_layer(p, shown_layer).table["first token share"].max() for s, p in shown.items()}
     st.markdown(heads.first_share_sentence(shares, layer=shown_layer))
-    head_profile(shown, mine, sidebar_model, layer=layer, head=head, whole=whole)
+    head_profile(models, chosen, shown, sidebar_model, layer=layer, head=head, whole=whole)
 
 
-def head_profile(shown: dict[str, heads.HeadPortraits], mine: heads.HeadPortraits, sidebar_model: LoadedModel, *,
-                 layer: int, head: int, whole: bool) -> None:
+def head_profile(models: list[LoadedModel], chosen: Text, shown: dict[str, heads.HeadPortraits],
+                 sidebar_model: LoadedModel, *, layer: int, head: int, whole: bool) -> None:
     """One head's attention by distance beside the same head of every scheme, and the sidebar model's numbers."""
-    profiles = {s: p.profiles[layer - 1, head] for s, p in shown.items()
-                if layer <= p.profiles.shape[0] and head < p.profiles.shape[1]}
-    chart(distance_profile_figure(profiles, layer=layer, head=head, window=mine.window), name="inside-distance-profile",
-          model=sidebar_model, key="inside_profile")
+    mine = shown[sidebar_model.scheme]
+    profile, recipe = compared_heads(
+        models, chosen, shown, sidebar=sidebar_model.scheme, lines={s: s for s in shown},
+        draw=lambda found: [step("profiles", "lpos.analysis.heads.distance_profiles", found, layer=layer - 1, head=head),
+                            step("fig", "lpos.figures.inside.distance_profile_figure", Ref("profiles"), layer=layer,
+                                 head=head, window=mine.window)])
+    chart(profile, recipe=recipe, name="inside-distance-profile", model=sidebar_model, key="inside_profile")
     st.caption("Mean weight a query puts on the key that many tokens back, over every query that has one; the dotted "
                "line is what an even spread over the prefix gives. Head numbers are arbitrary across models, except "
                "in ALiBi, where head h always has the same slope (head 1 the steepest): its bias alone multiplies the "

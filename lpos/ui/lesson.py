@@ -27,9 +27,9 @@ from lpos.lesson import STEPS
 from lpos.ui import attention, coverage, embeddings, lengths, shuffle, similarity, sinusoids
 from lpos.ui.caching import cache_resource
 from lpos.ui.export import drawn, run_recipe
-from lpos.ui.lesson_recipes import (PRESETS, bias_models, mask_leaks_recipe, order_blind_recipe, position_rows_recipe,
-                                     relative_bias_recipe, rope_offsets_recipe, shuffle_pair, sinusoid_distance_recipe,
-                                     train_short_recipe)
+from lpos.ui.lesson_recipes import (PRESETS, bias_models, learned_band_recipe, mask_leaks_recipe, order_blind_recipe,
+                                     position_rows_recipe, relative_bias_recipe, rope_offsets_recipe, shuffle_pair,
+                                     sinusoid_distance_recipe, table_wall_recipe, train_short_recipe)
 from lpos.ui.text import literal
 from lpos.ui.models import LoadedModel, label, load_offered
 from lpos.ui.selection import Selection, model_for
@@ -78,10 +78,10 @@ def table_wall(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figu
     answer = randomized_sentence()
     short, full = coverage.short_window_model(model), coverage.full_window_model()
     if short is None or full is None:
-        return lengths.length_curves(lengths.shipped_loss_tables(), train_length=rows), (
+        return drawn(table_wall_recipe(sidebar, model, ids)), (
             said + "\n\nThe second limit needs a shipped model trained on shorter windows; none is installed." + answer)
     drift = coverage.drift_view(short)
-    losses = coverage.position_losses(short, full)
+    losses = coverage.position_losses(short, full, opened=model)  # its recipe: table_wall_recipe
     return losses.figure, (f"{said}\n\nSecond limit, {short.label}: " + " ".join(drift[1] if drift else [])
                            + f"\n\n{losses.reading} (Text: {losses.text}.)" + answer)
 
@@ -122,7 +122,7 @@ def relative_bias(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> F
 def learned_band(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figure:
     rows = model.model.max_input_length
     _, structure = similarity.position_band(model, rows)
-    return similarity.position_maps(model, rows, with_untrained=True), band_sentence(model, structure, rows)
+    return drawn(learned_band_recipe(sidebar, model, ids), model), band_sentence(model, structure, rows)
 
 
 def _alike(cosine: float) -> str:
@@ -144,7 +144,9 @@ def band_sentence(model: LoadedModel, structure: dict, rows: int) -> str:
                 "has a band to find. " + said + " Pick a trained learned model in the sidebar to see what training draws.")
     elif limit is not None and limit < rows:
         said += (f" It trained on windows of at most {limit} tokens: rows {limit}–{rows - 1} never received a "
-                 f"gradient and are still near their random start, so these numbers mix {limit} trained rows with {rows - limit} untrained ones.")
+                 f"gradient and are still near their random start, so these numbers mix {limit} trained rows with {rows - limit} untrained ones")
+        trained_near = similarity.band_structure(model, limit)["cosine_at_1"]  # the trained rows' own band
+        said += f"; rows 0–{limit - 1} alone: mean cosine {trained_near:.2f} at distance 1 ({_alike(trained_near)})."
     return said + " The Training timeline page shows the band forming step by step."
 
 
@@ -176,8 +178,9 @@ STEP_VIEWS: list[Callable[[LoadedModel, LoadedModel, list[int]], Figure]] = [
 SENTENCE_STEPS = (1, 2, 3, 6, 10)  # the steps whose figure is drawn on the sidebar sentence (tests/pages/test_sentences.py)
 SHUFFLE_STEPS = tuple(i + 1 for i, view in enumerate(STEP_VIEWS) if view in (order_blind, mask_leaks))  # shuffle_pair's
 LAST_TOKEN_STEPS = (6,)  # of those, the steps that read only its last token (RoPE's query and key there)
-RECIPES = {order_blind: order_blind_recipe, position_rows: position_rows_recipe, sinusoid_distance: sinusoid_distance_recipe,
-           rope_offsets: rope_offsets_recipe, relative_bias: relative_bias_recipe, train_short: train_short_recipe,
+RECIPES = {order_blind: order_blind_recipe, position_rows: position_rows_recipe, table_wall: table_wall_recipe,
+           sinusoid_distance: sinusoid_distance_recipe, rope_offsets: rope_offsets_recipe,
+           relative_bias: relative_bias_recipe, learned_band: learned_band_recipe, train_short: train_short_recipe,
            mask_leaks: mask_leaks_recipe}  # the views whose figure has a recipe (lpos.ui.lesson_recipes): the page prints it
 
 

@@ -4,12 +4,14 @@ pair the shuffle steps read.
 """
 from __future__ import annotations
 
+from lpos import checkpoints
 from lpos.analysis.lengths import training_length
 from lpos.analysis.shuffle import can_shuffle, shuffle_earlier
-from lpos.figures.export import Recipe, Ref, Step, step
+from lpos.figures.export import Recipe, Ref, step
 from lpos.positions import schemes_with
 from lpos.tokenizer import GPT2, Tokenizer
-from lpos.ui import lengths, sinusoids
+from lpos.ui import coverage, lengths, similarity, sinusoids
+from lpos.ui.export import model_steps
 from lpos.ui.models import LoadedModel
 from lpos.ui.selection import Selection, scheme_models
 
@@ -64,30 +66,34 @@ def bias_models(sidebar: LoadedModel) -> tuple[list[LoadedModel], int]:
     return models, min(training_length(m.meta, m.model) for m in models) - 1
 
 
-def loading(model: LoadedModel, name: str) -> Step | None:
-    """The step that loads `model` in a snippet as <name>_model; None for a file of the learner's own."""
-    if model.ref.is_untrained:
-        return step(f"{name}_model", "lpos.model.untrained_model", model.scheme)
-    return step(f"{name}_model, {name}_meta", "lpos.checkpoints.load", model.ref.name) if model.ref.is_shipped else None
-
-
 def relative_bias_recipe(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Recipe | None:
     """Step 7's lines as a recipe (lpos.figures.export), reading `model` and loading the others; None when one of
     them is a file of the learner's own."""
     models, reach = bias_models(sidebar)
     steps, curves = [], {}
     for other in models:
-        mine = (other.scheme, other.key) == (model.scheme, model.key)  # the step's model, which the snippet loads first
-        source = "model" if mine else f"{other.scheme}_model"
-        if not mine:
-            if (load := loading(other, other.scheme)) is None:
-                return None
-            steps.append(load)
-        steps.append(step(f"{other.scheme}_bias", "lpos.analysis.biases.bias_lines", Ref(source), layer=0, query=reach,
-                          max_distance=reach))
+        if (bound := model_steps(other, other.scheme, opened=model)) is None:
+            return None
+        loads, source, _ = bound
+        steps += [*loads, step(f"{other.scheme}_bias", "lpos.analysis.biases.bias_lines", source, layer=0, query=reach,
+                               max_distance=reach)]
         curves[other.model.scheme.label] = Ref(f"{other.scheme}_bias")
     return Recipe((*steps, step("fig", "lpos.figures.scheme_views.bias_lines_figure", curves,
                                 title=f"Each head's bias against distance, layer 1, query at position {reach}")))
+
+
+def table_wall_recipe(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Recipe | None:
+    """Step 4's figure: the loss at each position of a short-window model beside a full-window one, or, when
+    either is not installed, the cards' curves of every shipped model."""
+    short, full = coverage.short_window_model(model), coverage.full_window_model()
+    if short is None or full is None:
+        return lengths.length_curves_recipe(checkpoints.available(), train_length=model.model.max_input_length)
+    return coverage.position_losses(short, full, opened=model).recipe
+
+
+def learned_band_recipe(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Recipe:
+    """Step 8's maps: the model's table and the table it started from, side by side."""
+    return similarity.position_maps(model, model.model.max_input_length, with_untrained=True)
 
 
 def train_short_recipe(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Recipe | None:

@@ -16,9 +16,11 @@ from lpos.figures.inside import probe_figures
 from lpos.model import GPT
 from lpos.positions import SCHEMES
 from lpos.tokenizer import GPT2, Tokenizer
+from lpos.figures.export import Recipe, step
 from lpos.ui.export import chart
 from lpos.ui.inside import Text, cache_figure_per_text, cache_per_text, windows_used
-from lpos.ui.models import LoadedModel, load_offered, untrained, untrained_like
+from lpos.ui.inside_recipes import compared, probed, whole_text
+from lpos.ui.models import UNTRAINED, LoadedModel, label, load_offered, untrained, untrained_like
 from lpos.ui.selection import Selection
 from lpos.ui.stored import computed
 
@@ -38,24 +40,36 @@ def scheme_checkpoints() -> list[str]:
     return [scheme for scheme in SCHEMES if scheme in checkpoints.available()]
 
 
-def probe_panels(extra: LoadedModel | None, chosen: Text) -> tuple[dict[str, pd.DataFrame], dict[str, pd.DataFrame]]:
-    """Probe frames by line name: the shipped model of each scheme (and `extra`, the sidebar's model
-    when it is none of them nor untrained), and an untrained model of every scheme."""
-    trained = {}
-    with st.spinner(f"Probing every layer of {len(scheme_checkpoints()) + len(SCHEMES) + (extra is not None)} models…"):
-        for scheme in scheme_checkpoints():
-            trained[scheme] = position_probes(load_offered(scheme)[0], chosen)
-        if extra is not None:
-            trained[f"{extra.scheme} · {extra.label}"] = position_probes(extra.model, chosen)
-        fresh = {scheme: position_probes(untrained(scheme), chosen) for scheme in SCHEMES}
-    return trained, fresh
+Panels = dict[str, list[tuple[str, str, LoadedModel]]]  # panel -> (name in a snippet, line name, model)
+
+
+def panel_models(extra: LoadedModel | None) -> Panels:
+    """The models of each panel, as (name in a snippet, line name, model): "trained", the shipped model of each
+    scheme (and `extra`, the sidebar's model when it is none of them nor untrained), when there is one; "untrained",
+    an untrained model of every scheme."""
+    trained = [(scheme, scheme, LoadedModel(scheme, label(scheme), *load_offered(scheme)))
+               for scheme in scheme_checkpoints()]
+    if extra is not None:
+        trained.append(("sidebar", f"{extra.scheme} · {extra.label}", extra))
+    fresh = [(f"untrained_{scheme}", scheme, LoadedModel(UNTRAINED, label(UNTRAINED), untrained(scheme), {}))
+             for scheme in SCHEMES]
+    return {"trained": trained, "untrained": fresh} if trained else {"untrained": fresh}
+
+
+def probe_panels(panels: Panels, chosen: Text) -> dict[str, dict[str, pd.DataFrame]]:
+    """Probe frames by panel and line name."""
+    with st.spinner(f"Probing every layer of {sum(map(len, panels.values()))} models…"):
+        return {panel: {line: position_probes(m.model, chosen) for _, line, m in models}
+                for panel, models in panels.items()}
 
 
 @dataclass(frozen=True)
 class ProbeView:
-    """What the probe tab draws: the figure, the reading, and the sizes its caption states."""
+    """What the probe tab draws: the figures, the recipes that redraw them, the reading, and the sizes its caption
+    states."""
 
     figures: list[go.Figure]  # one per panel ("trained" first when there is one), for columns a phone stacks
+    recipes: list[Recipe | None]  # each figure's (lpos.figures.export); None where no snippet can load the models
     reading: list[str]
     fitted: int  # tokens each probe was fitted on
     scored: int  # tokens it was scored on
@@ -65,13 +79,18 @@ class ProbeView:
 
 @cache_figure_per_text
 def _probe_view(shipped: tuple[str, ...], extra: LoadedModel | None, chosen: Text) -> ProbeView:
-    trained, fresh = probe_panels(extra, chosen)
-    panels = {"trained": trained, "untrained": fresh} if trained else {"untrained": fresh}
+    models = panel_models(extra)
+    frames = probe_panels(models, chosen)
+    trained, fresh = frames.get("trained", {}), frames["untrained"]
+    drawn = [compared(panel, frames[name], chosen=chosen, tokens=whole_text(chosen), measure=probed, opened=extra,
+                      draw=lambda lines, name=name: [step("figs", "lpos.figures.inside.probe_figures", {name: lines})],
+                      pick=0) for name, panel in models.items()]
     sample = next(iter(fresh.values())).iloc[0]
     limit = coverage.trained_rows(extra.meta, extra.model) if extra is not None else None
     limits = {f"{extra.scheme} · {extra.label}": limit} if limit is not None else {}
-    return ProbeView(probe_figures(panels), probes.probe_reading(trained, fresh, limits=limits), int(sample["fitted"]),
-                     int(sample["scored"]), int(sample["window"]), bool(trained))
+    return ProbeView([figure for figure, _ in drawn], [recipe for _, recipe in drawn],
+                     probes.probe_reading(trained, fresh, limits=limits), int(sample["fitted"]), int(sample["scored"]),
+                     int(sample["window"]), bool(trained))
 
 
 @cache_figure_per_text
@@ -85,8 +104,8 @@ def _own_probe_view(model: LoadedModel, chosen: Text) -> ProbeView:
                  for scheme in SCHEMES}
     panels = {"trained": trained, "untrained": fresh} if trained else {"untrained": fresh}
     sample = next(iter(fresh.values())).iloc[0]
-    return ProbeView(probe_figures(panels), probes.probe_reading(trained, fresh), int(sample["fitted"]),
-                     int(sample["scored"]), int(sample["window"]), bool(trained))
+    return ProbeView(probe_figures(panels), [None] * len(panels), probes.probe_reading(trained, fresh),
+                     int(sample["fitted"]), int(sample["scored"]), int(sample["window"]), bool(trained))
 
 
 def probe_view(selection: Selection, chosen: Text) -> ProbeView:
@@ -107,9 +126,9 @@ def where_position_lives(selection: Selection, chosen: Text, sidebar_model: Load
     except ValueError as error:
         st.warning(f"The probes cannot run on this model: {error}.", icon=":material/warning:")
         return
-    for column, key, panel in zip(st.columns(len(view.figures), gap="small"), ("inside_probes", "inside_probes_2"),
-                                  view.figures):
-        chart(panel, name=key, where=column, model=sidebar_model, key=key)  # side by side; a phone stacks them
+    columns = st.columns(len(view.figures), gap="small")  # side by side; a phone stacks them
+    for column, key, panel, recipe in zip(columns, ("inside_probes", "inside_probes_2"), view.figures, view.recipes):
+        chart(panel, recipe=recipe, name=key, where=column, model=sidebar_model, key=key)
     windows = windows_used(chosen, windows=(view.fitted + view.scored) // view.window, length=view.window)
     st.caption(probes.method_sentence(fitted=view.fitted, scored=view.scored, window=view.window, windows=windows))
     if not view.trained:

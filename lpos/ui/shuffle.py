@@ -131,9 +131,13 @@ def experiment(selection: Selection) -> None:
     results = shuffle_results(models, original, shuffled)
     layer_one(models, results, sidebar=selection.scheme)
     st.subheader("The whole model: the causal mask leaks order")
-    predictions = shuffle.predictions_table(results)  # yes/no, the wording of the table above, not True/False
-    st.table(predictions.assign(**{"same top-1": predictions["same top-1"].map({True: "yes", False: "no"})})
-             .set_index("scheme"))
+    st.table(shuffle.top1_table(results).set_index("scheme"))  # one token a cell: a phone's table stays short
+    with st.expander("The top 5 next tokens of each model, before and after", icon=":material/table:"):
+        predictions = shuffle.predictions_table(results)  # yes/no, the wording of the table above, not True/False
+        st.table(predictions.assign(**{"same top-1": predictions["same top-1"].map({True: "yes", False: "no"}),
+                                       "distribution moved (total variation)":
+                                       predictions["distribution moved (total variation)"].map("{:.3f}".format)})
+                 .set_index("scheme"))
     baseline = next((r for r in results if r.scheme == BASELINE), None)
     if baseline is not None:
         st.markdown(mask_sentence(baseline, layers=next(m for m in models if m.scheme == BASELINE).model.config.n_layer))

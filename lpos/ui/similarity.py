@@ -9,7 +9,6 @@ The maps and the PCA do not depend on the sidebar sentence: they are kept as bui
 from __future__ import annotations
 
 import numpy as np
-import plotly.graph_objects as go
 import streamlit as st
 
 from lpos.analysis import similarity, timeline
@@ -20,7 +19,7 @@ from lpos.positions import scheme_info, schemes_with
 from lpos.ui import embeddings
 from lpos.ui.caching import cache_data
 from lpos.ui.coverage import drift_view, short_window_model, trained_rows
-from lpos.ui.export import chart, drawn
+from lpos.ui.export import chart
 from lpos.ui.models import LoadedModel
 from lpos.ui.sinusoids import FIGURES, LIFETIME
 
@@ -29,11 +28,11 @@ NO_ROWS = (f"Nearest positions and the PCA path need position rows; this scheme 
            f"{names(schemes_with('rows')).replace(' and ', ' or ')}).")
 
 
-def position_maps(model: LoadedModel, length: int, *, with_untrained: bool, apart: bool = False) -> go.Figure | list[Recipe]:
+def position_maps(model: LoadedModel, length: int, *, with_untrained: bool, apart: bool = False) -> Recipe | list[Recipe]:
     """Cosine similarity of a model's first `length` position rows, and of the table it started from:
-    its own step-0 snapshot when it kept one, else a random N(0, 0.02) draw (seed 0), titled as such.
-    `apart`: one recipe (lpos.figures.export) per map (lpos.figures.similarity.similarity_panels),
-    for columns a phone stacks; else the maps as one figure."""
+    its own step-0 snapshot when it kept one, else a random N(0, 0.02) draw (seed 0), titled as such,
+    as a recipe (lpos.figures.export). `apart`: one recipe per map
+    (lpos.figures.similarity.similarity_panels), for columns a phone stacks; else the maps as one figure."""
     gpt, analysis = model.model, "lpos.analysis.similarity"
     steps = [step("rows", f"{analysis}.position_rows", Ref("model"), length),
              step("trained", f"{analysis}.similarity_map", Ref("rows"), title=f"{model.label}: {gpt.config.position} rows")]
@@ -50,7 +49,7 @@ def position_maps(model: LoadedModel, length: int, *, with_untrained: bool, apar
     steps.append(step("maps" if apart else "fig", f"lpos.figures.similarity.{builder}", maps, axis_title="position"))
     if apart:
         return [Recipe(tuple(steps), pick=number) for number in range(len(maps))]
-    return drawn(Recipe(tuple(steps)), model)
+    return Recipe(tuple(steps))
 
 
 def second_map_sentence(model: LoadedModel) -> str:
@@ -88,8 +87,12 @@ def map_caption(model: LoadedModel, length: int) -> str:
     structure, scheme = band_structure(model, length), model.model.scheme
     at = timeline.band_cosines(structure)
     if scheme.has_table and model.trained:
+        shown, limit = rows_shown(model, length), trained_rows(model)
+        mixed = ("" if limit is None or limit >= shown else  # the untrained rows' near-0 pairs dilute these means
+                 f" These figures mix the {limit} trained rows with the {shown - limit} that never trained; rows "
+                 f"0–{limit - 1} alone: mean cosine {timeline.band_cosines(band_structure(model, limit))}.")
         return (f"Trained (first map): mean cosine {at}; "
-                f"{similarity.neighbour_sentence(structure['neighbour_distance'], rows_shown(model, length))}.\n"
+                f"{similarity.neighbour_sentence(structure['neighbour_distance'], shown)}.{mixed}\n"
                 + second_map_sentence(model))
     if scheme.has_table:
         return ("Untrained: random rows are nearly orthogonal, so the map is speckle around 0 with a diagonal of 1s.\n"

@@ -9,11 +9,11 @@ import streamlit as st
 from lpos import precomputed
 from lpos.analysis import streaming
 from lpos.figures.export import Recipe, Ref, step
-from lpos.figures.inside import sink_gain_figure
 from lpos.model import GPT
 from lpos.ui.coverage import trained_rows
 from lpos.ui.export import chart, run_recipe
 from lpos.ui.inside import Text, cache_per_text, first_tokens, text_steps
+from lpos.ui.inside_recipes import compared, streamed
 from lpos.ui.models import LoadedModel
 from lpos.ui.selection import Selection
 from lpos.ui.stored import computed
@@ -79,16 +79,23 @@ def sink_tested(selection: Selection, models: list[LoadedModel], chosen: Text, s
                         icon=":material/compare_arrows:")
     with every:
         if every.open:
-            every_scheme(models, chosen, window=window)
+            every_scheme(models, chosen, sidebar_model, window=window)
     st.caption(f"Reference: {XIAO}. " + streaming.noise_sentence(len(models)))
 
 
-def every_scheme(models: list[LoadedModel], chosen: Text, *, window: int) -> None:
+def every_scheme(models: list[LoadedModel], chosen: Text, sidebar_model: LoadedModel, *, window: int) -> None:
     """Every scheme's mean gain from the kept tokens, with its noise band, and what the bars say."""
     results = sink_tests(models, chosen, window=window)
     summaries = {s: streaming.sink_summary(r) for s, r in results.items() if not isinstance(r, str)}
     left, right = st.columns([2, 3])
-    chart(sink_gain_figure(summaries, sink=streaming.SINK_TOKENS), name="inside-sink-gain-every-scheme", where=left,
+    streamed_models = [m for m in models if m.scheme in summaries]
+    figure, recipe = compared([(m.scheme, m.scheme, m) for m in streamed_models], summaries, chosen=chosen,
+                              tokens=max((streaming.streamed_tokens(m.model, window=window) for m in streamed_models),
+                                         default=0),
+                              measure=streamed(window), opened=sidebar_model,
+                              draw=lambda found: [step("fig", "lpos.figures.inside.sink_gain_figure", found,
+                                                       sink=streaming.SINK_TOKENS)])
+    chart(figure, recipe=recipe, name="inside-sink-gain-every-scheme", where=left, model=sidebar_model,
           key="inside_sink_gain")
     tokens = {len(r.alone) + 1 for r in results.values() if not isinstance(r, str)}
     left.caption(f"Each model streams {'; or '.join(first_tokens(chosen, t) for t in sorted(tokens))}, as "

@@ -1,9 +1,15 @@
 """Sections 4 and 5 of the Stretching-the-context page (sections 1 to 3, RoPE scaling, are
-lpos.ui.scaling): the writing job of section 4, five continuations written a slice at a time
-(lpos.analysis.generate.Writing), kept in the session here, not in the page; and section 5's shift
-of every position. Section 4 writes with the shipped models.
+lpos.ui.scaling): the writing job of section 4, the shipped models' continuations written a slice at
+a time (lpos.analysis.generate.Writing), kept in the session here, not in the page; and section 5's
+shift of every position.
+
+Streamlit reads a click (Stop) only when the run in progress ends, so writing is cut into slices,
+one fragment run each; within a slice the boxes (st.empty placeholders) are redrawn every frame,
+only those whose text changed, so the texts grow as they are written without a rerun per frame.
 """
 from __future__ import annotations
+
+import time
 
 import pandas as pd
 import streamlit as st
@@ -22,7 +28,8 @@ from lpos.ui.selection import MAX_TOKENS, Selection, scheme_models
 from lpos.ui.text import literal
 
 JOB = "stretch_job"  # the session's writing job
-SLICE_SECONDS = 0.25  # one fragment run writes this long, then reruns: a Stop is read within a slice
+SLICE_SECONDS = 0.5  # one fragment run writes this long, then reruns: a Stop is read within a slice
+FRAME_SECONDS = 0.25  # the boxes are redrawn this often within a slice (the first frame: one token each)
 
 
 def train_length_of(name: str) -> int:
@@ -36,9 +43,14 @@ def marked_text(prompt: list[int], new: list[int], *, length: int) -> str:
     return generate.marked_text(prompt, new, length=length, literal=literal)
 
 
-def draw(writing: generate.Writing, boxes: dict) -> None:
+def draw(writing: generate.Writing, boxes: dict, drawn: dict[str, tuple[int, bool]]) -> None:
+    """Redraw the boxes whose text grew or whose cursor went since `drawn` (name -> tokens, cursor shown)."""
     for name, box in boxes.items():
-        cursor = " ▌" if name in writing.streams else ""
+        shown = (len(writing.written.get(name, [])), name in writing.streams)
+        if drawn.get(name) == shown:
+            continue
+        drawn[name] = shown
+        cursor = " ▌" if shown[1] else ""
         box.markdown(marked_text(writing.prompt, writing.written.get(name, []), length=writing.lengths[name]) + cursor)
 
 
@@ -75,9 +87,16 @@ def writing_job(models: dict[str, GPT], prompt: list[int], *, tokens: int, sampl
 
 
 def write(job: generate.Writing, boxes: dict, *, started: bool) -> None:
-    """One slice of writing into the boxes, then the next slice as a rerun of the calling fragment."""
-    generate.advance(job, seconds=SLICE_SECONDS)
-    draw(job, boxes)
+    """One slice of writing into the boxes, a frame at a time, then the next slice as a rerun of the
+    calling fragment."""
+    drawn: dict[str, tuple[int, bool]] = {}
+    deadline = time.monotonic() + SLICE_SECONDS
+    while True:
+        first = not any(job.written.values())  # show the first words at once
+        generate.advance(job, seconds=0.0 if first else min(FRAME_SECONDS, deadline - time.monotonic()))
+        draw(job, boxes, drawn)
+        if job.state != "writing" or time.monotonic() >= deadline:
+            break
     if job.state != "writing":
         return
     try:
@@ -85,9 +104,9 @@ def write(job: generate.Writing, boxes: dict, *, started: bool) -> None:
     except StreamlitAPIException:  # a full-app run (a test, or the sidebar changed mid-way)
         if started:
             generate.advance(job, seconds=float("inf"))
-            draw(job, boxes)
         else:
             job.stop("interrupted")
+        draw(job, boxes, drawn)  # the whole texts, or the cursors gone
 
 
 def writing_controls(names: list[str]) -> tuple[str, int, generate.Sampling]:

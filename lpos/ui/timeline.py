@@ -1,22 +1,27 @@
 """The Training-timeline views: a model's training timeline and each snapshot's figures, kept per
 model (named by its key, lpos.ui.caching): the timeline never depends on the sidebar sentence, so
-a new sentence rebuilds none of it. `st.cache_resource` holds the objects themselves (no pickled
+a new sentence rebuilds none of it. What the page reads at every step (the band, the bias, the
+sentences: lpos.analysis.timeline.timeline_views) is a precomputed view, stored for the shipped
+models and computed once for others (lpos.ui.stored); a step's figures are built once, the
+attention heads' all in one call. `st.cache_resource` holds the objects themselves (no pickled
 copy per run); the page only reads them."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
 
+from lpos import precomputed
 from lpos.analysis import timeline
 from lpos.analysis.similarity import neighbour_sentence
 from lpos.analysis.coverage import split_band
 from lpos.figures.export import Recipe, Ref, step
+from lpos.figures.timeline import attention_figures
 from lpos.ui.caching import cache_resource
 from lpos.ui.export import chart, run_recipe
 from lpos.ui.models import LoadedModel
+from lpos.ui.stored import computed
 
 STEP_FIGURES = 64  # 16 snapshots of a few models
 ANALYSIS = "lpos.analysis.timeline"
@@ -26,9 +31,7 @@ ANALYSIS = "lpos.analysis.timeline"
 class ModelTimeline:
     timeline: timeline.Timeline
     maps: np.ndarray  # (S, T, T) cosine map at every snapshot
-    band: pd.DataFrame  # band over time (lpos.analysis.timeline.band_over_time)
-    reading: list[str]  # timeline_reading's sentences
-    repeated: pd.DataFrame  # the repeated word's cosine per step
+    views: timeline.TimelineViews  # the band, the readings, the bias at every snapshot
 
 
 @cache_resource(max_entries=8, show_spinner="Reading the training snapshots…")
@@ -37,8 +40,9 @@ def model_timeline(model: LoadedModel) -> ModelTimeline | None:
     found = timeline.timeline_of(model.meta, tokenizer=model.tokenizer)
     if found is None:
         return None
-    return ModelTimeline(found, timeline.cosine_maps(found), timeline.band_over_time(found),
-                         timeline.timeline_reading(found), timeline.repeated_similarity(found))
+    views = computed(model.model, precomputed.TIMELINE, line=found,
+                     doing="Measuring the band, the bias and the sentences of every snapshot")
+    return ModelTimeline(found, timeline.cosine_maps(found), views)
 
 
 @dataclass(frozen=True)
@@ -74,15 +78,24 @@ def step_recipes(model: LoadedModel, found: ModelTimeline, index: int) -> dict[s
 
 def results(found: ModelTimeline) -> dict[str, object]:
     """What the recipes' steps compute that the page already holds, by the steps' names."""
-    return {"line": found.timeline, "maps": found.maps, "band": found.band, "repeated": found.repeated}
+    return {"line": found.timeline, "maps": found.maps, "band": found.views.band, "repeated": found.views.repeated}
+
+
+def step_results(found: ModelTimeline, index: int) -> dict[str, object]:
+    """`results`, and snapshot `index`'s own: its bias (precomputed) and every head's figure, built once
+    for the recipes that each pick one."""
+    held = {**results(found), "panels": attention_figures(found.timeline, index)}
+    if found.views.bias is not None:
+        held["bias"] = found.views.bias[index]
+    return held
 
 
 @cache_resource(max_entries=STEP_FIGURES, show_spinner=False)
 def step_figures(model: LoadedModel, index: int) -> StepFigures:
     """The figures of snapshot `index` of the model's timeline (which must exist), and their recipes."""
     found = model_timeline(model)
-    recipes = step_recipes(model, found, index)
-    return StepFigures({part: run_recipe(recipe, model, **results(found)) for part, recipe in recipes.items()}, recipes,
+    recipes, held = step_recipes(model, found, index), step_results(found, index)
+    return StepFigures({part: run_recipe(recipe, model, **held) for part, recipe in recipes.items()}, recipes,
                        found.timeline.attention.shape[1])
 
 
@@ -104,7 +117,7 @@ def band_captions(found: ModelTimeline, model: LoadedModel, index: int, *, limit
     """What the band beside the map shows at snapshot `index`, from its own numbers: a learned table's
     neighbouring rows (and, for a model trained on shorter windows, the rows training never read), or
     for a scheme without a table what its first block adds."""
-    step, rows, band = found.timeline.steps[index], found.maps.shape[-1], found.band
+    step, rows, band = found.timeline.steps[index], found.maps.shape[-1], found.views.band
     if found.timeline.position_kind != "table":
         far = min(64, rows // 2)
         here = band[band.step == step].set_index("distance").cosine

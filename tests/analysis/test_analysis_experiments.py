@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from lpos.analysis.lengths import (curve_reading, length_losses, length_reading, loss_along_text, loss_table,
                                    token_losses, training_length)
 from lpos.analysis.shuffle import (ORDER_BLIND_TOLERANCE, can_shuffle, moved_from, predictions_table,
-                                   shuffle_earlier, shuffle_experiment, shuffle_table)
+                                   shuffle_earlier, shuffle_experiment, shuffle_table, top1_table)
 from lpos.corpus import story
 from lpos.positions import SCHEMES
 from lpos.tokenizer import encode
@@ -127,6 +127,12 @@ def test_tables_have_one_row_per_scheme(tiny_model):
     predictions = predictions_table(results)
     assert len(predictions) == len(SCHEMES)
     assert all(len(cell.split(" · ")) == 5 for cell in predictions["top-5 next tokens, original order"])
+    short = top1_table(results)  # the page's table: each model's first choice, the top 5 folded away (issue 37)
+    for column, top5 in (("next token, original order", "top-5 next tokens, original order"),
+                         ("next token, shuffled", "top-5 next tokens, shuffled")):
+        assert short[column].tolist() == [cell.split(" · ")[0] for cell in predictions[top5]]
+    assert short["same top-1"].tolist() == ["yes" if r.same_top1 else "no" for r in results]
+    assert short["distribution moved (total variation)"].tolist() == [f"{r.distribution_change:.3f}" for r in results]
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)

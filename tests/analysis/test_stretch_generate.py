@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from lpos import checkpoints
-from lpos.analysis.generate import Sampling, choose, continue_text, stream
+from lpos.analysis.generate import Race, Sampling, advance, choose, continue_text, start_writing, stream
 from lpos.positions import SCHEMES
 from lpos.tokenizer import decode, encode
 
@@ -49,6 +50,43 @@ def test_top_k_samples_only_among_the_k_largest():
     drawn = {choose(logits, Sampling(2.0, 2), generator) for _ in range(200)}
     assert drawn == {1, 2}
     assert choose(logits, Sampling(0.0, None), generator) == 1
+
+
+def multinomial_choice(logits: torch.Tensor, sampling: Sampling, generator: torch.Generator) -> int:
+    """The reference: softmax of logits / temperature over the whole vocabulary, cut to the top k, then
+    torch.multinomial."""
+    scaled = logits.double() / sampling.temperature
+    if sampling.top_k is not None and sampling.top_k < scaled.numel():
+        kth = torch.topk(scaled, sampling.top_k).values[-1]
+        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+    return int(torch.multinomial(F.softmax(scaled, dim=-1), 1, generator=generator))
+
+
+@pytest.mark.parametrize("sampling", [Sampling(0.8, 40, 0), Sampling(1.3, None, 5), Sampling(0.5, 3, 9)])
+def test_the_race_draws_what_torch_multinomial_draws_for_a_seed(sampling):
+    logits = torch.randn(300, 2000, generator=torch.Generator().manual_seed(1)) * 3
+    logits[:, ::3] = float("-inf")  # tokens outside the model's vocabulary
+    ours, reference = torch.Generator().manual_seed(sampling.seed), torch.Generator().manual_seed(sampling.seed)
+    assert [choose(row, sampling, ours) for row in logits] == [multinomial_choice(row, sampling, reference) for row in logits]
+
+
+def test_models_writing_in_step_share_their_seed_s_race_and_write_what_each_writes_alone(tiny_model):
+    models = {scheme: tiny_model(scheme, block_size=128) for scheme in ("rope", "learned", "alibi")}
+    sampling = Sampling(1.0, 50, seed=3)
+    writing = start_writing(models, PROMPT, tokens=30, sampling=sampling, lengths={}, settings=())
+    advance(writing, seconds=0.0)
+    assert all(len(new) == 1 for new in writing.written.values())  # seconds=0: one round, every model in step
+    advance(writing, seconds=float("inf"))
+    assert writing.state == "done"
+    for scheme, model in models.items():
+        assert writing.written[scheme] == list(stream(model, PROMPT, max_new_tokens=30, sampling=sampling))
+
+
+def test_a_race_is_read_in_step():
+    race = Race(0, 10)
+    assert race.at(0) is race.at(0) and race.at(1).shape == (10,)
+    with pytest.raises(ValueError, match="in step"):
+        race.at(0)
 
 
 def test_the_learned_model_stops_at_its_table(tiny_model):

@@ -13,7 +13,7 @@ import torch
 from conftest import ROOT, app_test
 
 from lpos import checkpoints, precomputed
-from lpos.analysis import attention, biases, probes, streaming, stretch, timeline
+from lpos.analysis import attention, biases, heads, probes, streaming, stretch, timeline
 from lpos.figures.export import Recipe, Ref, array_of, figure_csv, figure_frame, file_name, step
 
 # Each page once, on a model that draws its central figures; Similarity twice (rows, then RoPE's kernel).
@@ -29,21 +29,28 @@ PAGES = {
     "extrapolation": ("pages/lengths.py", dict(scheme="learned", model="learned")),
     "stretch": ("pages/stretch.py", dict(scheme="rope", model="rope")),
     "inside": ("pages/inside.py", dict(scheme="learned", model="untrained")),
+    "inside-heads": ("pages/inside.py", dict(scheme="learned", model="untrained")),
     "inside-sink": ("pages/inside.py", dict(scheme="learned", model="untrained")),
     "timeline": ("pages/timeline.py", dict(scheme="learned", model="learned")),
     "lesson": ("pages/lesson.py", dict(scheme="learned", model="learned", step="2")),
     "lesson-3": ("pages/lesson.py", dict(scheme="learned", model="learned", step="3")),
+    "lesson-4": ("pages/lesson.py", dict(scheme="learned", model="learned", step="4")),
     "lesson-6": ("pages/lesson.py", dict(scheme="learned", model="learned", step="6")),
     "lesson-7": ("pages/lesson.py", dict(scheme="learned", model="untrained", step="7")),
+    "lesson-8": ("pages/lesson.py", dict(scheme="learned", model="learned", step="8")),
     "lesson-10": ("pages/lesson.py", dict(scheme="learned", model="learned", step="10")),
 }
-# Widgets a case sets once the page is open, by key: Inside's third tab.
-STATE = {"inside-sink": {"inside_tab": "The sink, tested"}}
+# Widgets a case sets once the page is open, by key: Inside's second and third tabs. The sink case opens every
+# scheme's gain at a window of 16 tokens, where its snippet streams the eight models in a few seconds, not the
+# half minute of the default 64 (any window is the same recipe).
+STATE = {"inside-heads": {"inside_tab": "Head portraits"},
+         "inside-sink": {"inside_tab": "The sink, tested", "inside_window": 16, "inside_every_scheme": True}}
 # Pages whose figures the page draws from a Recipe, so it shows their Python. (Lesson steps 5 and 9 print
-# Sinusoids' and Length extrapolation's recipes, run here on those pages.)
+# Sinusoids' and Length extrapolation's recipes, run here on those pages; step 1 draws token chips, no chart.)
+# Inside's cases are on the untrained models: their probes and portraits load no checkpoint but the trained panel's.
 WITH_CODE = ["sinusoids", "embeddings", "similarity", "similarity-rope", "attention", "attention-alibi",
-             "attention-cope", "order-blindness", "extrapolation", "stretch", "inside-sink", "timeline", "lesson",
-             "lesson-3", "lesson-6", "lesson-7", "lesson-10"]
+             "attention-cope", "order-blindness", "extrapolation", "stretch", "inside", "inside-heads", "inside-sink",
+             "timeline", "lesson", "lesson-3", "lesson-4", "lesson-6", "lesson-7", "lesson-8", "lesson-10"]
 # Figures whose numbers an analysis rounds, by download name: a last-bit difference in a fresh process may move
 # the last digit kept, so they are compared to that digit (chunk_losses keeps 4 decimals).
 ROUNDED = {"lpos-stretch-loss": 1e-4}
@@ -124,7 +131,9 @@ def test_snippets_redraw_the_pages_figures(pages, tmp_path):
     shown = [(spec, config["toImageButtonOptions"]["filename"], code) for page in WITH_CODE
              for spec, config, code in pages[page] if code is not None]
     assert {page for page in WITH_CODE if any(code for _, _, code in pages[page])} == set(WITH_CODE)
-    runner = ["import plotly.graph_objects as go", "OUT = None",
+    # one torch thread, as the app runs (lpos.settings.torch_threads): on 2 busy cores two threads each ran the
+    # Inside snippets several times slower
+    runner = ["import torch", "torch.set_num_threads(1)", "import plotly.graph_objects as go", "OUT = None",
               "go.Figure.show = lambda self, *a, **k: open(OUT, 'w').write(self.to_json())"]
     for number, (*_, code) in enumerate(shown):
         runner += [f"OUT = {str(tmp_path / f'{number}.json')!r}", f"exec(compile({code!r}, 'snippet {number}', 'exec'), {{}})"]
@@ -187,7 +196,7 @@ def test_recipes_read_the_texts_the_precomputed_views_are_keyed_by():
 
 def test_the_recipes_small_steps_are_the_pages_numbers(tiny_model):
     """The steps added for recipes hand on what the pages computed in place: one head's query and key, the bias as
-    lines, the band at two snapshots."""
+    lines, one head's distance profile of every model, the band at two snapshots."""
     model, ids = tiny_model("rope", n_layer=2), [5, 9, 2, 7]
     query, key = attention.query_and_key(model, ids, layer=1, head=1, position=3)
     q, k = attention.queries_and_keys(model, ids, layer=1, rotate=False)  # (nh, T, hs)
@@ -195,6 +204,10 @@ def test_the_recipes_small_steps_are_the_pages_numbers(tiny_model):
     alibi = tiny_model("alibi", n_layer=1)
     np.testing.assert_array_equal(biases.bias_lines(alibi, layer=0, query=6, max_distance=4),
                                   biases.bias_at(alibi, layer=0, query=6, max_distance=4).numpy())
+    portraits = {"rope": heads.head_portraits(model, probes.probe_text({"text": list(range(64))}, model=model, window=16))}
+    profiles = heads.distance_profiles(portraits, layer=1, head=1)
+    np.testing.assert_array_equal(profiles["rope"], portraits["rope"].profiles[1, 1])
+    assert heads.distance_profiles(portraits, layer=2, head=0) == {}  # a model with fewer layers is left out
     band = pd.DataFrame({"step": [0, 0, 10, 10], "distance": [1, 2, 1, 2], "cosine": [0.1, 0.2, 0.8, 0.7]})
     bands = timeline.bands_at(band, [0, 10])
     assert list(bands) == ["step 0", "step 10"] and bands["step 10"]["cosine"].tolist() == [0.8, 0.7]

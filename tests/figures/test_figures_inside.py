@@ -7,8 +7,8 @@ import pandas as pd
 from lpos.analysis.heads import HeadPortraits, behaviour
 from lpos.analysis.probes import stream_names
 from lpos.analysis.streaming import SinkTest, sink_summary
-from lpos.figures.inside import (distance_profile_figure, head_grid_figure, probe_figure, sink_gain_figure,
-                                 streaming_figure)
+from lpos.figures.inside import (distance_profile_figure, head_grid_figure, head_layer_figure, probe_figure,
+                                 sink_gain_figure, streaming_figure)
 
 
 def probe_frame(absolute, relative) -> pd.DataFrame:
@@ -51,6 +51,14 @@ def test_head_grid_names_each_cell_by_its_behaviour():
     assert list(heatmaps[0].z[0]) == [1, 0, 4]  # previous token, sink, broad (BEHAVIOURS order)
     assert {t.name for t in fig.data if t.type == "scatter"} == {"first token (sink)", "previous token", "itself",
                                                                    "local", "broad"}
+
+
+def test_a_deep_models_grid_shows_one_layer_a_row_per_model():
+    fig = head_layer_figure({"rope": portraits(0.7), "alibi": portraits(0.1)}, layer=2)
+    grid = next(t for t in fig.data if t.type == "heatmap")
+    assert list(grid.y) == ["rope", "alibi"] and list(grid.x) == ["h1", "h2", "h3"]
+    assert list(grid.z[0]) == [1, 0, 4] and grid.text[1][1] == "d 11"
+    assert "Layer 2" in fig.layout.title.text
 
 
 def test_distance_profile_has_a_line_per_model_and_the_even_spread():

@@ -1,9 +1,11 @@
-"""The loss-along-the-text figure of Length extrapolation: its sliding-window baseline, drawn and named."""
+"""The figures of Length extrapolation: the loss along the text, its sliding-window baseline drawn and named, and
+the loss at each position with the rows one model never trained marked."""
 from __future__ import annotations
 
 import numpy as np
 
 from lpos.analysis.lengths import LossCurve
+from lpos.figures.coverage import position_loss_figure
 from lpos.figures.lengths import token_loss_figure
 
 
@@ -26,3 +28,13 @@ def test_no_baseline_is_drawn_when_the_curve_stops_at_the_training_length():
     curve = LossCurve(losses=losses, rolling=losses, window=1, text_tokens=140, wall=128)
     fig = token_loss_figure(curve, tokens=["t"] * 128, train_length=128, label="learned", baseline=np.full(139, 4.0))
     assert [trace.name for trace in fig.data] == ["loss of each token", "mean of the last 1"]
+
+
+def test_the_loss_by_position_draws_a_line_per_model_and_marks_the_untrained_rows():
+    losses = {"learned-32": np.linspace(6.0, 4.0, 128), "learned": np.linspace(6.0, 3.5, 128)}
+    fig = position_loss_figure(losses, limit=32, window=128)
+    lines = [trace for trace in fig.data if trace.name in losses]
+    assert [trace.name for trace in lines] == ["learned-32", "learned"]
+    np.testing.assert_allclose(lines[1].y, losses["learned"])
+    assert any("rows 32+ never trained" in note.text for note in fig.layout.annotations)
+    assert "128-token windows" in fig.layout.title.text

@@ -3,6 +3,9 @@ order-blindness of `none` at layer 1, and the corpus-vocabulary loss."""
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,6 +16,8 @@ from lpos.analysis.shuffle import first_layer_attention, shuffle_earlier, shuffl
 from lpos.corpus import SHIPPED_SEED
 from lpos.model import GPT, SINUSOID_SCALE, GPTConfig, initial_token_table, untrained_model
 from lpos.positions import SCHEMES, RopeScaling, pair_frequencies, rotation_frequencies, sinusoidal_table
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def random_ids(B: int, T: int, seed: int = 0, high: int = 50257) -> torch.Tensor:
@@ -343,3 +348,34 @@ def test_rope_frequencies_are_built_once_per_head_size_and_scaling():
     assert rotation_frequencies(16, yarn) is rotation_frequencies(16, RopeScaling("yarn", 4.0, 16))
     assert torch.equal(rotation_frequencies(16, yarn), yarn.frequencies(16))
     assert torch.equal(rotation_frequencies(16), pair_frequencies(16))
+
+
+def test_counting_and_building_on_the_meta_device_imports_no_compiler():
+    """A file's parameter count and an in-place build run on the meta device with their initialisation
+    skipped (lpos.meta_device): an init on a meta tensor would import torch._dynamo and sympy, about
+    2.5 s of a cold server's first page. Run in a fresh process: this one may have imported them."""
+    script = ("import sys\n"
+              "from lpos import checkpoints\n"
+              "from lpos.checkpoints.build import build_model\n"
+              "from lpos.layers import parameter_count\n"
+              "from lpos.meta_device import shapes_only\n"
+              "from lpos.model import GPT, GPTConfig\n"
+              "from lpos.positions import scheme_info\n"
+              "model = checkpoints.load('checkpoints/learned.pt')\n"
+              "for scheme in ('learned', 'alibi', 't5', 'fire', 'cope', 'rope'):\n"
+              "    config = GPTConfig(vocab_size=300, block_size=64, n_layer=2, n_head=2, n_embd=32, position=scheme)\n"
+              "    built, info = GPT(config), scheme_info(scheme)\n"
+              "    on_cpu = [sum(p.numel() for m in modules.values() for p in m.parameters())\n"
+              "              for modules in (info.model_parameters(config), info.layer_parameters(config))]\n"
+              "    assert info.parameter_count(config) == on_cpu[0] + config.n_layer * on_cpu[1], scheme\n"
+              "    assert parameter_count(config) > on_cpu[0], scheme\n"
+              "    with shapes_only():\n"
+              "        empty = GPT(config, init_weights=False)\n"
+              "    assert all(p.is_meta for p in empty.parameters())\n"
+              "    rebuilt = build_model(config, dict(built.state_dict()), scheme, in_place=True)\n"
+              "    assert all(torch.equal(a, b) for a, b in zip(rebuilt.state_dict().values(), built.state_dict().values()))\n"
+              "print(sorted(m for m in ('torch._dynamo', 'sympy') if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", "import torch\n" + script], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"

@@ -25,7 +25,7 @@ def assert_order_page(at, *, chosen: str) -> None:
     assert blind[positionless_scheme()] == "yes"  # no rows and nothing in attention: blind in layer 1
     assert all(blind[s] == "no" for s in SCHEMES if REGISTRY[s].adds_rows)  # a row per position: never blind
     assert "original: The dog bit the man.\nshuffled: The man bit the dog." in at.code[0].value
-    assert len(at.table[1].value) == len(SCHEMES)  # top-5 before and after, one row per scheme
+    assert len(at.table[1].value) == len(at.table[2].value) == len(SCHEMES)  # top-1, then the folded top 5: a row per scheme
     assert any("causal mask" in m.value or "single layer" in m.value for m in at.markdown)
 
 

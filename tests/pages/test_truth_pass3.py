@@ -114,6 +114,8 @@ def test_step_8_says_which_rows_never_trained_and_how_alike_the_rows_are():
     assert f"mean cosine {near:.2f} ({lesson._alike(near)})" in said and f"{far:+.2f} ({lesson._alike(far)})" in said
     assert lesson._alike(0.22) == "a little alike" and lesson._alike(0.02) == "about unrelated"
     assert "pointing away" not in lesson.STEPS[7].notice  # the fixed claim the numbers did not bear out
+    alone = float(re.search(r"rows 0–31 alone: mean cosine (-?[0-9.]+) at distance 1", said).group(1))
+    assert alone > near and f"({lesson._alike(alone)})." in said  # the trained rows' band, not diluted by the untrained
 
 
 def test_step_8_on_the_untrained_model_says_both_maps_are_random():
@@ -443,3 +445,144 @@ def test_the_float_error_note_sits_on_its_line():
     table = pd.DataFrame({"scheme": ["learned", "none"], "layer-1 attention output, max |change|": [0.3, 1e-8]})
     notes = [a for a in change_figure(table).layout.annotations if "float error" in a.text]
     assert len(notes) == 1 and notes[0].y == pytest.approx(np.log10(ORDER_BLIND_TOLERANCE))  # log10 units
+
+
+# --- A fourth read of the items above: the cases whose fix had no test of its own ----------------------------
+
+def test_lesson_step_7_says_steep_alibi_heads_lean_towards_recent_tokens_not_only_neighbours():
+    from lpos.lesson import STEPS  # noqa: PLC0415
+
+    step = next(s for s in STEPS if s.about == "bias")
+    assert "only at their neighbours" not in step.notice and "look only" not in step.notice
+    assert "leans hardest towards recent tokens" in step.notice
+
+
+@pytest.mark.skipif("learned-32" not in checkpoints.available(), reason="learned-32 is not installed")
+def test_head_grid_says_a_short_window_model_is_measured_on_rows_it_never_trained():
+    import pandas as pd  # noqa: PLC0415
+
+    from lpos.analysis import heads  # noqa: PLC0415
+    from lpos.ui.heads import grid_captions  # noqa: PLC0415
+    from lpos.ui.inside import Text  # noqa: PLC0415
+
+    chosen = Text(parts=(("the built-in story", tuple(range(1000))),))
+    portraits = heads.HeadPortraits(table=pd.DataFrame(), profiles=np.zeros((1, 1, 129)), queries=7 * 127, window=128)
+    said = " ".join(grid_captions(_loaded("learned-32"), chosen, portraits, layer=None))
+    assert "trained on windows of at most 32 tokens: in these 128-token windows the table rows it adds at " \
+           "positions 32–127 never trained" in said
+    assert "never trained" not in " ".join(grid_captions(_loaded("learned"), chosen, portraits, layer=None))
+
+
+def test_the_lesson_s_first_step_counts_one_token_in_the_singular():
+    from lpos.ui import lesson  # noqa: PLC0415
+    from lpos.ui.models import UNTRAINED  # noqa: PLC0415
+
+    model = _loaded(UNTRAINED)
+    assert lesson.token_rows(model, model, encode("Hi"))[1] == "1 token, so 1 row looked up."
+    assert lesson.token_rows(model, model, encode("Hi there"))[1] == "2 tokens, so 2 rows looked up."
+
+
+def test_one_token_on_the_sinusoids_page_is_one_boxed_row():
+    from conftest import app_test  # noqa: PLC0415
+
+    at = app_test(page="pages/sinusoids.py", scheme="sinusoidal", model="untrained", text="Hi")
+    assert not at.exception
+    captions = " ".join(c.value for c in at.caption)
+    assert "Your sentence has 1 token: the boxed row 0 is the row added to its token row" in captions
+    assert "0–0" not in captions and "1 tokens" not in captions
+
+
+def test_one_token_bias_map_has_a_colour_bar_of_whole_units():
+    import json  # noqa: PLC0415
+
+    from conftest import app_test  # noqa: PLC0415
+
+    at = app_test(page="pages/attention.py", scheme="alibi", model="untrained", text="Hi")
+    assert not at.exception
+    spec = next(json.loads(c.proto.spec) for c in at.get("plotly_chart") if c.proto.id.endswith("ra_bias"))
+    heat = spec["data"][0]
+    assert (heat["zmin"], heat["zmax"]) == (-1.0, 0.0)  # not −1μ … 0 around a single 0
+
+
+def test_the_timeline_map_title_keeps_its_space_without_the_line_break():
+    from types import SimpleNamespace  # noqa: PLC0415
+
+    from lpos.figures.timeline import position_map_figure  # noqa: PLC0415
+
+    timeline = SimpleNamespace(steps=[0, 1100], position_kind="table")
+    title = position_map_figure(np.zeros((2, 4, 4)), timeline, 1).layout.title.text
+    assert title.replace("<br>", "").startswith("Step 1100: ") and ":cosine" not in title.replace("<br>", "")
+
+
+def test_never_seen_rows_can_turn_up_by_chance():
+    from lpos.analysis.similarity import search_sentence  # noqa: PLC0415
+    from lpos.tokenizer import GPT2  # noqa: PLC0415
+
+    said = search_sentence(GPT2, counted=True)
+    assert "so they can turn up by chance" in said and "the tokenizer's vocabulary" in said
+    assert "model's vocabulary" not in said and "by chance" not in search_sentence(GPT2, counted=False)
+
+
+def test_left_out_characters_are_said_in_the_main_area(tmp_path, monkeypatch):
+    from conftest import app_test  # noqa: PLC0415
+    from test_courses import converted_character_model  # noqa: PLC0415
+
+    monkeypatch.setenv("LPOS_CHECKPOINT_DIR", str(converted_character_model(tmp_path)))
+    at = app_test(model="dir:chars.pt", scheme="learned", text="Speak, café!")
+    assert not at.exception, [e.value for e in at.exception]
+    main = [w.value for w in at.main.warning if "left out" in w.value]
+    assert len(main) == 1 and "“é”" in main[0], [w.value for w in at.warning]
+
+
+def test_order_blindness_table_is_short_and_its_top_5_folded():
+    from conftest import app_test  # noqa: PLC0415
+
+    at = app_test(page="pages/shuffle.py", scheme="rope", model="untrained")
+    assert not at.exception
+    short, top5 = at.table[1].value, at.table[2].value
+    assert list(short.columns) == ["next token, original order", "next token, shuffled", "same top-1",
+                                   "distribution moved (total variation)"]
+    assert all(" · " not in cell for cell in short["next token, original order"])  # one token a cell
+    assert all(re.fullmatch(r"\d\.\d{3}", cell) for cell in short["distribution moved (total variation)"])
+    assert all(cell.count(" · ") == 4 for cell in top5["top-5 next tokens, original order"])
+    assert all(re.fullmatch(r"\d\.\d{3}", cell) for cell in top5["distribution moved (total variation)"])
+    assert [e.label for e in at.expander if "top 5" in e.label] == ["The top 5 next tokens of each model, before and after"]
+
+
+def test_inside_head_table_prints_three_digits_as_rounded():
+    import json  # noqa: PLC0415
+
+    from conftest import app_test  # noqa: PLC0415
+    from test_pages_inside import TABS, open_tab  # noqa: PLC0415
+
+    at = app_test(page="pages/inside.py", scheme="rope", model="untrained", timeout=300)
+    open_tab(at, TABS[1])
+    assert not at.exception
+    table = at.dataframe[0]
+    formats = {name: column["type_config"]["format"] for name, column in json.loads(table.proto.columns).items()
+               if "type_config" in column}
+    floats = [c for c in table.value.columns if table.value[c].dtype.kind == "f"]
+    assert floats and all(formats.get(c) == "%.3f" for c in floats)  # 0.038, never 0.0380
+
+
+def test_one_token_s_attention_is_not_said_to_spread_or_tilt():
+    from conftest import app_test  # noqa: PLC0415
+
+    at = app_test(page="pages/attention.py", scheme="alibi", model="untrained", text="Hi")
+    assert not at.exception
+    captions = " ".join(c.value for c in at.caption)
+    assert "tilted towards recent keys" not in captions and "One token attends only to itself." in captions
+    two = " ".join(c.value for c in app_test(page="pages/attention.py", scheme="alibi", model="untrained",
+                                             text="Hi there").caption)
+    assert "tilted towards recent keys by the bias" in two
+
+
+@pytest.mark.skipif("learned-32" not in checkpoints.available(), reason="learned-32 is not installed")
+def test_similarity_caption_gives_a_short_window_table_s_trained_rows_alone():
+    from lpos.ui.similarity import map_caption  # noqa: PLC0415
+
+    said = map_caption(_loaded("learned-32"), 128)
+    mixed = float(re.search(r"mean cosine (-?[0-9.]+) at distance 1", said).group(1))
+    alone = float(re.search(r"rows 0–31 alone: mean cosine (-?[0-9.]+) at distance 1", said).group(1))
+    assert "mix the 32 trained rows with the 96 that never trained" in said and alone > mixed
+    assert "never trained" not in map_caption(_loaded("learned"), 128)

@@ -156,3 +156,35 @@ def test_the_memory_walk_visits_every_page_with_a_shared_folder_model():
         assert page["errors"] == 0 and page["rss_after_mb"] > 0, name
     peaks = [page["peak_so_far_mb"] for page in walk["pages"].values()]
     assert peaks == sorted(peaks) and peaks[-1] <= walk["peak_rss_mb"]  # the peak so far only grows
+
+
+def test_slow_paths_report_each_figure_beside_its_goal():
+    """`lpos bench --slow-paths` prints every row of issue 38's table with its verdict (numbers made up here)."""
+    from lpos.bench.slow_paths import report
+
+    stat = lambda value: {"median": value, "min": value, "max": value, "n": 1}  # noqa: E731
+    page = lambda ms, cpu: {"sentence_ms": stat(ms), "sentence_ratio": ms / 100, "sentence_cpu_ms": stat(cpu),  # noqa: E731
+                            "errors": 0}
+    results = {
+        "floor": {"sentence_ms": stat(100.0)},
+        "pages": {"fast": page(200.0, 40.0), "slow": page(300.0, 90.0)},
+        "cold_visits": {"bare": {"server_cpu_s": 2.0}, "pages": {"light": {"extra_cpu_s": 0.5}, "heavy": {"extra_cpu_s": 1.8}}},
+        "write": {"first_words_s": stat(0.4), "done_s": stat(3.5), "script_runs": stat(4), "goals_s": {"first_words": 0.5, "done": 3.0}},
+        "learner_stretch": {"shared_folder": {"first_chart_s": 2.0, "page_s": 12.0, "errors": 0},
+                            "upload": {"first_chart_s": 4.0, "page_s": 9.0, "errors": 1},
+                            "goals_s": {"first_chart": 3.0, "page": 10.0}},
+        "sink_window": {"seconds": stat(0.5), "goal_s": 2.0},
+        "timeline_step": {"seconds": stat(1.5), "goal_s": 1.0},
+        "cold_first_page": {"app_s": stat(4.0), "bare_s": stat(2.5), "goal_extra_s": 1.0},
+    }
+    lines = report(results)
+    line = lambda start: next(text for text in lines if text.strip().startswith(start))  # noqa: E731
+    assert "over goal" not in line("fast") and "2.00x" in line("fast")
+    assert line("slow").endswith("over goal: ratio, CPU")
+    assert "over goal" not in line("light") and line("heavy").endswith("over goal by 0.80 s")
+    assert "first words 0.40 s (within goal)" in line("Stretching, Write") and "done 3.50 s (over goal by 0.5 s)" in line("Stretching, Write")
+    assert "whole page 12.0 s (over goal by 2.0 s)" in line("Stretching with a learner's RoPE model (shared folder)")
+    assert line("Stretching with a learner's RoPE model (upload)").endswith("1 error(s)!")
+    assert "0.50 s (within goal)" in line("Inside") and "1.50 s (over goal by 0.5 s)" in line("Training timeline")
+    assert "4.00 s against the bare page's 2.50 s (over goal by 0.5 s" in line("First page")
+    assert report({}) == []

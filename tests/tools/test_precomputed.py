@@ -106,11 +106,25 @@ def test_every_shipped_model_has_a_current_small_sidecar(name):
 
 
 @needs_shipped
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_shipped_sidecar_holds_every_sink_window_and_the_timeline(name):
+    """Inside's sink test at every window its slider offers, on every text, and the Training timeline's views."""
+    model, meta = checkpoints.load(name)
+    entries = current_entries(name)
+    listed = [view.key_of(p) for view, p in precomputed.entries(model, meta, views=(precomputed.SINK, precomputed.TIMELINE))]
+    assert {key.rsplit("|", 1)[-1] for key in listed if key.startswith("sink|")} == {str(w) for w in streaming.WINDOWS}
+    assert precomputed.TIMELINE.key_of({}) in listed
+    assert [key[:80] for key in listed if key not in entries] == []
+
+
+@needs_shipped
 def test_the_untrained_sidecar_covers_every_scheme():
     entries = precomputed.load(precomputed.sidecar(precomputed.UNTRAINED), source_digest=precomputed.untrained_digest())
     story = precomputed.inside_texts(None)[precomputed.INSIDE_STORY]
     for scheme in SCHEMES:
         assert f"{scheme}|{precomputed.inside_key('probes', story)}" in entries, scheme
+        for window in streaming.WINDOWS:
+            assert f"{scheme}|{precomputed.inside_key('sink', story, window)}" in entries, (scheme, window)
 
 
 @pytest.mark.skipif("rope" not in SHIPPED, reason="checkpoints/rope.pt is not installed")

@@ -7,6 +7,7 @@
 - Every view is read by some page's module, through its record.
 - The pages, opened on shipped models with their default controls, ask only for keys that precompute
   writes for that model (for an untrained model: for every view precompute writes for untrained models).
+- Moving the sink test's window and the Training timeline's step runs no analysis for a shipped model.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import streamlit as st
 
 from conftest import app_test
 from lpos import checkpoints, precomputed
+from lpos.analysis import streaming, timeline
 from lpos.checkpoints import ModelRef
 from lpos.model import GPT, GPTConfig, untrained_model
 from lpos.ui import stored as stored_module
@@ -119,10 +121,10 @@ def untrained_keys(scheme: str) -> set[str]:
 
 PAGES = [("pages/stretch.py", "rope", {}), ("pages/inside.py", "rope", {"inside_tab": "Head portraits"}),
          ("pages/inside.py", "rope", {"inside_tab": "The sink, tested"}), ("pages/lengths.py", "learned-32", {}),
-         ("pages/shuffle.py", "rope", {})]
+         ("pages/shuffle.py", "rope", {}), ("pages/timeline.py", "rope", {})]
 
 
-@pytest.mark.slow  # five pages, every shipped model read from its sidecar, three untrained models probed live
+@pytest.mark.slow  # six pages, every shipped model read from its sidecar, three untrained models probed live
 @pytest.mark.skipif(not {"rope", "learned-32"} <= set(SHIPPED), reason="checkpoints/rope.pt or learned-32.pt not shipped")
 def test_pages_ask_only_for_keys_precompute_writes(lookups):
     untrained_views = tuple(f"{view.name}|" for view in precomputed.VIEWS if view.untrained)
@@ -142,3 +144,58 @@ def test_pages_ask_only_for_keys_precompute_writes(lookups):
         else:
             continue  # computed live by design: an untrained model's loss curve, shuffles
         assert key in known, (str(ref), scheme, key[:80])
+
+
+# --- moving a control computes nothing for a shipped model -----------------------------------------------
+
+COUNTED = ((streaming, "sink_test"), (timeline, "timeline_views"), (timeline, "band_over_time"),
+           (timeline, "timeline_reading"), (timeline, "repeated_similarity"), (timeline, "attention_sentence"),
+           (timeline, "bias_over_distance"), (timeline, "bias_reading"))
+
+
+@pytest.fixture
+def analysis_calls(monkeypatch):
+    """How often the analyses behind the sink test and the timeline's step views run, by name; caches empty first."""
+    calls = {name: 0 for _, name in COUNTED}
+
+    def counting(name, function):
+        def counted(*args, **kwargs):
+            calls[name] += 1
+            return function(*args, **kwargs)
+        return counted
+
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    for module, name in COUNTED:
+        monkeypatch.setattr(module, name, counting(name, getattr(module, name)))
+    yield calls
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
+@pytest.mark.slow  # ten shipped models: the sink tab at every window, the timeline at every step
+@pytest.mark.skipif(not {"learned", "learned-32", "learned-rand"} <= set(SHIPPED), reason="a learned model is not shipped")
+def test_every_window_and_every_step_is_read_not_computed(analysis_calls):
+    """The sink tab's window slider through every window it offers, with every scheme's comparison open
+    (each scheme's shipped model, then the untrained ones), and the Training timeline's step slider through
+    every snapshot of every shipped model: the analyses run zero times."""
+    for chosen in ("learned", "learned-32", "learned-rand", "untrained"):
+        at = app_test(page="pages/inside.py", model=chosen, scheme="learned", timeout=600)
+        every = chosen in ("learned", "untrained")  # every scheme's model too, in the opened comparison
+        for window in (None, *streaming.WINDOWS):  # the tab at its default window first: the slider is on it
+            at.session_state["inside_tab"] = "The sink, tested"  # AppTest resends the tab bar's last state
+            at.session_state["inside_every_scheme"] = every
+            if window is not None:
+                at.select_slider(key="inside_window").set_value(window)
+            at.run()
+            assert not at.exception, (chosen, window, at.exception)
+            drawn = " ".join(c.proto.id for c in at.get("plotly_chart"))
+            assert "inside_stream" in drawn and ("inside_sink_gain" in drawn) == every, (chosen, window, drawn)
+    assert analysis_calls["sink_test"] == 0, analysis_calls
+    for name in SHIPPED:
+        model, meta = checkpoints.load(name)
+        at = app_test(page="pages/timeline.py", model=name, scheme=model.config.position, timeout=600)
+        for step in meta["timeline"]["steps"]:
+            at.select_slider(key="timeline_step").set_value(step).run()
+            assert not at.exception, (name, step, at.exception)
+    assert sum(analysis_calls.values()) == 0, analysis_calls
