@@ -2,10 +2,10 @@
 
 Stretching's loss curves (every RoPE method and factor) and attention profiles, Inside's position
 probes, head portraits and sink test (at every window offered), Length extrapolation's loss along the
-story and by position, Order blindness's preset shuffles and the Training timeline's band, bias and
+story (and its sliding-window baseline) and by position, Order blindness's preset shuffles and the Training timeline's band, bias and
 sentences at every step depend only on a model and on texts that never change. Each kind is one
 `View` in `VIEWS`: its key, its analysis call and the parameters written, read by the pages
-(lpos.ui.stored.computed) and by `compute`, so the two cannot drift apart. `save` writes the
+(lpos.ui.stored.computed) and by `compute`, so the two cannot drift apart. `precompute` writes the
 result beside the checkpoint as `checkpoints/<name>.views.pt` (`untrained.views.pt` for every
 scheme's untrained model): a sidecar, not the checkpoint's meta, so a rebuild of the views never
 rewrites the weights the pinned numbers are read from, and each file stays far under 8 MB. It
@@ -115,10 +115,6 @@ def loss_key(method: str, factor: float, chunks: torch.Tensor) -> str:
     return f"losses|{method}|{float(factor):g}|{ids_digest(chunks.reshape(-1).tolist())}"
 
 
-def profile_key(method: str, factor: float, ids: list[int]) -> str:
-    return f"profile|{method}|{float(factor):g}|{ids_digest(ids)}"
-
-
 def inside_key(kind: str, parts, *extra) -> str:
     return "|".join([kind, repr(text_key(parts)), *map(str, extra)])
 
@@ -203,8 +199,9 @@ def _position_loss_written(model, meta, corpus_meta):
 
 LOSSES = View("losses", loss_key, lambda model, *, method, factor, chunks, train_length: stretch.chunk_losses(
     model, chunks, rope_scaling=scaling(method, factor, train_length)), _losses_written, context=("train_length",))
-PROFILE = View("profile", profile_key, lambda model, *, method, factor, ids, train_length: stretch.attention_profile(
-    model, ids, rope_scaling=scaling(method, factor, train_length)), _profiles_written, context=("train_length",))
+PROFILE = View("profile", lambda *, method, factor, ids: f"profile|{method}|{float(factor):g}|{ids_digest(ids)}",
+               lambda model, *, method, factor, ids, train_length: stretch.attention_profile(
+                   model, ids, rope_scaling=scaling(method, factor, train_length)), _profiles_written, context=("train_length",))
 PROBES = View("probes", lambda *, parts: inside_key("probes", parts), lambda model, *, parts, tokenizer=GPT2:
               probes.position_probes(model, probe_text(model, parts), tokenizer=tokenizer),
               _inside_written, context=("tokenizer",), untrained=True)
@@ -217,6 +214,9 @@ SINK = View("sink", lambda *, parts, window: inside_key("sink", parts, window), 
             untrained=True, may_refuse=True)  # a window past a table's rows: the page says why
 CURVE = View("curve", curve_key, lambda model, *, ids: lengths.loss_along_text(model, ids),
              lambda model, meta, corpus_meta: [dict(ids=story_ids())])
+SLIDING = View("sliding", lambda *, ids, window: f"sliding|{window}|{ids_digest(ids)}",  # the curve's baseline
+               lambda model, *, ids, window: lengths.sliding_losses(model, ids, window=window),
+               lambda model, meta, corpus_meta: [dict(ids=story_ids(), window=lengths.training_length(meta, model))])
 SHUFFLE = View("shuffle", shuffle_key, lambda model, *, original, shuffled, tokenizer=GPT2: shuffle.shuffle_experiment(
     model, original, shuffled=shuffled, tokenizer=tokenizer),
     lambda model, meta, corpus_meta: [dict(original=o, shuffled=s) for o, s in shuffle_pairs()], context=("tokenizer",))
@@ -225,7 +225,7 @@ POSITION_LOSS = View("position_loss", position_loss_key, lambda model, *, stream
 TIMELINE = View("timeline", lambda: "timeline|snapshots", lambda model, *, line: timeline.timeline_views(line),
                 lambda model, meta, corpus_meta: [dict(line=line) for line in [timeline.timeline_of(meta)] if line is not None],
                 context=("line",))  # the snapshots are the checkpoint's own: the file's digest names them
-VIEWS: tuple[View, ...] = (LOSSES, PROFILE, PROBES, PORTRAITS, SINK, CURVE, SHUFFLE, POSITION_LOSS, TIMELINE)
+VIEWS: tuple[View, ...] = (LOSSES, PROFILE, PROBES, PORTRAITS, SINK, CURVE, SLIDING, SHUFFLE, POSITION_LOSS, TIMELINE)
 
 
 # --- computing -----------------------------------------------------------------------------------
@@ -301,10 +301,6 @@ def from_plain(value):
     raise ValueError("not a precomputed view")
 
 
-def save(views: dict[str, object], path: Path, *, source_digest: str) -> None:
-    save_plain({key: to_plain(value) for key, value in views.items()}, path, source_digest=source_digest)
-
-
 def save_plain(entries: dict[str, object], path: Path, *, source_digest: str) -> None:
     """Write entries already made plain (`to_plain`), marked with this VERSION and their source."""
     temporary = Path(path).with_name(Path(path).name + ".tmp")  # a reader never sees half a file
@@ -323,28 +319,32 @@ def load(path: Path, *, source_digest: str) -> dict[str, object]:
     return payload.get("views") or {}
 
 
-def precompute(names: list[str] | None = None, *, folder: Path | None = None, progress=print) -> list[Path]:
+def precompute(names: list[str] | None = None, *, folder: Path | None = None, views: tuple[View, ...] = VIEWS,
+               progress=print) -> list[Path]:
     """Compute and write the sidecar of every shipped model (`names`, all by default) and of the
-    untrained models; returns the files written."""
-    names = checkpoints.available() if names is None else names
-    written = []
-    first_meta = None
+    untrained models; returns the files written. With some `views` only, their entries are added
+    to the files' others (a new view without recomputing the rest)."""
+    names, written, first_meta = checkpoints.available() if names is None else names, [], None
+
+    def write(path: Path, entries: dict[str, object], digest: str) -> None:
+        kept = {} if views == VIEWS else load(path, source_digest=digest)
+        save_plain(kept | {key: to_plain(value) for key, value in entries.items()}, path, source_digest=digest)
+        written.append(path)
+
     for name in names:
         progress(name)
         model, meta = checkpoints.load(name)
         first_meta = first_meta or meta
-        path = sidecar(name, folder)
-        save(compute(model, meta, progress=progress), path, source_digest=file_digest(checkpoints.CHECKPOINT_DIR / f"{name}.pt"))
-        written.append(path)
+        write(sidecar(name, folder), compute(model, meta, views=views, progress=progress),
+              file_digest(checkpoints.CHECKPOINT_DIR / f"{name}.pt"))
     if first_meta is None and checkpoints.available():
         first_meta = checkpoints.load(checkpoints.available()[0])[1]
     untrained = {}  # the views Inside draws for the untrained model of every scheme, beside the trained ones
-    for scheme in SCHEMES:
+    for scheme in SCHEMES if any(view.untrained for view in views) else ():
         progress(f"untrained {scheme}")
-        views = compute(untrained_model(scheme), {}, held_out_meta=first_meta or {}, progress=progress,
-                        views=tuple(view for view in VIEWS if view.untrained))
-        untrained.update({f"{scheme}|{key}": value for key, value in views.items()})
-    path = sidecar(UNTRAINED, folder)
-    save(untrained, path, source_digest=untrained_digest())
-    written.append(path)
+        done = compute(untrained_model(scheme), {}, held_out_meta=first_meta or {}, progress=progress,
+                       views=tuple(view for view in views if view.untrained))
+        untrained.update({f"{scheme}|{key}": value for key, value in done.items()})
+    if untrained:
+        write(sidecar(UNTRAINED, folder), untrained, untrained_digest())
     return written

@@ -60,6 +60,8 @@ def add_commands(commands) -> None:
     views = commands.add_parser("precompute", help="write checkpoints/<name>.views.pt: what the pages draw from "
                                                    "each shipped model and fixed texts (lpos.precomputed)")
     views.add_argument("names", nargs="*", help="shipped names (default: every shipped checkpoint)")
+    views.add_argument("--views", nargs="+", metavar="VIEW", help="only these views, added to what the files already "
+                       "hold (default: every view, the files rewritten)")
     views.set_defaults(run=run_precompute)
 
 
@@ -155,11 +157,14 @@ def run_card(args) -> int:
 
 def run_precompute(args) -> int:
     from lpos import checkpoints
-    from lpos.precomputed import precompute
+    from lpos.precomputed import VIEWS, precompute
 
     unknown = [name for name in args.names if name not in checkpoints.available()]
     if unknown:
         raise ValueError(f"no shipped checkpoint named {', '.join(unknown)}: use {checkpoints.available()}")
-    for path in precompute(args.names or None):
+    chosen = VIEWS if not args.views else tuple(view for view in VIEWS if view.name in args.views)
+    if args.views and len(chosen) != len(set(args.views)):
+        raise ValueError(f"unknown view in {args.views}: use {[view.name for view in VIEWS]}")
+    for path in precompute(args.names or None, views=chosen):
         print(f"wrote {path} ({path.stat().st_size / 2**20:.1f} MB)")
     return 0

@@ -115,8 +115,9 @@ def window_baseline(model: LoadedModel, ids: list[int], *, window: int):
     (lpos.analysis.lengths.sliding_losses); None when the text does not go past one window."""
     if len(ids) - 1 <= window:
         return None
-    with st.spinner(f"Scoring the same tokens again, each with only the {window - 1:,} tokens before it…"):
-        return lengths.sliding_losses(model.model, list(ids), window=window)
+    # the shipped models' story is precomputed; a shared-folder model's is kept on disk once scored
+    return computed(model.model, precomputed.SLIDING, ids=list(ids), window=window,
+                    doing=f"Scoring the same tokens again, each with only the {window - 1:,} tokens before it")
 
 
 @cache_resource(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)

@@ -169,7 +169,7 @@ def test_slow_paths_report_each_figure_beside_its_goal():
         "floor": {"sentence_ms": stat(100.0)},
         "pages": {"fast": page(200.0, 40.0), "slow": page(300.0, 90.0)},
         "cold_visits": {"bare": {"server_cpu_s": 2.0}, "pages": {"light": {"extra_cpu_s": 0.5}, "heavy": {"extra_cpu_s": 1.8}}},
-        "write": {"first_words_s": stat(0.4), "done_s": stat(3.5), "script_runs": stat(4), "goals_s": {"first_words": 0.5, "done": 3.0}},
+        "write": {"first_words_s": stat(0.4), "done_s": stat(3.5), "goals_s": {"first_words": 0.5, "done": 3.0}},
         "learner_stretch": {"shared_folder": {"first_chart_s": 2.0, "page_s": 12.0, "errors": 0},
                             "upload": {"first_chart_s": 4.0, "page_s": 9.0, "errors": 1},
                             "goals_s": {"first_chart": 3.0, "page": 10.0}},

@@ -63,7 +63,7 @@ def test_plain_round_trip_is_exact_and_loads_weights_only(tiny_model, tmp_path):
              "losses": stretch.chunk_losses(model, precomputed.stretch_chunks(precomputed.STRETCH_STORY, {}),
                                             lengths=(128, 256))}
     path = tmp_path / "tiny.views.pt"
-    precomputed.save(views, path, source_digest="abc")
+    precomputed.save_plain({key: precomputed.to_plain(value) for key, value in views.items()}, path, source_digest="abc")
     payload = torch.load(path, weights_only=True)  # plain data only: the safe loader reads it
     assert payload["version"] == precomputed.VERSION and payload["source_digest"] == "abc"
     entries = precomputed.load(path, source_digest="abc")
@@ -74,7 +74,7 @@ def test_plain_round_trip_is_exact_and_loads_weights_only(tiny_model, tmp_path):
 
 def test_a_sidecar_of_another_checkpoint_or_version_is_ignored(tmp_path):
     path = tmp_path / "x.views.pt"
-    precomputed.save({"k": 1.5}, path, source_digest="abc")
+    precomputed.save_plain({"k": 1.5}, path, source_digest="abc")
     assert precomputed.load(path, source_digest="abc") == {"k": 1.5}
     assert precomputed.load(path, source_digest="another") == {}
     assert precomputed.load(tmp_path / "missing.views.pt", source_digest="abc") == {}
@@ -267,3 +267,20 @@ def test_a_file_that_says_0_steps_is_untrained(long_model_folder):
     assert "An untrained model guesses uniformly" in words(at)
     at = app_test(page="pages/lengths.py", model="dir:long.pt", scheme="learned", timeout=300)
     assert "An untrained model guesses uniformly" not in words(at)
+
+
+def test_precompute_of_some_views_keeps_the_others(tmp_path, monkeypatch):
+    """`python -m lpos precompute --views sliding` adds the sliding-window baseline to a sidecar without
+    recomputing (or losing) what it already holds; a full run rewrites the file."""
+    monkeypatch.setattr(precomputed, "file_digest", lambda path: "digest")
+    path = precomputed.sidecar("learned", tmp_path)
+    precomputed.save_plain({"kept": 1.5}, path, source_digest="digest")
+    written = precomputed.precompute(["learned"], folder=tmp_path, views=(precomputed.SLIDING,), progress=lambda _: None)
+    assert written == [path]  # no untrained file: sliding is not an untrained view
+    entries = precomputed.load(path, source_digest="digest")
+    model, meta = checkpoints.load("learned")
+    ids, window = precomputed.story_ids(), lengths.training_length(meta, model)
+    key = precomputed.SLIDING.key_of(dict(ids=ids, window=window))
+    assert set(entries) == {"kept", key}
+    np.testing.assert_allclose(precomputed.from_plain(entries[key]), lengths.sliding_losses(model, ids, window=window),
+                               rtol=0, atol=5e-5)
