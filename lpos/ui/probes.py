@@ -104,7 +104,9 @@ def _own_probe_view(model: LoadedModel, chosen: Text) -> ProbeView:
                  for scheme in SCHEMES}
     panels = {"trained": trained, "untrained": fresh} if trained else {"untrained": fresh}
     sample = next(iter(fresh.values())).iloc[0]
-    return ProbeView(probe_figures(panels), [None] * len(panels), probes.probe_reading(trained, fresh),
+    limit = coverage.trained_rows(model.meta, model.model) if trained else None
+    limits = {name: limit for name in trained} if limit is not None else {}
+    return ProbeView(probe_figures(panels), [None] * len(panels), probes.probe_reading(trained, fresh, limits=limits),
                      int(sample["fitted"]), int(sample["scored"]), int(sample["window"]), bool(trained))
 
 

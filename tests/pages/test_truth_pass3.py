@@ -586,3 +586,24 @@ def test_similarity_caption_gives_a_short_window_table_s_trained_rows_alone():
     alone = float(re.search(r"rows 0–31 alone: mean cosine (-?[0-9.]+) at distance 1", said).group(1))
     assert "mix the 32 trained rows with the 96 that never trained" in said and alone > mixed
     assert "never trained" not in map_caption(_loaded("learned"), 128)
+
+
+def test_inside_probes_of_a_model_on_its_own_tokenizer_say_its_untrained_rows(tmp_path):
+    """Misleading 2 for an upload on its own tokenizer: a character model trained on windows of 16 of its 64 rows is
+    probed on 64-token windows; the reading says which rows never trained, as it does for learned-32."""
+    from test_courses import TEXT, converted_character_model  # noqa: PLC0415
+
+    from lpos import checkpoints  # noqa: PLC0415
+    from lpos.ui.caching import remember  # noqa: PLC0415
+    from lpos.ui.inside import Text  # noqa: PLC0415
+    from lpos.ui.models import LoadedModel  # noqa: PLC0415
+    from lpos.ui.probes import _own_probe_view  # noqa: PLC0415
+
+    model, meta = checkpoints.load(converted_character_model(tmp_path) / "chars.pt")
+    remember(model, "upload:chars.pt")
+    meta = {**meta, "train_args": {"max_length": 16}, "steps": 100}
+    loaded = LoadedModel("upload:chars.pt", "chars.pt (your upload)", model, meta)
+    assert not loaded.tokenizer.is_gpt2
+    ids = tuple(loaded.tokenizer.encode_known(TEXT * 12)[0])
+    reading = " ".join(_own_probe_view(loaded, Text((("text", ids),))).reading)
+    assert "trained on windows of at most 16 tokens" in reading and "positions 16–63 never trained" in reading
