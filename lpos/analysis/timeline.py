@@ -154,7 +154,9 @@ def first_block_reading(timeline: Timeline) -> str:
     near = band[band.distance == 1].set_index("step").cosine
     far = band[band.distance == far_distance].set_index("step").cosine
     first, last = timeline.steps[0], timeline.steps[-1]
-    start, end, end_far = float(near.iloc[0]), float(near.iloc[-1]), float(far.iloc[-1])
+    # rounded to what is printed (+ 0.0: a cosine of -0.001 reads 0.00, not -0.00)
+    start, end, end_far, low, high = (round(float(v), 2) + 0.0 for v in (near.iloc[0], near.iloc[-1], far.iloc[-1],
+                                                                          near.min(), near.max()))
     if end >= 0.5:
         verdict = ("A band (cosine 0.5 or more at distance 1): neighbouring positions get alike contributions"
                    + (f", already at step {first}, before any update." if start >= 0.5 else "."))
@@ -165,7 +167,7 @@ def first_block_reading(timeline: Timeline) -> str:
         verdict = "No band: neighbouring positions get contributions no more alike than far-apart ones, give or take 0.05."
     return (f"This scheme has no learned table of position rows, so the map is of what the first block adds at each position. "
             f"Neighbouring positions' cosine goes from {start:.2f} at step {first} to {end:.2f} at step {last} "
-            f"(between {near.min():.2f} and {near.max():.2f} over the run), against {end_far:.2f} at distance "
+            f"(between {low:.2f} and {high:.2f} over the run), against {end_far:.2f} at distance "
             f"{far_distance} at the end. {verdict}")
 
 

@@ -214,6 +214,13 @@ def test_first_block_reading_names_a_band_from_step_0():
     assert "No band" in timeline.first_block_reading(random)
 
 
+def test_first_block_reading_never_prints_minus_zero():
+    """The shipped fire model's neighbouring cosine at step 0 is a hair below zero: the reading printed "-0.00"."""
+    found = timeline.timeline_of(checkpoints.load("fire")[1])
+    said = timeline.first_block_reading(found)
+    assert "goes from 0.00 at step 0" in said and "-0.00" not in said
+
+
 def test_worst_curve_sentence_says_how_far_the_steepest_curve_is_from_the_unigram_baseline():
     """Step 9 said models "fall apart"; the steepest shipped curve (sinusoidal, +1.01 at 8×) is still 1.86 nats
     better than the unigram baseline. The sentence states that, and says so too when a curve does reach it."""
