@@ -411,7 +411,7 @@ def test_html_in_the_sentence_is_shown_as_text():
 
 # The only st.html calls: the token chips, whose builder escapes every piece of token text
 # (tests/figures/test_figures_embeddings.py reads hostile tokens back from it); st.html sanitises as well.
-CHIPS_HTML_CALLS = {"pages/embeddings.py": "st.html(chips)", "pages/lesson.py": "st.html(fig)",
+CHIPS_HTML_CALLS = {"pages/embeddings.py": "st.html(chips)", "pages/lesson.py": "st.html(shown.figure)",
                     # the teacher's cookie: a script of a checked code and secret only (test below)
                     "lpos/ui/teacher_cookie.py": "st.html(script(want, age), unsafe_allow_javascript=True)"}
 
