@@ -24,7 +24,7 @@ from lpos.analysis.shuffle import order_blind_sentence
 from lpos.figures.export import Recipe
 from lpos.figures.scheme_views import bias_lines_figure
 from lpos.lesson import STEPS
-from lpos.ui import attention, coverage, embeddings, lengths, shuffle, similarity, sinusoids
+from lpos.ui import attention, coverage, embeddings, lengths, shuffle, similarity
 from lpos.ui.caching import cache_resource
 from lpos.ui.export import drawn, run_recipe
 from lpos.ui.lesson_recipes import (PRESETS, bias_models, learned_band_recipe, mask_leaks_recipe, order_blind_recipe,
@@ -99,9 +99,8 @@ def randomized_sentence() -> str:
 
 
 def sinusoid_distance(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figure:
-    width = model.model.config.n_embd  # drawn from offset_dots_recipe, as sinusoid_distance_recipe says
-    return sinusoids.sinusoid_offset_dots(width, (0, 20, 60), 100, 10000.0), \
-        f"Width {width}: three starting positions, one curve."
+    return drawn(sinusoid_distance_recipe(sidebar, model, ids)), \
+        f"Width {model.model.config.n_embd}: three starting positions, one curve."
 
 
 def rope_offsets(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figure:

@@ -6,12 +6,10 @@ Python; a new sentence reruns the page and rebuilds none of them.
 """
 from __future__ import annotations
 
-import plotly.graph_objects as go
 import streamlit as st
 
 from lpos.analysis import sinusoids
 from lpos.figures.export import Recipe, Ref, step
-from lpos.ui.export import drawn
 
 ANALYSIS, FIGURE = "lpos.analysis.sinusoids", "lpos.figures.sinusoids"
 
@@ -53,7 +51,3 @@ def offset_dots_recipe(width: int, starts: tuple[int, ...], max_offset: int, bas
     return Recipe((step("dots", f"{ANALYSIS}.offset_dot_products", width, starts=list(starts), max_offset=max_offset,
                         base=base),
                    step("fig", f"{FIGURE}.offset_dot_figure", Ref("dots"))))
-
-
-def sinusoid_offset_dots(width: int, starts: tuple[int, ...], max_offset: int, base: float) -> go.Figure:
-    return drawn(offset_dots_recipe(width, starts, max_offset, base))
