@@ -202,8 +202,12 @@ class GPT(nn.Module):
         if self.output_vocab is None:
             return self.lm_head(h)
         logits = h.new_full((*h.shape[:-1], self.config.vocab_size), float("-inf"))
-        logits[..., self.output_vocab] = h @ self.vocab_rows().T + self.vocab_bias()
+        logits[..., self.output_vocab] = self.output_scores(h)
         return logits
+
+    def output_scores(self, h: torch.Tensor) -> torch.Tensor:
+        """The logits of only the tokens the model can write (..., V'), in output_vocab's order (all without one)."""
+        return self.lm_head(h) if self.output_vocab is None else h @ self.vocab_rows().T + self.vocab_bias()
 
     def vocab_bias(self) -> torch.Tensor | float:
         """The output head's bias of output_vocab's tokens (V',), or 0.0 when the head has none."""

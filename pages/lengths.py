@@ -28,7 +28,8 @@ if cards is None:
 else:
     tables = cards.tables
     plot_column, reading_column = st.columns([3, 2])
-    chart(lengths.length_curves_recipe(list(tables), train_length=cards.train_length, unigram=cards.unigram),
+    chart(lengths.length_curves(tables, train_length=cards.train_length, unigram=cards.unigram),  # the cards held: no file read again
+          recipe=lengths.length_curves_recipe(list(tables), train_length=cards.train_length, unigram=cards.unigram),
           name="extrapolation-length-curves", where=plot_column, key="length_curves")
     plot_column.caption(f"Left of the dashed line the models read no more than they were trained on ({cards.train_length:,} "
                         f"tokens); right of it, up to {cards.longest / cards.train_length:g}× more.\n\nA line that climbs fails "

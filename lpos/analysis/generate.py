@@ -141,8 +141,7 @@ def stream(model: GPT, prompt: list[int], *, max_new_tokens: int, sampling: Samp
     for n in range(budget):
         hidden, _ = model.hidden_states(step if use_cache else torch.tensor([ids], dtype=torch.long),
                                         keep_attention=False, cache=cache)  # (1, T, C)
-        logits = model.output_logits(hidden[0, -1:])[0]  # (vocab,): the last position's only
-        scores = logits if model.output_vocab is None else logits[model.output_vocab]  # (V',)
+        scores = model.output_scores(hidden[0, -1])  # (V',): the last position's, over the tokens it can write
         token = pick(scores, sampling, ids=model.output_vocab, draws=race.at(n) if sampling.temperature else None)
         yield token
         ids.append(token)

@@ -155,7 +155,7 @@ def train_short(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Fig
     cards = lengths.cards_at_one_length()
     if cards is None:
         return lengths.length_curves({}, train_length=model.model.config.block_size), "No shipped model card is installed."
-    return drawn(train_short_recipe(sidebar, model, ids)), (
+    return lengths.length_curves(cards.tables, train_length=cards.train_length, unigram=cards.unigram), (  # the cards held
         length_analysis.worst_curve_sentence(cards.tables, train_length=cards.train_length, unigram=cards.unigram)
         + cards.left_out_sentence() + "\n\n"
         + length_analysis.length_reading(cards.tables, train_length=cards.train_length)

@@ -22,8 +22,9 @@ from lpos.analysis.embeddings import TokenCounts
 from lpos.analysis.scheme_views import positionless_scheme
 from lpos.checkpoints import ModelRef
 from lpos.checkpoints.layouts import TORCH_SUFFIXES
-from lpos.model import GPT, GPTConfig, initial_token_table, untrained_model
+from lpos.model import GPT, GPTConfig, untrained_model
 from lpos.positions import scheme_info
+from lpos.token_table import shared_initial_table
 from lpos.tokenizer import GPT2, Tokenizer
 from lpos.ui.caching import HASH_FUNCS, remember
 from lpos.ui.collect import release_memory
@@ -91,19 +92,12 @@ def load_offered(key: str) -> tuple[GPT, dict]:
     model, meta = checkpoints.load(path if path is not None else key)
     if model.config.tied and model.output_vocab is not None:  # only such a model can share (GPT.share_token_table):
         # never build a 50,257-row starting table for one that cannot (another width, layout or seed)
-        model.share_token_table(initial_table(model.config.init_seed, model.config.vocab_size, model.config.n_embd))
+        model.share_token_table(shared_initial_table(model.config.init_seed, model.config.vocab_size, model.config.n_embd))
     for name in ("token_counts", "batch_token_counts"):  # held as arrays: 1 MB less each
         if isinstance(meta.get(name), dict):
             meta[name] = TokenCounts(meta[name])
     release_memory()  # the loader's temporary tables and unpickled dicts
     return remember(model, key), meta
-
-
-@st.cache_resource(show_spinner=False)
-def initial_table(init_seed: int, vocab_size: int, n_embd: int) -> torch.Tensor:
-    """The token table every model of this seed and size starts from, held once: each shipped
-    model keeps only the rows its training changed on top of it (SharedTokenTable)."""
-    return initial_token_table(GPTConfig(vocab_size=vocab_size, n_embd=n_embd, n_head=1, init_seed=init_seed))
 
 
 @st.cache_resource(max_entries=2, show_spinner=False, hash_funcs=HASH_FUNCS)
@@ -153,6 +147,6 @@ def untrained(scheme: str) -> GPT:
     one the shipped models started from, their init_seed) held once for every untrained and shipped model."""
     model = untrained_model(scheme).eval()
     config = model.config
-    table = nn.Parameter(initial_table(config.init_seed, config.vocab_size, config.n_embd), requires_grad=False)
+    table = nn.Parameter(shared_initial_table(config.init_seed, config.vocab_size, config.n_embd), requires_grad=False)
     model.transformer.wte.weight = model.lm_head.weight = table  # the same storage, not a copy
     return remember(model, UNTRAINED)

@@ -24,11 +24,11 @@ from lpos.analysis.lengths import training_length
 from lpos.figures.export import Recipe, Ref, Step, step
 from lpos.model import GPT
 from lpos.positions import REGISTRY, ROPE_METHODS, schemes_with
-from lpos.ui.caching import cache_data, cache_resource
+from lpos.ui.caching import cache_resource
 from lpos.ui.export import chart, run_recipe
 from lpos.ui.models import LoadedModel, label, load_offered
 from lpos.ui.selection import Selection
-from lpos.ui.stored import computed
+from lpos.ui.stored import Progress, computed, progress
 
 STORY = precomputed.STRETCH_STORY
 HELD_OUT = precomputed.STRETCH_HELD_OUT
@@ -88,14 +88,18 @@ def text_chunks(rope: LoadedModel, text: str) -> torch.Tensor | None:
     return stretch.chunks(story, count=1) if len(story) > stretch.CHUNK else None
 
 
-@cache_data(max_entries=128, show_spinner=False)
-def _losses(model: GPT, method: str, factor: float, text: str, rope: LoadedModel) -> dict[int, dict]:
+def _losses(model: GPT, method: str, factor: float, text: str, rope: LoadedModel, progress: Progress) -> dict[int, dict]:
     """One curve's chunk_losses: `model` under `method`, scored on `text` in `rope`'s tokens, rescaled from `rope`'s
     training length."""
-    # the shipped models' are precomputed; a shared-folder model's are kept on disk once scored
+    # the shipped models' are precomputed; a shared-folder model's are kept on disk once scored, an upload's in memory
     return computed(model, precomputed.LOSSES, method=method, factor=factor, chunks=text_chunks(rope, text),
-                    train_length=rope_length(rope),
-                    doing=f"Scoring {text.lower()} at 128 to 1,024 tokens ({model.config.position}, {method} ×{factor:g})")
+                    train_length=rope_length(rope), progress=progress,
+                    doing=f"Scoring {text.lower()} at 128 to 1,024 tokens: {worded(stretch.curve_name(model.config.position, method, factor))}")
+
+
+def worded(curve: str) -> str:
+    """A curve's name as a progress bar says it: a RoPE model's unscaled curve says so."""
+    return curve if "×" in curve or not REGISTRY[curve].shows("rotation") else f"{curve}, not rescaled"
 
 
 def scaling_step(method: str, factor: float, train_length: int) -> tuple[list[Step], dict[str, Ref]]:
@@ -132,7 +136,8 @@ def _loss_view(rope: LoadedModel, shipped: tuple[str, ...], factor: float, text:
     if text_chunks(rope, text) is None:
         return None
     steps, curves = loss_steps(rope, factor, text=text)
-    tables = {curve: _losses(gpt, method, scaled, text, rope) for curve, (_, gpt, method, scaled) in curves.items()}
+    with progress(len(curves), "curve") as bar:
+        tables = {curve: _losses(gpt, method, scaled, text, rope, bar) for curve, (_, gpt, method, scaled) in curves.items()}
     frame, train_length = stretch.loss_frame(tables, text=text), rope_length(rope)
     recipe = Recipe((*steps, step("frame", "lpos.analysis.stretch.loss_frame",
                                   {curve: Ref(name) for curve, (name, *_) in curves.items()}, text=text),
@@ -159,16 +164,16 @@ def wavelength_view(head: int, *, factor: int, train_length: int, base: float) -
             stretch.wavelength_reading(waves, original_length=train_length, factor=factor))
 
 
-@cache_data(max_entries=32, show_spinner=False)
 def attention_profiles(rope: LoadedModel, factor: float) -> dict[str, pd.DataFrame]:
+    """Section 3's measures of `rope` under every method (the shipped model's precomputed, any other's kept once read)."""
     ids = precomputed.profile_ids() if speaks_gpt2(rope) else text_chunks(rope, STORY)[0, :stretch.CHUNK].tolist()
     out = {}
-    for method in ROPE_METHODS:
-        profile = computed(rope.model, precomputed.PROFILE, method=method, factor=factor if method != "none" else 1.0,
-                           ids=ids, train_length=rope_length(rope),  # precomputed for the shipped model
-                           doing=f"Reading {len(ids):,} tokens through {rope.model.config.n_layer} layers under "
-                                 f"{method} ×{factor:g}")
-        out[stretch.curve_name(rope.scheme, method, factor)] = profile
+    with progress(len(ROPE_METHODS), "method") as bar:
+        for method in ROPE_METHODS:
+            name = stretch.curve_name(rope.scheme, method, factor)
+            out[name] = computed(rope.model, precomputed.PROFILE, method=method, factor=factor if method != "none" else 1.0,
+                                 ids=ids, train_length=rope_length(rope), progress=bar,  # precomputed for the shipped model
+                                 doing=f"Reading {len(ids):,} tokens through {rope.model.config.n_layer} layers: {worded(name)}")
     return out
 
 
@@ -226,8 +231,10 @@ def scaling_sections(rope: LoadedModel | None, selection: Selection) -> None:
                           f"; losses read to {stretch.CHUNK:,})" if f * train_length > stretch.CHUNK else ")"))
 
     measured = train_length < stretch.CHUNK  # every text is read in chunks of 1,024 tokens
-    losses_by_length(rope, factor, train_length)
-    wavelengths(rope, factor, train_length)
+    section_1 = st.container()  # filled after section 2, which scores nothing: a model without stored
+    wavelengths(rope, factor, train_length)  # scores (an upload) shows a chart while section 1's are computed
+    with section_1:
+        losses_by_length(rope, factor, train_length)
     if measured:
         past_the_wall(rope, factor)
 

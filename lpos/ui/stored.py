@@ -4,14 +4,20 @@ what was computed for a shared-folder model, kept on disk for the next student a
 A view function asks `computed(model, view, **parameters)` for one of lpos.precomputed's VIEWS:
 the entry `stored` finds, that is lpos.precomputed's sidecar (`checkpoints/<name>.views.pt`, read
 once per process and only when a page asks) for a shipped or untrained model, the disk cache's for
-a shared-folder model; else the view's own analysis call, computed live and `keep`-ed. The key and
-the call come from the same View record `python -m lpos precompute` writes from. A model is known by
-the reference it was loaded under (lpos.ui.caching, lpos.checkpoints.reference); an upload is never
-written anywhere.
+a shared-folder model, this process's memory for any other (an upload, named by its digest); else
+the view's own analysis call, computed live and `keep`-ed. The key and the call come from the same
+View record `python -m lpos precompute` writes from. A model is known by the reference it was loaded
+under (lpos.ui.caching, lpos.checkpoints.reference); an upload is never written anywhere.
+
+A section that needs several results computes them under one `progress` bar that names each piece
+of work as it starts; results already stored draw no bar at all.
 """
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import streamlit as st
@@ -24,7 +30,30 @@ from lpos.ui.caching import model_key
 from lpos.ui.collect import release_memory
 
 UNTRAINED = precomputed.UNTRAINED
+MEMORY_ENTRIES = 256  # results kept in memory for models with no sidecar or disk cache (uploads), oldest dropped first
 _lock = threading.Lock()
+_memory: OrderedDict[str, object] = OrderedDict()  # "<model key>|<view key>" -> plain entry
+
+
+class Progress:
+    """One progress bar over the `total` results (each a `unit`: "curve") a section needs; it appears
+    only once one of them has to be computed (`doing`), saying what and which of them."""
+
+    def __init__(self, total: int, unit: str):
+        self.slot, self.total, self.unit, self.done = st.empty(), total, unit, 0
+
+    def doing(self, work: str) -> None:
+        self.slot.progress(self.done / self.total, text=f"{work}, {self.unit} {self.done + 1} of {self.total}…")
+
+
+@contextmanager
+def progress(total: int, unit: str) -> Iterator[Progress]:
+    """A Progress over `total` results, gone once they are all in (a cached caller replays an empty slot)."""
+    bar = Progress(total, unit)
+    try:
+        yield bar
+    finally:
+        bar.slot.empty()
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)
@@ -44,16 +73,24 @@ def _owner(model: GPT) -> tuple[ModelRef, str] | None:
         return None
 
 
-def computed(model: GPT, view: precomputed.View, *, doing: str | None = None, **parameters):
+def computed(model: GPT, view: precomputed.View, *, doing: str | None = None, progress: Progress | None = None,
+             **parameters):
     """`view` of `model` for these parameters: the stored entry, else the view's own analysis call,
-    under an st.status saying what it does and for which model (quietly when `doing` is None), then
-    kept (on disk for a shared-folder model)."""
+    saying what it does and for which model on `progress` or under an st.status (quietly when `doing`
+    is None), then kept (on disk for a shared-folder model, in memory for any other)."""
     key = view.key_of(parameters)
     found = stored(model, key)
     if found is not None:
+        if progress is not None:
+            progress.done += 1
         return found
     if doing is None:
         found = view.compute(model, **parameters)
+    elif progress is not None:
+        owner = _owner(model)
+        progress.doing(f"{doing} ({owner[0].shown if owner else 'the model'})")
+        found = view.compute(model, **parameters)
+        progress.done += 1
     else:
         owner = _owner(model)
         slot = st.empty()  # the status goes once the result is in (a cached caller replays an empty slot)
@@ -78,19 +115,26 @@ def stored(model: GPT, key: str):
         entry = sidecar_entries(UNTRAINED).get(f"{scheme}|{key}")
     elif ref.is_shipped and ref.name in checkpoints.available():
         entry = sidecar_entries(ref.name).get(key)
-    elif ref.is_shared:
+    elif ref.is_shared and cache_folder() is not None:
         entry = _disk(str(ref)).get(key)
-    else:
-        return None
+    else:  # an upload, or a shared-folder model with no disk cache
+        with _lock:
+            entry = _memory.get(f"{model_key(model)}|{key}")
     return None if entry is None else precomputed.from_plain(entry)
 
 
 def keep(model: GPT, key: str, value) -> None:
-    """Remember a result computed for a shared-folder model on disk (shipped models have theirs,
-    uploads are never written)."""
+    """Remember a result computed for a shared-folder model on disk, for any other model but the
+    shipped and untrained ones (which have theirs) in this process's memory: an upload is never written."""
     owner = _owner(model)
+    if owner is None or owner[0].is_shipped or owner[0].is_untrained:
+        return
     folder = cache_folder()
-    if owner is None or not owner[0].is_shared or folder is None:
+    if not owner[0].is_shared or folder is None:
+        with _lock:
+            _memory[f"{model_key(model)}|{key}"] = precomputed.to_plain(value)
+            while len(_memory) > MEMORY_ENTRIES:
+                _memory.popitem(last=False)
         return
     name = str(owner[0])
     path = _disk_path(name)

@@ -121,3 +121,44 @@ def test_the_lesson_and_the_sinusoids_page_link_here():
     assert any(link in m.value for m in lesson.markdown) and not lesson.exception
     sinusoids = app_test(page="pages/sinusoids.py", scheme="rope", model="untrained")
     assert any("[Stretching the context](stretch)" in c.value for c in sinusoids.caption)
+
+
+@pytest.mark.slow  # a learner's RoPE model scored live: four methods on the story, four attention reads
+@shipped_rope
+def test_a_learners_model_is_scored_once_under_a_bar_that_names_each_method(tmp_path, monkeypatch):
+    """A RoPE model from a shared folder with no disk cache (LPOS_VIEW_CACHE=off): its first visit scores
+    the story and reads the attention under each method once, each named on the section's progress bar as it
+    starts; a second visit, with Streamlit's own caches emptied, scores nothing again."""
+    import shutil
+
+    import streamlit as st
+
+    from lpos.analysis import stretch
+    from lpos.ui import stored
+
+    shutil.copy(checkpoints.CHECKPOINT_DIR / "rope.pt", tmp_path / "mine.pt")
+    monkeypatch.setenv("LPOS_CHECKPOINT_DIR", str(tmp_path))
+    monkeypatch.setenv("LPOS_VIEW_CACHE", "off")
+    calls, said = {"chunk_losses": 0, "attention_profile": 0}, []
+    for name in calls:
+        def counted(*args, _name=name, _function=getattr(stretch, name), **kwargs):
+            calls[_name] += 1
+            return _function(*args, **kwargs)
+        monkeypatch.setattr(stretch, name, counted)
+    doing = stored.Progress.doing
+    monkeypatch.setattr(stored.Progress, "doing", lambda bar, work: (said.append(work), doing(bar, work)))
+    monkeypatch.setattr(stored, "_memory", type(stored._memory)())
+    for visit in (1, 2):
+        st.cache_data.clear()
+        st.cache_resource.clear()
+        at = app_test(page=STRETCH, model="dir:mine.pt", scheme="rope", timeout=600)
+        assert not at.exception, at.exception
+        assert "Sections 1 to 3 rescale **mine.pt" in "\n".join(m.value for m in at.markdown)
+        assert len(at.get("plotly_chart")) == 3
+        if visit == 1:
+            assert calls == {"chunk_losses": 4, "attention_profile": 4}, calls
+            scored = [work for work in said if work.startswith("Scoring")]
+            assert [work.split(": ")[-1] for work in scored] == [  # each bar then adds ", curve k of 9…"
+                "rope, not rescaled (mine.pt)", "rope + Position Interpolation ×4 (mine.pt)",
+                "rope + NTK-aware ×4 (mine.pt)", "rope + YaRN ×4 (mine.pt)"], scored
+    assert calls == {"chunk_losses": 4, "attention_profile": 4}, calls  # the second visit read them all
