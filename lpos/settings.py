@@ -11,6 +11,7 @@ test sets it first), and a value that does not parse reads as the default, never
 | `LPOS_PROFILE` | a folder for one pyinstrument report per page run | none |
 | `LPOS_FULL_GC_SECONDS` | seconds between the app's full garbage collections | 30 |
 | `LPOS_DATA_DIR` | the training corpus | `shared/data` beside the checkout |
+| `LPOS_PLOTLY_REACT` | `1`: the Embeddings and Similarity charts are updated in place (lpos/ui/plotly_react.py); `0`: st.plotly_chart | `PLOTLY_REACT_DEFAULT` below |
 """
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ REDIS_URL = "LPOS_REDIS_URL"
 PROFILE = "LPOS_PROFILE"
 FULL_GC_SECONDS = "LPOS_FULL_GC_SECONDS"
 DATA_DIR = "LPOS_DATA_DIR"
+PLOTLY_REACT = "LPOS_PLOTLY_REACT"
+PLOTLY_REACT_DEFAULT = True  # in place wins: `python -m lpos bench --plotly-react` (docs/PERFORMANCE.md, issue 38)
 DEFAULT_UPLOAD_MB = 1024  # the same number as server.maxUploadSize in .streamlit/config.toml
 
 
@@ -75,3 +78,9 @@ def full_gc_seconds() -> float:
 
 def data_dir(default: Path) -> Path:
     return _folder(DATA_DIR) or default
+
+
+def plotly_react() -> bool:
+    """Whether pages that opt in draw their charts with lpos.ui.plotly_react (`1`) or st.plotly_chart (`0`)."""
+    value = os.environ.get(PLOTLY_REACT, "").strip()
+    return value == "1" if value in ("0", "1") else PLOTLY_REACT_DEFAULT

@@ -167,10 +167,14 @@ RUN_WATCH = """(() => {
 # Drawn: the run is over, no element is a placeholder for code still loading (the chart component is
 # loaded on first use, shown as a skeleton meanwhile), and every chart has written its title, the
 # last thing Plotly draws, after the (at times asynchronous) heatmap images. Every lpos figure has a
-# title (lpos.figures.common.finish).
+# title (lpos.figures.common.finish). A chart updated in place (lpos.ui.plotly_react, the app's only
+# component) is also done drawing the figure it was last sent.
+# A chart on the page: st.plotly_chart's element, or the div of a chart updated in place (lpos.ui.plotly_react).
+CHARTS = "[data-testid='stPlotlyChart'], .lpos-plotly"
 SETTLED = """() => document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state') === 'notRunning'
-  && !document.querySelector('[data-testid="stSkeleton"], [data-stale="true"]')
-  && [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].every(c => c.querySelector('.main-svg .gtitle'))"""
+  && !document.querySelector('[data-testid="stSkeleton"], [data-stale="true"], .lpos-plotly[data-drawing]')
+  && [...document.querySelectorAll('[data-testid="stPlotlyChart"], [data-testid="stBidiComponentRegular"]')]
+    .every(c => c.querySelector('.main-svg .gtitle'))"""
 
 
 def new_page(browser):

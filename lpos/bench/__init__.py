@@ -21,6 +21,7 @@ same libraries, and every page with a seed-size (45M) model from a shared folder
 
 throughput.py measures the model; browser.py holds the server and browser tools that measure.py and
 interactions.py use on the app; report.py prints the table; common.py holds what they share.
+plotly_react.py (`--plotly-react`) times a new sentence with charts updated in place against st.plotly_chart.
 """
 from __future__ import annotations
 

@@ -13,11 +13,16 @@ from pathlib import Path
 from lpos.bench.common import CHROMIUM, ROOT
 
 # The status widget fades out for 200 ms after a run; once it is fading, the run is over. A skeleton
-# stands in for an element whose code is still loading (the chart component, on first use).
-DRAWN = """() => !document.querySelector('[data-testid="stStatusWidget"]:not(.StatusWidget-exit)')
-  && !document.querySelector('[data-stale="true"], [data-testid="stSkeleton"]')
+# stands in for an element whose code is still loading (the chart component, on first use). A chart
+# updated in place (lpos.ui.plotly_react, the app's only component) redraws after React has put its new
+# data in the page: drawn once its div shows the digest of the last figure the server sent it (`sent`).
+DRAWN = """sent => !document.querySelector('[data-testid="stStatusWidget"]:not(.StatusWidget-exit)')
+  && !document.querySelector('[data-stale="true"], [data-testid="stSkeleton"], .lpos-plotly[data-drawing]')
   && document.querySelector('[data-testid="stMain"]') !== null
-  && [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].every(c => c.querySelector('.main-svg'))"""
+  && [...document.querySelectorAll('[data-testid="stPlotlyChart"], [data-testid="stBidiComponentRegular"]')]
+    .every(c => c.querySelector('.main-svg'))
+  && Object.entries(sent).every(([key, digest]) =>
+    document.querySelector(`.lpos-plotly[data-key="${CSS.escape(key)}"]`)?.dataset.drawn === digest)"""
 
 
 def check_browser() -> None:
@@ -112,14 +117,15 @@ class Tab:
         self.context = browser.new_context(viewport={"width": 1400, "height": 1000})
         self.page = self.context.new_page()
         self.finished, self.finished_at, self.ws_bytes, self.largest_frame = 0, 0.0, 0, 0
-        self.requests = []
+        self.requests, self.charts_sent = [], {}  # charts_sent: {key: digest} since the action began
         self.page.on("websocket", lambda ws: ws.on("framereceived", self._on_frame))
         self.page.on("requestfinished", lambda request: self.requests.append(request))
 
     def _on_frame(self, payload) -> None:
-        from lpos.ui.harness import script_finished  # here: importing lpos.ui loads Streamlit
+        from lpos.ui.harness import charts_sent, script_finished  # here: importing lpos.ui loads Streamlit
 
         data = payload if isinstance(payload, bytes) else payload.encode()
+        self.charts_sent.update(charts_sent(data))
         self.ws_bytes += len(data)
         self.largest_frame = max(self.largest_frame, len(data))
         if script_finished(data):
@@ -135,13 +141,13 @@ class Tab:
             if time.time() > deadline:
                 raise TimeoutError("the script did not finish")
             self.page.wait_for_timeout(2)
-        self.page.wait_for_function(DRAWN, polling="raf", timeout=timeout * 1000)
+        self.page.wait_for_function(DRAWN, arg=self.charts_sent, polling="raf", timeout=timeout * 1000)
         drawn = time.perf_counter()
         errors = self.page.locator('[data-testid="stException"]').count()
         return {"ms": (drawn - began) * 1000, "script_ms": (self.finished_at - began) * 1000, "errors": errors}
 
     def open(self, url: str, *, began: float | None = None) -> dict:
-        before, start = self.finished, time.perf_counter()
+        before, start, self.charts_sent = self.finished, time.perf_counter(), {}
         self.page.goto(url)
         return {**self.wait_drawn(before, start if began is None else began), "ws_bytes": self.ws_bytes,
                 "http_bytes": self.http_bytes()}
@@ -151,7 +157,7 @@ class Tab:
         With `server`, also the CPU seconds the server spent on it (its runs are over once drawn)."""
         prepare()
         cpu = server.cpu_s() if server else 0.0
-        before, bytes_before, start = self.finished, self.ws_bytes, time.perf_counter()
+        before, bytes_before, start, self.charts_sent = self.finished, self.ws_bytes, time.perf_counter(), {}
         trigger()
         drawn = self.wait_drawn(before, start)
         return {**drawn, "ws_bytes": self.ws_bytes - bytes_before, "cpu_ms": (server.cpu_s() - cpu) * 1000 if server else None}

@@ -15,6 +15,9 @@ def add_commands(commands) -> None:
                        help="only the first-visit sections: a fresh server per page, and the seed-size model")
     bench.add_argument("--slow-paths", action="store_true",
                        help="only the slow paths a learner hits, each beside its goal (docs/PERFORMANCE.md, issue 38)")
+    bench.add_argument("--plotly-react", action="store_true",
+                       help="only a new sentence on Embeddings and Similarity, charts updated in place against "
+                            "st.plotly_chart (LPOS_PLOTLY_REACT=1 and 0, one server each; issue 38)")
     bench.add_argument("--memory-walk", action="store_true",
                        help="only the seed-size model (45M) from a shared folder: every page on one server, peak RSS")
     bench.add_argument("--tiny-model", action="store_true",
@@ -43,6 +46,12 @@ def run_bench(args) -> int:
         results = {"machine": bench.machine(), "runs": args.runs,
                    "slow_paths": slow_paths_side(runs=args.runs, progress=progress)}
         return emit(results, args, lambda: "\n".join(report(results["slow_paths"])))
+    if args.plotly_react:
+        from lpos.bench.plotly_react import plotly_react_side, report
+
+        results = {"machine": bench.machine(), "runs": args.runs,
+                   "plotly_react": plotly_react_side(runs=args.runs, progress=progress)}
+        return emit(results, args, lambda: "\n".join(report(results["plotly_react"])))
     if args.memory_walk:
         from lpos.bench.first_visit import memory_walk, report
 

@@ -1,17 +1,23 @@
 """Every chart of the app, drawn one way: Plotly's camera button downloads an SVG named after what
 the chart shows (page, figure, scheme, model), and a folded "Data and code" control beside it gives
 the chart's numbers as CSV and, where the page drew it from a recipe (lpos.figures.export), the
-Python that redraws it.
+Python that redraws it. A chart that changes with every sentence may be updated in place instead of
+drawn anew (`in_place`, lpos.ui.plotly_react).
 """
 from __future__ import annotations
+
+from contextlib import nullcontext
 
 import plotly.graph_objects as go
 import streamlit as st
 
+from lpos import checkpoints
 from lpos.checkpoints.reference import SHIPPED
 from lpos.figures.export import Recipe, Ref, Step, figure_csv, file_name, step
 from lpos.ui.caching import cache_resource
-from lpos.ui.models import LoadedModel
+from lpos.ui.models import LoadedModel, load_offered, untrained
+from lpos.ui.plotly_react import in_place as drawn_in_place
+from lpos.ui.plotly_react import plotly_react_chart
 
 CONTROL = "Data and code"
 FIGURES, LIFETIME = 64, 3600  # figures drawn from recipes kept, and for how many seconds nobody asked for one
@@ -47,11 +53,26 @@ def model_steps(model: LoadedModel, name: str, *,
     return None
 
 
+def held(recipe: Recipe, given: set[str]) -> dict:
+    """What the recipe's steps that still have to run (beside `given`) and load a shipped model (by its name) or
+    build an untrained one (by its scheme) would make, as the server already holds it: a snippet reads the file,
+    the page does not read it again."""
+    found = {}
+    for s in recipe.needed(given):
+        if s.function == "lpos.checkpoints.load" and s.args and s.args[0] in checkpoints.available():
+            found.update(zip(s.target.split(", "), load_offered(s.args[0])))
+        elif s.function == "lpos.model.untrained_model":
+            found[s.target] = untrained(s.args[0])
+    return found
+
+
 def run_recipe(recipe: Recipe, model: LoadedModel | None = None, **given) -> go.Figure:
-    """The figure a recipe draws, with the model's weights, meta and tokenizer to hand, and `given`
-    standing in for the steps of those names (results a page already holds: a precomputed view)."""
+    """The figure a recipe draws, with the model's weights, meta and tokenizer to hand, the models the
+    server holds (`held`), and `given` standing in for the steps of those names (results a page already
+    holds: a precomputed view)."""
     context = {} if model is None else {"model": model.model, "meta": model.meta, "tokenizer": model.tokenizer}
-    return recipe.run(**context, **given)
+    given = {**context, **given}
+    return recipe.run(**held(recipe, set(given)), **given)
 
 
 @cache_resource(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)
@@ -61,20 +82,27 @@ def drawn(recipe: Recipe, model: LoadedModel | None = None) -> go.Figure:
 
 
 def chart(fig: go.Figure | Recipe, *, name: str, where=None, model: LoadedModel | None = None,
-          recipe: Recipe | None = None, **kwargs) -> None:
+          recipe: Recipe | None = None, in_place: bool = False, **kwargs) -> None:
     """st.plotly_chart with the SVG download named lpos-<name>[-<scheme>-<model>], then the chart's
     "Data and code" control. `fig` is a figure, or the Recipe the page draws it from (then the
     control shows the recipe as Python too); `recipe` is the Recipe a figure was drawn from
     elsewhere (run_recipe with precomputed results, or restyled), shown the same way. `name` is
     "page-figure", distinct on its page; `model` the model the chart shows and the recipe reads
-    (none for a chart of no model); `kwargs` go to st.plotly_chart."""
+    (none for a chart of no model); `kwargs` go to st.plotly_chart. `in_place`: where LPOS_PLOTLY_REACT
+    is on, drawn by lpos.ui.plotly_react under `key` (the only one of `kwargs` it reads), updated in place
+    when the figure changes."""
     where = where or st
     if isinstance(fig, Recipe):
         recipe, fig = fig, drawn(fig, model if fig.names() else None)
     words = model_words(model) if model is not None else ()
     download = file_name(name, *words)
-    where.plotly_chart(fig, config={"toImageButtonOptions": {"format": "svg", "filename": download}}, **kwargs)
+    config = {"toImageButtonOptions": {"format": "svg", "filename": download}}
     key = str(kwargs.get("key") or download)
+    if in_place and drawn_in_place():
+        with nullcontext() if where is st else where:  # the component writes where Streamlit writes next
+            plotly_react_chart(fig, config=config, key=key)
+    else:
+        where.plotly_chart(fig, config=config, **kwargs)
     with where.popover(CONTROL, icon=":material/download:"):
         st.download_button("The numbers (CSV)", lambda: figure_csv(fig), file_name=f"{download}.csv", mime="text/csv",
                            key=f"{key}_csv", icon=":material/table:",

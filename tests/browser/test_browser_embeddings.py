@@ -4,14 +4,13 @@ import urllib.parse
 
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
-from conftest import SETTLED, new_page, open_url, run_and_wait
+from conftest import CHARTS, SETTLED, new_page, open_url, run_and_wait
 
 from lpos import checkpoints
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 SENTENCE = "The dog saw the cat and the man"
-CHARTS = "[data-testid='stPlotlyChart']"
 CHIPS = ".st-key-chips"  # the keyed container the token chips' HTML is drawn in
 
 

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from conftest import open_url, run_and_wait
+from conftest import CHARTS, open_url, run_and_wait
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 FIRST_RUN = 300_000  # ms: a cold server's first page on a busy two-core machine
@@ -17,7 +17,7 @@ FILE_NAME = re.compile(r"lpos-[a-z0-9-]+\.svg")
 def downloads(page) -> dict[str, str]:
     """Each chart's camera button clicked in turn: {file name: its text}."""
     found = {}
-    charts = page.locator("[data-testid='stPlotlyChart']")
+    charts = page.locator(CHARTS)
     for index in range(charts.count()):
         chart = charts.nth(index)
         chart.scroll_into_view_if_needed()

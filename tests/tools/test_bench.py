@@ -85,6 +85,18 @@ def test_table_reports_controls_cpu_walk_and_idle_against_their_goals():
     assert "within the 4,000 ms goal" in text and "peak 700 MB (OVER 690 MB)" in text and "450 MB (within 500 MB)" in text
 
 
+def test_plotly_react_table_gives_each_variant_its_ratio():
+    from lpos.bench.plotly_react import report
+
+    def measured(ms, ratio):
+        return {"ms": bench.spread([ms, ms + 20.0]), "cpu_ms": bench.spread([90.0]), "ratio": ratio}
+
+    lines = report({"embeddings": {"st.plotly_chart": measured(400.0, 1.0), "in place": measured(200.0, 0.5)}})
+    rows = [line.split() for line in lines[1:3]]
+    assert rows[0][:3] == ["embeddings", "st.plotly_chart", "410"] and rows[1][:4] == ["embeddings", "in", "place", "210"]
+    assert rows[1][-2:] == ["0.50", "90"] and "2 runs per page and variant" in lines[-1]
+
+
 def test_bench_without_chromium_says_what_to_install():
     result = subprocess.run([sys.executable, "-m", "lpos", "bench", "--quick"], cwd=ROOT, capture_output=True, text=True,
                             env={**os.environ, "LPOS_CHROMIUM": "/nonexistent/chromium"}, timeout=120)

@@ -44,3 +44,10 @@ def test_no_other_module_reads_the_environment():
                      if "os.environ" in p.read_text() and p.name != "settings.py"
                      and not p.relative_to(root).parts[0] in ("cli", "bench") and p.name != "train.py")
     assert readers == []
+
+
+@pytest.mark.parametrize("value, expected", [("1", True), (" 0 ", False), ("", settings.PLOTLY_REACT_DEFAULT),
+                                             ("yes", settings.PLOTLY_REACT_DEFAULT)])
+def test_the_plotly_react_switch_reads_0_or_1(monkeypatch, value, expected):
+    monkeypatch.setenv(settings.PLOTLY_REACT, value)
+    assert settings.plotly_react() is expected

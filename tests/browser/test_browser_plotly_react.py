@@ -1,0 +1,90 @@
+"""Charts updated in place (lpos.ui.plotly_react, LPOS_PLOTLY_REACT=1) in headless Chromium: a new sentence
+redraws the Embeddings heatmaps in the div already on the page, and each chart keeps what st.plotly_chart
+gives: hover labels, zoom, the camera button's named SVG, its column's full width on a phone."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from conftest import open_url, run_and_wait, start_app
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+FIRST_RUN = 300_000  # ms: a cold server's first page on a busy two-core machine
+IN_PLACE = ".lpos-plotly"  # a chart updated in place: its div
+SENTENCE = "The dog saw the cat and the man"  # 8 tokens; the app's default sentence has 5
+# the div's figure, as Plotly holds it: the token rows' labels, and the x axis's range (zoom changes it)
+DRAWN = "div => ({labels: div.data[0].y, range: div._fullLayout.xaxis.range, node: div.lposNode})"
+
+
+@pytest.fixture(scope="module")
+def app_in_place(tmp_path_factory):
+    app = start_app(tmp_path_factory.mktemp("app"), env={"LPOS_PLOTLY_REACT": "1"})
+    yield app
+    app.process.terminate()
+    app.process.wait(timeout=20)
+
+
+def test_a_new_sentence_redraws_the_same_div(app_in_place, page):
+    fetched = []  # plotly.js: once per page, whatever the number of charts and runs
+    page.on("request", lambda request: request.url.endswith("/plotly.min.js") and fetched.append(request.url))
+    open_url(page, f"{app_in_place.url}/?scheme=learned&model=learned", timeout=FIRST_RUN)
+    charts = page.locator(IN_PLACE)
+    assert charts.count() == 3 and page.locator("[data-testid='stPlotlyChart']").count() == 0
+    token_rows = charts.first.element_handle()
+    token_rows.evaluate("div => { div.lposNode = 'the first one' }")  # a mark that only this DOM node carries
+    before, digest = token_rows.evaluate(DRAWN), token_rows.get_attribute("data-drawn")
+    assert len(before["labels"]) == 5
+
+    sentence = page.locator("[data-testid='stSidebar'] textarea")
+    sentence.fill(SENTENCE)
+    run_and_wait(page, lambda: sentence.press("Control+Enter"), timeout=FIRST_RUN)
+    # the new figure's digest is drawn (SETTLED waits for no chart drawing; this names which figure)
+    page.wait_for_function("([div, old]) => div.dataset.drawn && div.dataset.drawn !== old", arg=[token_rows, digest])
+    after = token_rows.evaluate(DRAWN)
+    assert token_rows.evaluate("div => div.isConnected") and after["node"] == "the first one"
+    assert charts.first.evaluate("(div, old) => div === old", token_rows)  # the page's first chart is that div
+    assert len(after["labels"]) == 8 and after["labels"] != before["labels"]
+    assert charts.count() == 3 and len(fetched) == 1, fetched
+    assert page.console_errors == [] and page.failed_requests == []
+
+
+def test_hover_zoom_and_the_named_svg(app_in_place, page):
+    open_url(page, f"{app_in_place.url}/?scheme=learned&model=learned", timeout=FIRST_RUN)
+    chart = page.locator(IN_PLACE).first
+    box = chart.locator(".nsewdrag").bounding_box()
+    hover = chart.locator(".hoverlayer .hovertext")
+    for nudge in range(3):  # a hover needs a mouse *move* over a drawn cell
+        page.mouse.move(box["x"] + box["width"] / 2 + nudge * 3, box["y"] + box["height"] / 2)
+    hover.first.wait_for(timeout=10_000)  # Plotly draws the label on the mouse event, not on a server run
+    assert re.search(r"token rows.*dimension \d+.*value -?\d\.\d{4}", hover.first.text_content())
+
+    div = chart.element_handle()
+    full = div.evaluate(DRAWN)["range"]
+    page.mouse.move(box["x"] + box["width"] * 0.3, box["y"] + box["height"] * 0.3)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 0.6, steps=5)
+    page.mouse.up()
+    page.wait_for_function("([div, full]) => div._fullLayout.xaxis.range[1] - div._fullLayout.xaxis.range[0] "
+                           "< (full[1] - full[0]) / 2", arg=[div, full])  # Plotly zooms on mouse up
+
+    chart.hover()  # Plotly shows its modebar on hover
+    button = chart.locator(".modebar-btn[data-title^='Download plot']")
+    assert button.count() == 1
+    with page.expect_download(timeout=60_000) as caught:
+        button.click()
+    assert caught.value.suggested_filename == "lpos-embeddings-token-rows-learned-learned.svg"
+    with open(caught.value.path(), encoding="utf-8") as file:
+        svg = file.read()
+    assert svg.lstrip().startswith("<svg") and "<image" in svg  # the heatmap's raster travels with the file
+    assert page.console_errors == [] and page.failed_requests == []
+
+
+def test_a_chart_fills_its_column_on_a_phone(app_in_place, page):
+    page.set_viewport_size({"width": 400, "height": 900})
+    open_url(page, f"{app_in_place.url}/?scheme=learned&model=learned", timeout=FIRST_RUN)
+    widths = page.locator(IN_PLACE).evaluate_all("""charts => charts.map(div => [  // stacked: each as wide as its column
+      Number(div.querySelector('.main-svg').getAttribute('width')),
+      div.closest('[data-testid="stColumn"]').getBoundingClientRect().width])""")
+    assert len(widths) == 3 and all(abs(drawn - column) <= 1 for drawn, column in widths), widths
+    assert all(column > 300 for _, column in widths), widths  # stacked, not three abreast
