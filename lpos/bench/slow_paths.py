@@ -36,7 +36,7 @@ COLD_EXTRA_S = 1.0  # the first page may take at most the bare page's time plus 
 LEARNER_FILE = "my-rope.pt"
 CURSOR = "▌"  # shown after a text while its model is still writing (lpos.ui.stretch.draw)
 # a chart drawn by the current run: one left from an earlier run is marked stale while the page reruns
-CHARTS_DRAWN = """n => [...document.querySelectorAll('[data-testid="stPlotlyChart"]')]
+CHARTS_DRAWN = """n => [...document.querySelectorAll('[data-testid="stPlotlyChart"], .lpos-plotly')]
   .filter(c => c.querySelector('.main-svg') && !c.closest('[data-stale="true"]')).length >= n"""
 
 

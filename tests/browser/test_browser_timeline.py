@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import open_url, run_and_wait
+from conftest import CHARTS, open_url, run_and_wait
 from lpos import checkpoints
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
 def chart_titles(page) -> list[str]:
-    return page.locator("[data-testid='stPlotlyChart'] .gtitle").evaluate_all("els => els.map(e => e.textContent)")
+    return page.locator(CHARTS).locator(".gtitle").evaluate_all("els => els.map(e => e.textContent)")
 
 
 def test_step_slider_redraws_the_timeline(running_app, page, tmp_path):
