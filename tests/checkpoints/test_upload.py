@@ -480,7 +480,9 @@ def meta_pkl(characters: list[str]) -> bytes:
 
 def test_a_tokenizer_of_the_right_size_and_the_wrong_content_is_said_on_loading():
     data, characters = story_character_model()
-    shifted = characters[7:] + characters[:7]  # the same characters, other ids: it loads without complaint
+    # the same characters, other ids: it loads without complaint. Reversed, the story's first 33 characters score
+    # about 1.5 nats above the doubt's threshold; a shift by 7 scored 0.004 under it on one processor, over on another
+    shifted = characters[::-1]
     at = app_test(text="The dog")
     upload_through_sidebar(at, [("ckpt.pt", data, "application/octet-stream"),
                                 ("meta.pkl", meta_pkl(shifted), "application/octet-stream")])
