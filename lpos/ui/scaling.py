@@ -94,12 +94,13 @@ def _losses(model: GPT, method: str, factor: float, text: str, rope: LoadedModel
     # the shipped models' are precomputed; a shared-folder model's are kept on disk once scored, an upload's in memory
     return computed(model, precomputed.LOSSES, method=method, factor=factor, chunks=text_chunks(rope, text),
                     train_length=rope_length(rope), progress=progress,
-                    doing=f"Scoring {text.lower()} at 128 to 1,024 tokens: {worded(stretch.curve_name(model.config.position, method, factor))}")
+                    doing=f"Scoring {text.lower()} at 128 to 1,024 tokens: {worded(model.config.position, method, factor)}")
 
 
-def worded(curve: str) -> str:
-    """A curve's name as a progress bar says it: a RoPE model's unscaled curve says so."""
-    return curve if "×" in curve or not REGISTRY[curve].shows("rotation") else f"{curve}, not rescaled"
+def worded(scheme: str, method: str, factor: float) -> str:
+    """A curve's name as a progress bar says it: a rotating model's curve without rescaling says so."""
+    name = stretch.curve_name(scheme, method, factor)
+    return f"{name}, not rescaled" if method == "none" and REGISTRY[scheme].shows("rotation") else name
 
 
 def scaling_step(method: str, factor: float, train_length: int) -> tuple[list[Step], dict[str, Ref]]:
@@ -170,10 +171,10 @@ def attention_profiles(rope: LoadedModel, factor: float) -> dict[str, pd.DataFra
     out = {}
     with progress(len(ROPE_METHODS), "method") as bar:
         for method in ROPE_METHODS:
-            name = stretch.curve_name(rope.scheme, method, factor)
-            out[name] = computed(rope.model, precomputed.PROFILE, method=method, factor=factor if method != "none" else 1.0,
-                                 ids=ids, train_length=rope_length(rope), progress=bar,  # precomputed for the shipped model
-                                 doing=f"Reading {len(ids):,} tokens through {rope.model.config.n_layer} layers: {worded(name)}")
+            out[stretch.curve_name(rope.scheme, method, factor)] = computed(
+                rope.model, precomputed.PROFILE, method=method, factor=factor if method != "none" else 1.0, ids=ids,
+                train_length=rope_length(rope), progress=bar,  # precomputed for the shipped model
+                doing=f"Reading {len(ids):,} tokens through {rope.model.config.n_layer} layers: {worded(rope.scheme, method, factor)}")
     return out
 
 

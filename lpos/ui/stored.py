@@ -80,21 +80,26 @@ def computed(model: GPT, view: precomputed.View, *, doing: str | None = None, pr
     is None), then kept (on disk for a shared-folder model, in memory for any other)."""
     key = view.key_of(parameters)
     found = stored(model, key)
-    if found is not None:
-        if progress is not None:
-            progress.done += 1
-        return found
+    if found is None:
+        found = _compute(model, view, key, parameters, doing=doing, progress=progress)
+    if progress is not None:
+        progress.done += 1
+    return found
+
+
+def _compute(model: GPT, view: precomputed.View, key: str, parameters: dict, *, doing: str | None,
+             progress: Progress | None):
+    """computed's live path: the analysis call, said on `progress` or an st.status, then kept."""
+    owner = _owner(model)
+    work = f"{doing} ({owner[0].shown if owner else 'the model'})"
     if doing is None:
         found = view.compute(model, **parameters)
     elif progress is not None:
-        owner = _owner(model)
-        progress.doing(f"{doing} ({owner[0].shown if owner else 'the model'})")
+        progress.doing(work)
         found = view.compute(model, **parameters)
-        progress.done += 1
     else:
-        owner = _owner(model)
         slot = st.empty()  # the status goes once the result is in (a cached caller replays an empty slot)
-        with slot.status(f"{doing} ({owner[0].shown if owner else 'the model'})…", expanded=False) as status:
+        with slot.status(f"{work}…", expanded=False) as status:
             status.write("Computed once and kept on disk: the next student who picks this model reads it at once."
                          if owner and owner[0].is_shared and cache_folder() is not None else
                          "Computed once and kept while the app runs: the next visit reads it at once.")
