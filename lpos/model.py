@@ -92,10 +92,10 @@ class EmbedParts(NamedTuple):
 
 
 class Block(nn.Module):
-    def __init__(self, config: GPTConfig):
+    def __init__(self, config: GPTConfig, layer: int = 0):
         super().__init__()
         self.ln_1 = norm_layer(config)
-        self.attn = CausalSelfAttention(config)
+        self.attn = CausalSelfAttention(config, layer)
         self.ln_2 = norm_layer(config)
         self.mlp = SwiGLU(config) if config.mlp == "swiglu" else MLP(config)
 
@@ -117,7 +117,7 @@ class GPT(nn.Module):
             wte=nn.Embedding(config.vocab_size, config.n_embd,
                              _weight=None if init_weights else torch.empty(config.vocab_size, config.n_embd)),
             drop=nn.Dropout(config.dropout),
-            h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
+            h=nn.ModuleList([Block(config, layer) for layer in range(config.n_layer)]),
             ln_f=norm_layer(config),
         )
         self.scheme = scheme_info(config.position)

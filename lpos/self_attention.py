@@ -15,7 +15,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from lpos.kv_cache import LayerCache
-from lpos.positions import RopeScaling, alibi_bias, scheme_info
+from lpos.positions import PositionScheme, RopeScaling, scheme_info
 
 
 class CausalSelfAttention(nn.Module):
@@ -24,8 +24,9 @@ class CausalSelfAttention(nn.Module):
     the output projection.
     Analysis calls the same steps, so it shows exactly the numbers the model computes."""
 
-    def __init__(self, config):  # a GPTConfig: n_embd, n_head, n_kv_head, bias, dropout, position, rope_base
+    def __init__(self, config, layer: int = 0):  # a GPTConfig: n_embd, n_head, n_kv_head, bias, dropout, position, rope_base
         super().__init__()
+        self.layer = layer  # which block this is, from 0 (a scheme may act in some layers only)
         self.n_head = config.n_head
         self.n_kv_head = config.n_kv_head or config.n_head  # grouped-query attention: fewer key/value heads
         kv_width = self.n_kv_head * (config.n_embd // config.n_head)
@@ -67,26 +68,23 @@ class CausalSelfAttention(nn.Module):
         """The key/value head query head `head` reads (itself unless attention is grouped)."""
         return head // (self.n_head // self.n_kv_head)
 
-    def scores(self, q: torch.Tensor, k: torch.Tensor, *, first_query: int = 0, alibi: bool | None = None,
-               offset: int = 0) -> torch.Tensor:
+    def scores(self, q: torch.Tensor, k: torch.Tensor, *, first_query: int = 0, offset: int = 0,
+               scheme: PositionScheme | None = None) -> torch.Tensor:
         """Pre-softmax scores (B, nh, T, S) of queries q (B, nh, T, hs) at positions
         first_query..first_query+T-1 against keys k (B, nh, S, hs) at 0..S-1: q·k / sqrt(hs), plus the
         scheme's bias, -inf where a key comes after its query, plus the scheme's score term (computed
-        from those masked scores). `alibi=None`: as the model does; False leaves the scheme's bias and
-        term out (what the scores would be without them); True adds ALiBi's bias instead, whatever the
-        scheme, to show what it would do. `offset` shifts every position (keys at offset..offset+S-1), for a
-        bias that reads where the query sits."""
+        from those masked scores). `scheme` is whose bias and term are added: the model's own unless given
+        (`lpos.positions.NO_POSITIONS` shows the scores without them, `ALIBI` what ALiBi would add). `offset` shifts
+        every position (keys at offset..offset+S-1), for a bias that reads where the query sits."""
+        scheme = self.scheme if scheme is None else scheme
         T, S, hs = q.shape[2], k.shape[2], q.shape[3]
         scores = (q @ k.transpose(-2, -1)) / math.sqrt(hs)  # (B, nh, T, S)
-        if alibi is None:
-            bias = self.scheme.bias(self, first_query, T, S, offset=offset)
-        else:
-            bias = alibi_bias(self.n_head, S, first_query=first_query) if alibi else None
+        bias = scheme.bias(self, first_query, T, S, offset=offset)
         if bias is not None:
             scores = scores + bias.to(scores)  # (nh, T, S) over B
         causal = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(diagonal=first_query)
         scores = scores.masked_fill(~causal, float("-inf"))
-        term = self.scheme.score_term(self, scores, q) if alibi is None else None
+        term = scheme.score_term(self, scores, q)
         return scores if term is None else scores + term  # -inf stays -inf
 
     def forward(self, x: torch.Tensor, *, offset: int = 0, rope_scaling: RopeScaling | None = None,

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from lpos.model import GPT
-from lpos.positions import REGISTRY, alibi_bias, alibi_slopes, pair_frequencies, rope_rotate
+from lpos.positions import ALIBI, NO_POSITIONS, REGISTRY, alibi_bias, alibi_slopes, pair_frequencies, rope_rotate
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,8 @@ def alibi_effect(model: GPT, ids: list[int], *, layer: int) -> AlibiEffect:
     attention; for any other it is what the bias would do to the same scores."""
     q, k = queries_and_keys(model, ids, layer=layer, rotate=True)  # (nh, T, hs) as the model reads them
     attn = model.transformer.h[layer].attn
-    weights = {alibi: F.softmax(attn.scores(q[None], k[None], alibi=alibi)[0], dim=-1) for alibi in (True, False)}
+    weights = {alibi: F.softmax(attn.scores(q[None], k[None], scheme=ALIBI if alibi else NO_POSITIONS)[0], dim=-1)
+               for alibi in (True, False)}
     return AlibiEffect(
         slopes=alibi_slopes(model.config.n_head).numpy(),
         bias=alibi_bias(model.config.n_head, len(ids)).numpy(),

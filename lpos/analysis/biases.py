@@ -1,6 +1,6 @@
 """Bias schemes (the "bias" view: ALiBi, T5, FIRE): each head's bias against the distance from query
 to key, read through the scheme's own hook, beside ALiBi's fixed lines (as the attention path adds
-them with `alibi=True`), and what the bias does to the sentence's attention.
+them with `scheme=ALIBI`), and what the bias does to the sentence's attention.
 
 A bias is asked for exactly as the attention path asks for it, `scheme.bias(attn, first_query, T, S)`,
 one query at a time: the query at position i against keys 0..i gives the bias at distances i..0.
@@ -20,6 +20,7 @@ from lpos.analysis.attention import check_layer, queries_and_keys
 from lpos.analysis.counts import listed
 from lpos.analysis.heads import head_statistics
 from lpos.model import GPT
+from lpos.positions import ALIBI, NO_POSITIONS
 
 MAX_DISTANCE = 256  # the distance axis every bias scheme is drawn on: 0..256
 QUERY_POSITIONS = (16, 64, 127, 512)  # where the query sits: short, mid, the last of a 128-token window, far past it
@@ -91,11 +92,11 @@ def bias_lines(model: GPT, *, layer: int, query: int, max_distance: int = MAX_DI
 @torch.no_grad()
 def alibi_lines(model: GPT, *, layer: int, query: int, max_distance: int = MAX_DISTANCE) -> torch.Tensor:
     """ALiBi's bias (nh, D + 1) at distances 0..D for a query at `query`, as the attention path adds it
-    (`scores(..., alibi=True)`) to zero scores: the lines ALiBi would draw for this model's heads."""
+    (`scores(..., scheme=ALIBI)`) to zero scores: the lines ALiBi would draw for this model's heads."""
     attn = model.transformer.h[layer].attn
     hs = model.config.n_embd // model.config.n_head
     q, k = torch.zeros(1, attn.n_head, 1, hs), torch.zeros(1, attn.n_head, query + 1, hs)  # q·k = 0 everywhere
-    scores = attn.scores(q, k, first_query=query, alibi=True)[0, :, 0]  # (nh, query + 1): keys 0..query
+    scores = attn.scores(q, k, first_query=query, scheme=ALIBI)[0, :, 0]  # (nh, query + 1): keys 0..query
     reach = min(query, max_distance)
     return scores[:, query - reach:].flip(-1)  # distance 0 first
 
@@ -178,7 +179,7 @@ def bias_effect(model: GPT, ids: list[int], *, layer: int) -> BiasEffect:
     bias = attn.scheme.bias(attn, 0, T, T)  # (nh, T, T)
     if bias is None:
         raise ValueError(f"{model.scheme.label} adds no bias to attention scores: it {model.scheme.acts}")
-    scores = {own: attn.scores(q[None], k[None], alibi=None if own else False)[0] for own in (True, False)}  # (nh, T, T)
+    scores = {own: attn.scores(q[None], k[None], scheme=None if own else NO_POSITIONS)[0] for own in (True, False)}  # (nh, T, T)
     visible = torch.isfinite(scores[False])  # the model's causal mask: -inf after each query
     return BiasEffect(bias=bias.float().masked_fill(~visible, 0.0).numpy(),
                       with_bias=F.softmax(scores[True], dim=-1).numpy(),

@@ -3,7 +3,7 @@
 A CoPE head gives key j, seen from query i, the position p_ij = the sum of its gates on keys j..i, so
 a head whose gates open on every token counts tokens, one whose gates open on word starts counts
 words. The counts come from the model's own steps: q and k from `attn.project`, the masked scores
-without the score term from `attn.scores(q, k, alibi=False)`, and `lpos.positions.cope.counts`, the
+without the score term from `attn.scores(q, k, scheme=NO_POSITIONS)`, and `lpos.positions.cope.counts`, the
 function the scheme itself adds its term with.
 
 What a head counts is measured: from the last token back, the correlation of its count with the
@@ -20,6 +20,7 @@ import torch
 
 from lpos.analysis.attention import check_layer, queries_and_keys
 from lpos.model import GPT
+from lpos.positions import NO_POSITIONS
 from lpos.positions.cope import counts as gated_counts
 
 STORY_WINDOW = 128  # tokens per story window: the shipped models' training length
@@ -47,7 +48,7 @@ def count_matrix(model: GPT, ids: list[int], *, layer: int) -> torch.Tensor:
     check_layer(model, layer)
     check_contextual(model)
     q, k = queries_and_keys(model, ids, layer=layer, rotate=True)  # (nh, T, hs) as the layer reads them
-    scores = model.transformer.h[layer].attn.scores(q[None], k[None], alibi=False)[0]  # (nh, T, T) masked
+    scores = model.transformer.h[layer].attn.scores(q[None], k[None], scheme=NO_POSITIONS)[0]  # (nh, T, T) masked
     return gated_counts(scores, model.config.npos_max)
 
 

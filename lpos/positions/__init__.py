@@ -19,8 +19,10 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
+from lpos.positions.alibi import SCHEME as ALIBI
 from lpos.positions.alibi import alibi_bias, alibi_slopes
 from lpos.positions.base import VIEWS, Paper, PositionScheme
+from lpos.positions.none import SCHEME as NO_POSITIONS
 from lpos.positions.maths import (
     ROPE_METHOD_NAMES,
     ROPE_METHODS,
@@ -87,7 +89,7 @@ def schemes_with(view: str) -> tuple[str, ...]:
 
 
 __all__ = [
-    "REGISTRY", "SCHEMES", "DEFAULT_SCHEME", "SCHEME_INFO", "HINTS", "VIEWS", "Paper", "PositionScheme", "SchemeInfo", "check_scheme",
+    "REGISTRY", "SCHEMES", "ALIBI", "NO_POSITIONS", "DEFAULT_SCHEME", "SCHEME_INFO", "HINTS", "VIEWS", "Paper", "PositionScheme", "SchemeInfo", "check_scheme",
     "scheme_info", "get", "schemes_with", "alibi_bias", "alibi_slopes", "ROPE_METHOD_NAMES", "ROPE_METHODS",
     "YARN_BETA_FAST", "YARN_BETA_SLOW", "RopeMethod", "RopeScaling", "check_rope_method", "pair_frequencies",
     "rope_angles", "rope_attention_factor", "rope_frequencies", "rope_rotate", "rotation_frequencies",
