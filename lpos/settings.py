@@ -27,7 +27,7 @@ PROFILE = "LPOS_PROFILE"
 FULL_GC_SECONDS = "LPOS_FULL_GC_SECONDS"
 DATA_DIR = "LPOS_DATA_DIR"
 PLOTLY_REACT = "LPOS_PLOTLY_REACT"
-PLOTLY_REACT_DEFAULT = True  # in place wins: `python -m lpos bench --plotly-react` (docs/PERFORMANCE.md, issue 38)
+PLOTLY_REACT_DEFAULT = True  # in place wins: `python -m lpos bench --plotly-react` (docs/PERFORMANCE.md)
 DEFAULT_UPLOAD_MB = 1024  # the same number as server.maxUploadSize in .streamlit/config.toml
 
 

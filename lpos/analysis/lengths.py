@@ -196,8 +196,8 @@ def curve_reading(curve: LossCurve, *, train_length: int, baseline: np.ndarray |
 
 # How far above an even guess a loss must be before the tokenizer is doubted: a model whose weights are still near
 # their start (a file that says it trained but barely did) sits just above ln(outputs), by half the variance of its
-# logits (about 0.1 nats at width 768); a trained model reading another tokenizer's ids sits nats above (issue 37:
-# 11.50 against 6.24).
+# logits (about 0.1 nats at width 768); a trained model reading another tokenizer's ids sits nats above (one
+# such file: 11.50 against ln(512) = 6.24).
 WRONG_TOKENIZER_MARGIN = 0.5
 
 

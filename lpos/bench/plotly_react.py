@@ -1,4 +1,4 @@
-"""Charts updated in place against st.plotly_chart (`python -m lpos bench --plotly-react`; issue 38, item 5).
+"""Charts updated in place against st.plotly_chart (`python -m lpos bench --plotly-react`).
 
 Two servers of the same code, one per variant of LPOS_PLOTLY_REACT (lpos.ui.plotly_react), both up for
 the whole run. On Embeddings and Similarity, one tab per variant times a new sentence typed -> page drawn

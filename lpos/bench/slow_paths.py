@@ -1,4 +1,4 @@
-"""The slow paths a learner hits, each beside its goal (issue 38's table), measured in headless Chromium:
+"""The slow paths a learner hits, each beside its goal (docs/PERFORMANCE.md's table), measured in headless Chromium:
 
 - Stretching's Write: 256 tokens from each shipped writer, from the click to the first words shown
   and to the last cursor gone, and how many script runs it took.
@@ -188,7 +188,7 @@ def report(results: dict) -> list[str]:
     def verdict(value: float, goal: float) -> str:
         return "within goal" if value <= goal else f"over goal by {value - goal:.1f} s"
 
-    lines = ["", "Slow paths (issue 38), medians"]
+    lines = ["", "Slow paths, medians"]
     if results.get("pages"):
         floor = results["floor"]["sentence_ms"]["median"]
         lines.append(f"  A new sentence, page drawn, against the bare page's {floor:,.0f} ms (goal at most {GOAL_RATIO}x, "

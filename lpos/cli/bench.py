@@ -14,10 +14,10 @@ def add_commands(commands) -> None:
     bench.add_argument("--first-visit-only", action="store_true",
                        help="only the first-visit sections: a fresh server per page, and the seed-size model")
     bench.add_argument("--slow-paths", action="store_true",
-                       help="only the slow paths a learner hits, each beside its goal (docs/PERFORMANCE.md, issue 38)")
+                       help="only the slow paths a learner hits, each beside its goal (docs/PERFORMANCE.md)")
     bench.add_argument("--plotly-react", action="store_true",
                        help="only a new sentence on Embeddings and Similarity, charts updated in place against "
-                            "st.plotly_chart (LPOS_PLOTLY_REACT=1 and 0, one server each; issue 38)")
+                            "st.plotly_chart (LPOS_PLOTLY_REACT=1 and 0, one server each)")
     bench.add_argument("--memory-walk", action="store_true",
                        help="only the seed-size model (45M) from a shared folder: every page on one server, peak RSS")
     bench.add_argument("--tiny-model", action="store_true",
