@@ -31,6 +31,48 @@ SCHEMES = list(lpos.positions.SCHEMES)  # every registered scheme, in the regist
 CLASSIC_SCHEMES = ["learned", "sinusoidal", "rope", "alibi", "none"]
 DATA_DIR = data_dir()  # the corpus folder: LPOS_DATA_DIR, else shared/data beside the checkout
 
+# Two tiers. `python -m pytest` runs the fast one (the maths, model, analysis, figures, tokenizers,
+# checkpoint files, CLI, structure, pinned numbers, one AppTest run per page) in minutes;
+# `python -m pytest --all` adds the heavy one. A test is heavy where it stands in HEAVY (a folder or a
+# file of tests/, with the marker its tests carry) or when it is marked `slow` itself.
+ALL_OPTION = "--all"
+HEAVY = {
+    "browser": "browser",  # the real app in headless Chromium
+    "deploy": "deploy",  # the proxy, the container, the live class store, load runs
+    "training": "training",  # training runs
+    "test_tour_notebook.py": "notebook",  # examples/tour.ipynb in a Jupyter kernel
+}
+
+
+def pytest_addoption(parser):
+    parser.addoption(ALL_OPTION, action="store_true", default=False,
+                     help="run every test: the heavy tier (marked slow: AppTest matrices, browser, deploy, "
+                          "load, training, notebook, container) as well as the fast one")
+
+
+def heavy_kind(path: Path) -> str | None:
+    """The marker of the HEAVY folder or file that holds the test file at `path`, if any."""
+    parts = path.relative_to(Path(__file__).parent).parts
+    for depth in range(len(parts), 0, -1):
+        if "/".join(parts[:depth]) in HEAVY:
+            return HEAVY["/".join(parts[:depth])]
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark each test of a HEAVY place with its kind and `slow`; skip the slow ones unless --all is given."""
+    run_all = config.getoption(ALL_OPTION)
+    for item in items:
+        kind = heavy_kind(Path(item.fspath))
+        if kind is not None:
+            item.add_marker(kind)
+            item.add_marker("slow")
+        if item.get_closest_marker("slow") and not run_all:
+            kinds = sorted({mark.name for mark in item.iter_markers()} & set(HEAVY.values())) or ["slow"]
+            item.add_marker(pytest.mark.skip(reason=f"heavy tier ({', '.join(kinds)}): "
+                                                    f"`python -m pytest {ALL_OPTION}` runs it"))
+
+
 
 def seeded_model(scheme: str, **config):
     """A GPT of `scheme` and `config` drawn with seed 0, in eval mode: any size, unlike
