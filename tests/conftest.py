@@ -73,7 +73,6 @@ def pytest_collection_modifyitems(config, items):
                                                     f"`python -m pytest {ALL_OPTION}` runs it"))
 
 
-
 def seeded_model(scheme: str, **config):
     """A GPT of `scheme` and `config` drawn with seed 0, in eval mode: any size, unlike
     lpos.model.untrained_model (the app's untrained model, shipped size and seed, token table included)."""
