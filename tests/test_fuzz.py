@@ -192,7 +192,7 @@ def test_every_length_limit_is_a_value_error_with_advice():
     torch.testing.assert_close(torch.tensor(usable(model, ids)), torch.tensor(ids[:64]))
 
 
-# tokenizer files (issue 22): any bytes under any tokenizer name are a TokenizerError or a tokenizer
+# tokenizer files: any bytes under any tokenizer name are a TokenizerError or a tokenizer
 @settings(FUZZ, max_examples=40)
 @given(name=st.sampled_from(["meta.pkl", "tokenizer.json", "tok.model", "input.txt"]),
        data=st.one_of(st.binary(max_size=300), st.binary(max_size=200).map(lambda b: b"minbpe v1\n" + b),

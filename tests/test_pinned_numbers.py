@@ -1,4 +1,4 @@
-"""Numbers that must stay bit-identical while the package is restructured (issue 21).
+"""Model outputs pinned to the numbers the code gave before the package was split into its folders.
 
 Every case below runs a shipped checkpoint, an untrained model built as the app builds it, or an
 analysis function a page shows, and reduces the result to a few exact numbers: logits at chosen
@@ -7,11 +7,11 @@ experiment, similarity maps, loss by length, RoPE scaling, probes. `pinned_numbe
 same numbers from the code before the restructuring.
 
 They are compared with a tolerance (ATOL, RTOL below) that another processor's order of summation stays
-far inside and a changed formula far exceeds (issue 32: on another processor of the same kind a
-bit-for-bit comparison failed 61 cases by their last bits); integers, strings and numbers exact by
+far inside and a changed formula far exceeds (on another processor of the same kind a bit-for-bit
+comparison failed 61 cases by their last bits); integers, strings and numbers exact by
 construction are compared exactly. `test_a_last_bits_change_passes` and `test_a_changed_formula_fails`
 show both sides. The reference was written with `python tests/test_pinned_numbers.py --write` run against a git
-worktree of 6f0641e, the last commit before issue 21's first (cwd and PYTHONPATH the worktree; the
+worktree of 6f0641e, the last commit before the split (cwd and PYTHONPATH the worktree; the
 shipped checkpoints are tracked, so they are there): see `_recorded` in the JSON. Another build of torch
 may change an algorithm, not only an order, so a run with another torch is skipped, not failed; the
 processor is recorded, not checked. Everything runs on one thread.
@@ -101,7 +101,7 @@ def trained(scheme: str):
 @functools.cache
 def untrained(scheme: str):
     """The app's untrained model: its own builder where the package has one, else the construction
-    lpos/ui/models.py used before issue 21 (seed 0, shipped size, the shipped models' init_seed)."""
+    lpos/ui/models.py had at 6f0641e (seed 0, shipped size, the shipped models' init_seed)."""
     build = _importable("lpos.model.untrained_model")
     if build is not None:
         return build(scheme).eval()
@@ -371,7 +371,7 @@ def recorded_on() -> dict:
 # AVX2, SSE; MKL and oneDNN pick theirs by processor): measured, with the JSON recorded on an AVX-512
 # EPYC, the same numbers on this machine's AVX-512 path, under ATEN_CPU_CAPABILITY=avx2 and under
 # MKL_ENABLE_INSTRUCTIONS=SSE4_2 ONEDNN_MAX_CPU_ISA=SSE41 ATEN_CPU_CAPABILITY=default differ by at most
-# 1.1e-6 absolute where a value is near zero and by at most 1.7e-7 of its scale where it is large (issue 32).
+# 1.1e-6 absolute where a value is near zero and by at most 1.7e-7 of its scale where it is large.
 # So: ATOL absolute plus RTOL of the number's scale, the largest magnitude among the numbers it was pinned
 # beside (a list of cells, a sum and its absolute sum): six times the worst drift measured, and a
 # thousandth of what a changed formula moves (test_a_changed_formula_fails).

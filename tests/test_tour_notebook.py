@@ -1,5 +1,5 @@
 """examples/tour.ipynb runs top to bottom in a fresh kernel (nbclient), committed without outputs,
-and what it draws stays small enough to keep (issue 35 item 3)."""
+and what it draws stays small enough to keep."""
 import json
 
 import nbformat

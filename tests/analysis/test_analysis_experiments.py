@@ -127,7 +127,7 @@ def test_tables_have_one_row_per_scheme(tiny_model):
     predictions = predictions_table(results)
     assert len(predictions) == len(SCHEMES)
     assert all(len(cell.split(" · ")) == 5 for cell in predictions["top-5 next tokens, original order"])
-    short = top1_table(results)  # the page's table: each model's first choice, the top 5 folded away (issue 37)
+    short = top1_table(results)  # the page's table: each model's first choice, the top 5 folded away
     for column, top5 in (("next token, original order", "top-5 next tokens, original order"),
                          ("next token, shuffled", "top-5 next tokens, shuffled")):
         assert short[column].tolist() == [cell.split(" · ")[0] for cell in predictions[top5]]

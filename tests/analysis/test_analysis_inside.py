@@ -130,7 +130,7 @@ def test_probe_reading_states_what_the_numbers_show():
     assert "fades by the last block in learned (down from its best by learned 0.40)" in text
     assert "grows with depth" in text and "untrained models reach at most 0.10" in text
     assert "rope never holds absolute position linearly at any layer (best R² 0.03): RoPE acts inside attention" in text
-    # issue 25: the "write position" sentence names only the models that do (it listed rope 0.00 and alibi 0.00)
+    # the "write position" sentence names only the models that do (not rope 0.00 and alibi 0.00)
     assert "the blocks of none write position into the stream; at their best layer: none 0.60." in text
 
 

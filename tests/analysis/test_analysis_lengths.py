@@ -1,4 +1,4 @@
-"""Length extrapolation's live sentences (lpos.analysis.lengths) on the cases where they were wrong (issue 37)."""
+"""Length extrapolation's live sentences (lpos.analysis.lengths): each read against the numbers it is written from."""
 from __future__ import annotations
 
 import re
@@ -11,7 +11,7 @@ from lpos.analysis import lengths
 from lpos.model import GPT
 from lpos.tokenizer import encode
 
-# a story of 140 GPT-2 tokens that stops mid-sentence, with no final full stop (issue 37's pasted text)
+# a story of 140 GPT-2 tokens that stops mid-sentence, with no final full stop
 STORY_140 = (
     "Mia had a small red boat that she kept by the pond behind her house. Every morning she would carry it down the "
     "path, set it on the water and watch the wind push it toward the reeds. One day a frog jumped onto the boat and "

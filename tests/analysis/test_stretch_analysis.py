@@ -159,7 +159,7 @@ def test_profile_reading_compares_within_and_past_training():
     assert reading == ("- **rope**: largest logit 1.00 within the first 2 positions, 4.00 past them (it rises); entropy "
                        "0.25 → 1.25 nats, against 0.35 → 1.24 for an even spread over the visible keys, which grows with "
                        "the position by itself: 0.10 nats more focused than even before the wall, 0.01 nats more spread "
-                       "than even past it.")  # issue 37: the even spread's entropy is the baseline
+                       "than even past it.")  # the even spread's entropy is the baseline
 
 
 def test_scaled_loss_figure():

@@ -2,7 +2,7 @@
 
 The box was seen empty on a link's first load while the page drew the link's sentence (2 of 5 CI
 runs, 1 of 177 load-test actions): the URL's text was written into the widget's key before the
-widget existed. lpos.ui.state now passes it as the box's initial value (issue 17).
+widget existed. lpos.ui.state passes it as the box's initial value.
 """
 import urllib.parse
 

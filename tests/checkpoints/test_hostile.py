@@ -499,7 +499,7 @@ def test_hostile_model_bin_is_refused_before_any_weight_is_read(monkeypatch, dat
 
 
 # ---------------------------------------------------------------------------------------------
-# Tokenizer files (issue 22): meta.pkl through the plain unpickler, damaged tokenizer.json and
+# Tokenizer files: meta.pkl through the plain unpickler, damaged tokenizer.json and
 # .model files, size caps. Each is a TokenizerError with one sentence; nothing in a file runs.
 
 class RunsOnLoad:

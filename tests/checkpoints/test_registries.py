@@ -1,4 +1,4 @@
-"""One registry per kind of file (issue 36 item 1): the tokenizer formats lpos.vocab declares and the checkpoint
+"""One registry per kind of file: the tokenizer formats lpos.vocab declares and the checkpoint
 layouts lpos.checkpoints.layouts declares; the upload box, the shared folder, the CLI's help and the error
 texts are all built from them, so what one offers the others take."""
 from __future__ import annotations

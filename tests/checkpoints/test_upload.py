@@ -296,7 +296,7 @@ def test_sidebar_upload_selects_the_model_and_a_bad_file_keeps_it():
     assert "ckpt.pt (your upload)" in model_box(at).options
     assert at.selectbox(key="scheme").value == "learned"  # the upload's own scheme
     assert at.success[0].value.startswith("Loaded ckpt.pt. Only you can see it")
-    assert [unescaped(c.value) for c in at.sidebar.caption][1:-1] == [  # the last: the scheme's hint (issue 37)
+    assert [unescaped(c.value) for c in at.sidebar.caption][1:-1] == [  # the last: the scheme's hint
         "read as: nanoGPT ckpt.pt; _orig_mod. prefixes removed",
         "2 layers, 4 heads, width 64, 256 position rows, vocabulary 50,257, head tied to the token table, 3.3M parameters",
         "ignored: optimizer, config, token rows 50,257-50,303 (padding, never a token)"]
@@ -442,7 +442,7 @@ def test_every_page_works_with_an_upload(size, text):
     assert bool(cut) == (len(encode(text)) > 1024), cut  # the long text met the table's end on the token-level pages
 
 
-# --- a tokenizer that is not the model's (issue 37, new user 1 and 2) ------------------------------
+# --- a tokenizer that is not the model's -----------------------------------------------------------
 
 
 def story_character_model(*, steps: int = 40) -> tuple[bytes, list[str]]:

@@ -131,7 +131,7 @@ def test_empty_text_exits_2_with_one_line():
 
 def test_bad_checkpoint_path_exits_2_with_one_line(tmp_path):
     assert_one_line_error(run_cli("inspect", SENTENCE, "--checkpoint", str(tmp_path / "missing.pt")),
-                          contains="missing.pt: no such file or folder")  # a path is called a missing file (issue 25)
+                          contains="missing.pt: no such file or folder")  # a path is called a missing file
 
 
 def test_damaged_checkpoint_and_short_text_exit_2(tmp_path, capsys):
@@ -220,7 +220,7 @@ def test_convert_writes_the_lpos_format(tmp_path):
     converted, meta = checkpoints.load(tmp_path / "out" / "seed-lpos.pt")
     assert torch.load(tmp_path / "out" / "seed-lpos.pt", weights_only=True)["format"] == "lpos"
     assert meta["converted_from"] == "seed.pt" and meta["iter_num"] == 20000
-    # read back it is an lpos file, not the layout it came from (issue 25)
+    # read back it is an lpos file, not the layout it came from
     assert checkpoints.describe(converted, meta)[0].startswith("read as: lpos checkpoint (converted from seed.pt, a trainer dict")
     ids = torch.tensor([IDS])
     with torch.no_grad():

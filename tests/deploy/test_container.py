@@ -1,4 +1,4 @@
-"""The container built and run for real (issue 39): deploy/base_image.sh's base from Debian's packages,
+"""The container built and run for real: deploy/base_image.sh's base from Debian's packages,
 deploy/Dockerfile's image on it, one replica to healthy with its Embeddings page in Chromium through
 the published loopback port; then deploy/compose.yaml's lecture hall (three replicas, HAProxy, Redis)
 with a live class and replicas killed mid-class. Docker is Debian's docker.io, installed and started

@@ -46,7 +46,7 @@ def test_config_for_five_replicas_is_valid_and_sticky(tmp_path):
     assert servers == [f"server app{i} 127.0.0.1:{18500 + i} cookie app{i}" for i in range(1, 6)]
     # a cookie names the replica (students behind one address still spread), health from Streamlit's
     # own endpoint with time for a busy replica to answer, and a replica marked down keeps its sessions
-    # (a killed one's close by themselves; a slow one's must not be cut: issue 26's hall lost 36 that way)
+    # (a killed one's close by themselves; a slow one's must not be cut: a hall of 90 lost 36 that way)
     assert "cookie LPOS_REPLICA insert indirect nocache httponly" in backend
     assert "http-check send meth GET uri /_stcore/health" in backend
     assert "timeout check 10s" in backend

@@ -1,4 +1,4 @@
-"""A model loaded from a memory-mapped file is held once (issue 24): each tensor's file pages are let
+"""A model loaded from a memory-mapped file is held once: each tensor's file pages are let
 go once copied into the model (lpos.checkpoints.payload.drop_file_pages), never anonymous memory."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Figures to take away (issue 35): every chart downloads as a named SVG, its numbers as CSV, and
+"""Figures to take away: every chart downloads as a named SVG, its numbers as CSV, and
 the Python a page shows beside a figure redraws that very figure in a fresh process."""
 import io
 import json

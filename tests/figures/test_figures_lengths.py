@@ -10,8 +10,8 @@ from lpos.figures.lengths import token_loss_figure
 
 
 def test_the_sliding_baseline_is_drawn_and_named_before_a_table_wall():
-    # learned-32's case (issue 37, False 1): trained on 32-token windows, its table ends at 128 rows, and a
-    # 140-token text is scored to the wall; the baseline once went undrawn while the caption compared with it
+    # learned-32's case: trained on 32-token windows, its table ends at 128 rows, and a
+    # 140-token text is scored to the wall; the baseline is drawn whenever the caption compares with it
     losses = np.linspace(3.0, 5.0, 128)
     curve = LossCurve(losses=losses, rolling=losses, window=1, text_tokens=140, wall=128)
     baseline = np.full(139, 4.0)

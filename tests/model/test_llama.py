@@ -172,7 +172,7 @@ def test_converted_llama_keeps_its_logits_and_tokenizer(tmp_path):
 def test_every_page_runs_with_a_grouped_query_llama_from_the_shared_folder(tmp_path, monkeypatch):
     """A 6-layer Llama with 2 key heads for 8 query heads, converted into LPOS_CHECKPOINT_DIR. It
     speaks GPT-2's 50,257 tokens, so the pages' own texts read the same; other vocabularies are
-    the tokenizer's work (issue 22)."""
+    the tokenizer's work (tests/tokenizer)."""
     from conftest import ROOT, app_test
 
     config = transformers.LlamaConfig(vocab_size=50257, hidden_size=64, intermediate_size=96, num_hidden_layers=6,

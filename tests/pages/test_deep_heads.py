@@ -1,4 +1,4 @@
-"""A deep grouped-query model on the pages whose work grows with layers and heads (issue 23).
+"""A deep grouped-query model on the pages whose work grows with layers and heads.
 
 A tiny random Llama of SmolLM2-135M's depth and head layout (30 layers, 9 query heads, 3 key/value
 heads; width 36 to stay fast) with its own character vocabulary, in a shared folder: Inside the

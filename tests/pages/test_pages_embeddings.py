@@ -74,7 +74,7 @@ def test_learned_table_stops_at_128_and_shows_the_first_128_by_default():
     at = typed(app_test(scheme="learned", model="untrained"), text)
     assert "The learned table has 128 rows; your text has 129 tokens" in at.warning[0].value
     assert "shows the first 128 tokens and leaves the other 1 out" in at.warning[0].value
-    assert not at.exception and chips_title(at).startswith("128 tokens")  # issue 37: drawn at once, said so
+    assert not at.exception and chips_title(at).startswith("128 tokens")  # drawn at once, said so
     at.toggle(key="truncate_learned").set_value(False).run()
     assert not at.get("plotly_chart") and not at.get("html")  # off: nothing drawn
 

@@ -149,7 +149,7 @@ def test_extrapolation_caption_counts_the_gaps_it_draws(text, gaps):
     assert not at.exception
     captions = " ".join(c.value for c in at.caption)
     assert ("gaps are tokens the model cannot predict" in captions) == bool(gaps), captions
-    if gaps:  # issue 37: one word, vocabulary, for the tokenizer's tokens; the softmax's are said as such
+    if gaps:  # one word, vocabulary, for the tokenizer's tokens; the softmax's are said as such
         assert f"The {gaps:,} gaps are tokens the model cannot predict: its softmax covers only the" in captions
 
 

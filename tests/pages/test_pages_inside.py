@@ -88,7 +88,7 @@ def test_inside_page_on_the_story_alone_says_so():
 
 def test_the_text_box_without_the_corpus_says_nothing_about_this_machine(monkeypatch):
     """Where the training corpus is not installed the page reads the story alone: a learner is told which text,
-    not where a developer's files are (issue 37, new user 7)."""
+    not where a developer's files are."""
     from streamlit.testing.v1 import AppTest
 
     from lpos.ui import inside

@@ -1,4 +1,4 @@
-"""Length extrapolation's live view with AppTest, on the cases issue 37 found wrong."""
+"""Length extrapolation's live view with AppTest: a pasted story read by a short-window table model."""
 from __future__ import annotations
 
 import json

@@ -143,7 +143,7 @@ def test_pages_follow_the_models_own_width_and_heads(tiny_model, tmp_path, monke
     np.testing.assert_allclose(array(slopes["y"]), alibi_slopes(6).numpy(), rtol=1e-6)
     angles = [t for t in drawn["ra_angles"]["data"] if t["type"] == "bar"][0]
     assert len(array(angles["x"])) == 4  # 48 / 6 = 8 columns per head: 4 pairs
-    assert list(at.selectbox(key="ra_layer_3").options) == ["1", "2", "3"]  # layers 1-based on every page (issue 25)
+    assert list(at.selectbox(key="ra_layer_3").options) == ["1", "2", "3"]  # layers 1-based on every page
     if scheme == "learned":
         at.switch_page("pages/similarity.py").run()
         positions = charts(at)["sim_positions"]["data"][0]

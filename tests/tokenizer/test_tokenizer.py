@@ -92,7 +92,7 @@ def test_multibyte_characters_split_into_byte_tokens():
     ids = encode("😀")
     assert len(ids) == 2  # four UTF-8 bytes, no single token for the whole emoji
     assert b"".join(tokenizer.encoding().decode_single_token_bytes(i) for i in ids) == "😀".encode()
-    assert token_strings(ids) == ["‹F0 9F 98 of 😀›", "‹80 of 😀›"]  # byte pieces, with their character (issue 25)
+    assert token_strings(ids) == ["‹F0 9F 98 of 😀›", "‹80 of 😀›"]  # byte pieces, with their character
     assert token_strings(ids[:1]) == ["‹F0 9F 98›"]  # alone, the bytes only: never U+FFFD
     # two emoji whose first pieces agree: the same first token, different labels for the different second ones
     first, second = token_strings(encode("😀😎")), token_strings(encode("😎"))
