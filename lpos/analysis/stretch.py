@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 from lpos import corpus
 from lpos.model import GPT
-from lpos.positions import (REGISTRY, ROPE_METHOD_NAMES, ROPE_METHODS, YARN_BETA_FAST, YARN_BETA_SLOW, RopeScaling,
+from lpos.positions import (RESCALINGS, REGISTRY, ROPE_METHOD_NAMES, ROPE_METHODS, YARN_BETA_FAST, YARN_BETA_SLOW, RopeScaling,
                             pair_frequencies, scheme_info, yarn_ramp)
 from lpos.tokenizer import GPT2, Tokenizer
 
@@ -110,7 +110,7 @@ def loss_reading(frame: pd.DataFrame, *, train_length: int, factor: float) -> st
         longest = int(table.index.max())
         base = table[rotated]
         lines.append(f"**{text}**, at {longest} tokens: {rotated} as trained **{base[longest]:.3f}**.")
-        for method in ROPE_METHODS[1:]:
+        for method in RESCALINGS:
             name = curve_name(rotated, method, factor)
             if name not in table:
                 continue

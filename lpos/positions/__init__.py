@@ -24,6 +24,8 @@ from lpos.positions.alibi import alibi_bias, alibi_slopes
 from lpos.positions.base import VIEWS, Paper, PositionScheme
 from lpos.positions.none import SCHEME as NO_POSITIONS
 from lpos.positions.maths import (
+    AS_TRAINED,
+    RESCALINGS,
     ROPE_METHOD_NAMES,
     ROPE_METHODS,
     YARN_BETA_FAST,
@@ -31,6 +33,7 @@ from lpos.positions.maths import (
     RopeMethod,
     RopeScaling,
     check_rope_method,
+    llama3_ramp,
     pair_frequencies,
     rope_angles,
     rope_attention_factor,
@@ -90,7 +93,7 @@ def schemes_with(view: str) -> tuple[str, ...]:
 
 __all__ = [
     "REGISTRY", "SCHEMES", "ALIBI", "NO_POSITIONS", "DEFAULT_SCHEME", "SCHEME_INFO", "HINTS", "VIEWS", "Paper", "PositionScheme", "SchemeInfo", "check_scheme",
-    "scheme_info", "get", "schemes_with", "alibi_bias", "alibi_slopes", "ROPE_METHOD_NAMES", "ROPE_METHODS",
+    "scheme_info", "get", "schemes_with", "alibi_bias", "alibi_slopes", "AS_TRAINED", "RESCALINGS", "ROPE_METHOD_NAMES", "ROPE_METHODS", "llama3_ramp",
     "YARN_BETA_FAST", "YARN_BETA_SLOW", "RopeMethod", "RopeScaling", "check_rope_method", "pair_frequencies",
     "rope_angles", "rope_attention_factor", "rope_frequencies", "rope_rotate", "rotation_frequencies",
     "sinusoidal_table", "wavelengths", "yarn_pair_index", "yarn_ramp",

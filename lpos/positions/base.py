@@ -107,6 +107,11 @@ class PositionScheme:
     def check_config(self, config) -> None:
         """ValueError for a GPTConfig this scheme cannot run."""
 
+    def for_config(self, config) -> PositionScheme:
+        """The scheme as a model of `config` runs it (`GPT.scheme`): itself, unless the config sets what the
+        scheme reads (a real model's RoPE settings)."""
+        return self
+
     def parameter_count(self, config) -> int:
         """Weights this scheme adds to a model of `config`, counted on the meta device (nothing allocated: a
         file may declare a huge table)."""

@@ -1,5 +1,6 @@
 """The maths the position schemes share: sinusoid frequencies and tables, RoPE's rotation and its
-rescalings for reading past the training length (Position Interpolation, NTK-aware, YaRN).
+rescalings for reading past the training length (Position Interpolation, NTK-aware, YaRN, Llama 3's
+bands), each rescaling one `RopeMethod` record in `ROPE_METHODS`.
 
 Scheme modules (learned.py, sinusoidal.py, rope.py, ...) build on these; they are public through
 `lpos.positions` (`sinusoidal_table`, `rope_rotate`, `rope_frequencies`, `RopeScaling`, ...).
@@ -9,7 +10,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Callable
 
 import torch
 
@@ -70,19 +71,10 @@ def rope_rotate(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0,
     return rotated.reshape(x.shape)
 
 
-RopeMethod = Literal["none", "pi", "ntk", "yarn"]
-ROPE_METHODS: tuple[str, ...] = get_args(RopeMethod)
-ROPE_METHOD_NAMES = {"none": "RoPE as trained", "pi": "Position Interpolation", "ntk": "NTK-aware",
-                     "yarn": "YaRN"}
 YARN_BETA_FAST = 32  # pairs turning more than this many times over the training length are left alone
 YARN_BETA_SLOW = 1  # pairs turning less than once are fully interpolated
-
-
-def check_rope_method(method: str, factor: float) -> None:
-    if method not in ROPE_METHODS:
-        raise ValueError(f"unknown RoPE scaling method {method!r}; choose one of {sorted(ROPE_METHODS)}")
-    if not factor >= 1.0:  # also refuses NaN
-        raise ValueError(f"the scaling factor must be at least 1 (the target length over the training length), got {factor}")
+LLAMA3_LOW_FREQUENCY_FACTOR = 1.0  # Llama 3.1's: wavelengths over original_length / 1 are divided by the factor
+LLAMA3_HIGH_FREQUENCY_FACTOR = 4.0  # ... and those under original_length / 4 are kept
 
 
 def yarn_pair_index(rotations: float, dim: int, base: float, original_length: int) -> float:
@@ -105,62 +97,121 @@ def yarn_ramp(dim: int, base: float = 10000.0, *, original_length: int = 128) ->
     return ((torch.arange(dim // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
 
 
+def llama3_ramp(trained: torch.Tensor, *, original_length: int, low_frequency_factor: float = LLAMA3_LOW_FREQUENCY_FACTOR,
+                high_frequency_factor: float = LLAMA3_HIGH_FREQUENCY_FACTOR) -> torch.Tensor:
+    """Llama 3.1's share of each pair that is divided by the factor, from its frequency as trained [n]: 0 for
+    wavelengths under original_length / high_frequency_factor (kept), 1 for those over original_length /
+    low_frequency_factor (divided), and between them a blend linear in original_length / wavelength."""
+    if not 0 < low_frequency_factor < high_frequency_factor:
+        raise ValueError(f"Llama 3's frequency factors need 0 < low < high, got {low_frequency_factor} and "
+                         f"{high_frequency_factor}")
+    turns = original_length * trained / (2 * math.pi)  # original_length / wavelength
+    kept = (turns - low_frequency_factor) / (high_frequency_factor - low_frequency_factor)  # (n,)
+    return 1 - kept.clamp(0, 1)
+
+
+@dataclass(frozen=True)
+class RopeMethod:
+    """One way of rescaling RoPE's pair frequencies for `factor` times the training length, said once: its
+    name (the key in URLs, files and the CLI), its label and colour on every chart, and its maths."""
+
+    name: str
+    label: str
+    colour: str
+    rescaled: Callable[..., torch.Tensor]  # (trained (n,), dim, base, scaling) -> frequencies (n,)
+    about: str  # one line: what it does to the pairs
+    attention_factor: Callable[[float], float] = lambda factor: 1.0  # multiplies cos and sin, so q and k
+
+    @property
+    def rescales(self) -> bool:
+        """False for RoPE as trained, the reference every method is drawn beside."""
+        return self is not AS_TRAINED
+
+
+AS_TRAINED = RopeMethod("none", "RoPE as trained", "#2ca02c", lambda trained, dim, base, scaling: trained,
+                        "every pair as trained")
+_METHODS = (
+    AS_TRAINED,
+    RopeMethod("pi", "Position Interpolation", "#1f77b4", lambda trained, dim, base, scaling: trained / scaling.factor,
+               "every frequency divided by the factor (Chen et al. 2023): position t turns as t / factor did"),
+    RopeMethod("ntk", "NTK-aware", "#9467bd",
+               lambda trained, dim, base, scaling: pair_frequencies(dim, base * scaling.factor ** (dim / (dim - 2))),
+               "the base raised to base * factor^(d/(d-2)) (bloc97 2023): the fastest pair kept, the slowest divided "
+               "by the factor"),
+    RopeMethod("yarn", "YaRN", "#d62728",
+               lambda trained, dim, base, scaling: _blend(trained, scaling.factor,
+                                                          yarn_ramp(dim, base, original_length=scaling.original_length)),
+               "pairs turning 32 times or more in the training length kept, those turning less than once divided "
+               "by the factor, a ramp in the pair index between (Peng et al. 2023); attention sharpened by "
+               "0.1 ln(factor) + 1",
+               attention_factor=lambda factor: 0.1 * math.log(factor) + 1.0),
+    RopeMethod("llama3", "Llama 3 bands", "#ff7f0e",
+               lambda trained, dim, base, scaling: _blend(trained, scaling.factor, llama3_ramp(
+                   trained, original_length=scaling.original_length, low_frequency_factor=scaling.low_frequency_factor,
+                   high_frequency_factor=scaling.high_frequency_factor)),
+               "wavelengths under the training length / 4 kept, over it divided by the factor, a blend in "
+               "length / wavelength between (Llama 3.1)"),
+)
+RopeMethods = dict[str, RopeMethod]
+ROPE_METHODS: RopeMethods = {method.name: method for method in _METHODS}
+ROPE_METHOD_NAMES = {name: method.label for name, method in ROPE_METHODS.items()}
+RESCALINGS: tuple[str, ...] = tuple(name for name, method in ROPE_METHODS.items() if method.rescales)
+
+
+def _blend(trained: torch.Tensor, factor: float, divided: torch.Tensor) -> torch.Tensor:
+    """Each pair's frequency divided by `factor` by its share `divided` (0: kept, 1: divided)."""
+    return trained / factor * divided + trained * (1 - divided)
+
+
+def check_rope_method(method: str, factor: float) -> None:
+    if method not in ROPE_METHODS:
+        raise ValueError(f"unknown RoPE scaling method {method!r}; choose one of {sorted(ROPE_METHODS)}")
+    if not factor >= 1.0:  # also refuses NaN
+        raise ValueError(f"the scaling factor must be at least 1 (the target length over the training length), got {factor}")
+
+
 def rope_frequencies(dim: int, base: float = 10000.0, *, method: str = "none", factor: float = 1.0,
                      original_length: int = 128) -> torch.Tensor:
-    """Angular frequency of each pair after rescaling for `factor` times the training length, [dim/2].
-
-    - none: base^(-2i/dim), as trained;
-    - pi:   every frequency divided by `factor` (Chen et al. 2023, Position Interpolation): position
-            t now turns as t/factor did, so factor x the training length lands inside it;
-    - ntk:  the base raised to base * factor^(dim/(dim-2)) ("NTK-aware", bloc97 2023): the fastest
-            pair is unchanged, the slowest is divided by exactly `factor`;
-    - yarn: NTK-by-parts (Peng et al. 2023): pairs that turn many times inside the training length
-            are left alone, pairs that turn less than once are interpolated as PI, a ramp between
-            (`yarn_ramp`). YaRN also scales attention: see `rope_attention_factor`.
-    """
-    check_rope_method(method, factor)
-    _check_even(dim, "the rotated dimension")
-    as_trained = pair_frequencies(dim, base)
-    if method == "none":
-        return as_trained
-    if method == "pi":
-        return as_trained / factor
-    if method == "ntk":
-        return pair_frequencies(dim, base * factor ** (dim / (dim - 2)))
-    interpolated = yarn_ramp(dim, base, original_length=original_length)
-    return as_trained / factor * interpolated + as_trained * (1 - interpolated)
+    """Angular frequency of each pair after rescaling for `factor` times the training length, [dim/2], by
+    the method of that name (`ROPE_METHODS`: none, pi, ntk, yarn, llama3; see each record's `about`)."""
+    return RopeScaling(method, factor, original_length).frequencies(dim, base)
 
 
 def rope_attention_factor(method: str, factor: float) -> float:
-    """YaRN's 0.1 * ln(factor) + 1 (1.0 for every other method).
-
-    It multiplies cos and sin, so q and k each grow by it and the attention logits by its square:
-    the paper's 1/t, which sharpens the softmax that longer contexts flatten.
-    """
+    """What a method multiplies cos and sin by, so q and k each grow by it and the attention logits by its
+    square: YaRN's 0.1 * ln(factor) + 1, the paper's 1/t that sharpens the softmax longer contexts flatten;
+    1.0 for every other method."""
     check_rope_method(method, factor)
-    return 0.1 * math.log(factor) + 1.0 if method == "yarn" else 1.0
+    return ROPE_METHODS[method].attention_factor(factor)
 
 
 @dataclass(frozen=True)
 class RopeScaling:
     """One RoPE scaling method, applied at inference (`GPT.forward(..., rope_scaling=...)`)."""
 
-    method: str  # none | pi | ntk | yarn
+    method: str  # a name in ROPE_METHODS: none | pi | ntk | yarn | llama3
     factor: float  # target length / training length
     original_length: int = 128  # the length the model was trained at
+    low_frequency_factor: float = LLAMA3_LOW_FREQUENCY_FACTOR  # llama3 only
+    high_frequency_factor: float = LLAMA3_HIGH_FREQUENCY_FACTOR  # llama3 only
 
     def __post_init__(self) -> None:
         check_rope_method(self.method, self.factor)
         if self.original_length < 1:
             raise ValueError(f"original_length must be positive, got {self.original_length}")
 
+    @property
+    def record(self) -> RopeMethod:
+        return ROPE_METHODS[self.method]
+
     def frequencies(self, dim: int, base: float = 10000.0) -> torch.Tensor:
-        return rope_frequencies(dim, base, method=self.method, factor=self.factor,
-                                original_length=self.original_length)
+        """The pair frequencies (dim/2,) of a rotated width `dim` under this method."""
+        _check_even(dim, "the rotated dimension")
+        return self.record.rescaled(pair_frequencies(dim, base), dim, base, self)
 
     @property
     def attention_factor(self) -> float:
-        return rope_attention_factor(self.method, self.factor)
+        return self.record.attention_factor(self.factor)
 
 
 @functools.lru_cache(maxsize=64)

@@ -7,9 +7,12 @@ Interpolation, NTK-aware scaling, YaRN or Llama 3's bands: `lpos.positions.maths
 a share of each head's columns (`rotated_share`, GPT-NeoX), a share of the pairs that turn at all
 (`turning_share`, p-RoPE), and layers left without rotation (`nope_every`, SmolLM3). What a head does is
 said by one tensor, `head_frequencies`: one angular frequency per column pair, 0 for a pair that never turns.
+A real model's configuration may say its own share and its own layers without rotation (`GPTConfig.rope_share`,
+`nope_layers`): `for_config` gives the scheme with them, which the model, its layers and the views ask.
 """
 from __future__ import annotations
 
+import copy
 import functools
 
 import torch
@@ -43,6 +46,7 @@ class Rope(PositionScheme):
     rotated_share: float = 1.0  # the first columns of each head that rotate, with frequencies over them alone
     turning_share: float = 1.0  # the fastest pairs that turn (frequencies over the whole head); the rest stay at 0
     nope_every: int | None = None  # every n-th layer (the n-th, 2n-th, ...) rotates nothing
+    nope_layers: frozenset[int] | None = None  # the blocks that rotate nothing, as a model's config lists them
 
     def rotated_width(self, head_size: int) -> int:
         """How many of a head's columns rotate (the first ones): the rest pass through."""
@@ -54,13 +58,26 @@ class Rope(PositionScheme):
 
     def rotates_layer(self, layer: int) -> bool:
         """Whether block `layer` (from 0) rotates its queries and keys (SmolLM3's `no_rope_layers` rule)."""
+        if self.nope_layers is not None:
+            return layer not in self.nope_layers
         return self.nope_every is None or (layer + 1) % self.nope_every != 0
 
+    def for_config(self, config) -> Rope:
+        if config.rope_share is None and not config.nope_layers:
+            return self
+        configured = copy.copy(self)
+        if config.rope_share is not None:
+            configured.rotated_share = config.rope_share
+        if config.nope_layers:
+            configured.nope_layers = frozenset(config.nope_layers)
+        return configured
+
     def check_config(self, config) -> None:
-        hs = config.n_embd // config.n_head
-        if hs % 2 or self.rotated_width(hs) % 2 or self.rotated_width(hs) < 2:
+        hs = config.head_size
+        rotated = self.for_config(config).rotated_width(hs)
+        if hs % 2 or rotated % 2 or rotated < 2:
             raise ValueError(f"{self.name} needs an even head size and an even number of rotated columns; a head "
-                             f"of {hs} columns rotates {self.rotated_width(hs)}")
+                             f"of {hs} columns rotates {rotated}")
 
     def head_frequencies(self, head_size: int, rope_scaling: RopeScaling | None = None,
                          base: float = 10000.0) -> torch.Tensor:

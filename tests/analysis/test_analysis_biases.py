@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from lpos.positions import NO_POSITIONS
 from lpos.analysis import attention, biases, counts
 from lpos.analysis.heads import head_statistics
 from lpos.corpus import story
@@ -98,7 +99,7 @@ def test_bias_effect_is_the_model_s_attention_with_and_without_its_bias(random_b
     effect = biases.bias_effect(model, ids, layer=1)
     np.testing.assert_allclose(effect.with_bias, attention.attention_maps(model, ids, layer=1), atol=1e-6)
     q, k = attention.queries_and_keys(model, ids, layer=1, rotate=True)
-    plain = F.softmax(model.transformer.h[1].attn.scores(q[None], k[None], alibi=False)[0], dim=-1)
+    plain = F.softmax(model.transformer.h[1].attn.scores(q[None], k[None], scheme=NO_POSITIONS)[0], dim=-1)
     np.testing.assert_allclose(effect.without_bias, plain.numpy(), atol=1e-6)
     assert np.all(np.triu(effect.bias, k=1) == 0)  # nothing above the diagonal
     T = len(ids)
@@ -136,7 +137,7 @@ def test_counts_are_what_the_scheme_adds_its_term_with(cope_model):
         attn.cope.rows.copy_(torch.arange(len(attn.cope.rows)).float()[:, None] * u)
     p = counts.count_matrix(cope_model, ids, layer=1)  # (nh, T, T)
     q, k = attention.queries_and_keys(cope_model, ids, layer=1, rotate=True)
-    term = attn.scores(q[None], k[None])[0] - attn.scores(q[None], k[None], alibi=False)[0]  # (nh, T, T)
+    term = attn.scores(q[None], k[None])[0] - attn.scores(q[None], k[None], scheme=NO_POSITIONS)[0]  # (nh, T, T)
     causal = torch.ones(len(ids), len(ids), dtype=torch.bool).tril()
     expected = p * (q @ u)[:, :, None]  # (nh, T, T)
     torch.testing.assert_close(term[:, causal], expected[:, causal], rtol=1e-4, atol=1e-4)

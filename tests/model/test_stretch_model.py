@@ -17,7 +17,7 @@ from lpos.positions import SCHEMES, RopeScaling, alibi_slopes, sinusoidal_table
 
 # Shifting every position changes nothing for these (fire: while each query's i + 1 stays within its L, 128,
 # as in the tests below); it moves the rows the other two add.
-RELATIVE = ["rope", "alibi", "none", "t5", "fire", "cope"]
+RELATIVE = ["rope", "alibi", "none", "t5", "fire", "cope", "rope-partial", "p-rope", "rnope"]
 ABSOLUTE = ["learned", "sinusoidal"]
 
 

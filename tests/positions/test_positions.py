@@ -8,39 +8,15 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from lpos.model import GPTConfig
 from lpos.positions import (
-    HINTS,
-    SCHEME_INFO,
-    SCHEMES,
     alibi_bias,
     alibi_slopes,
-    check_scheme,
     pair_frequencies,
     rope_angles,
     rope_rotate,
     sinusoidal_table,
     wavelengths,
 )
-
-
-def test_scheme_registry():
-    assert SCHEMES == ("learned", "sinusoidal", "rope", "alibi", "none", "t5", "fire", "cope")  # the classic five first
-    assert set(HINTS) == set(SCHEMES) == set(SCHEME_INFO)
-    assert [s for s in SCHEMES if SCHEME_INFO[s].adds_rows] == ["learned", "sinusoidal"]
-    assert [s for s in SCHEMES if SCHEME_INFO[s].has_table] == ["learned"]
-    assert [s for s in SCHEMES if SCHEME_INFO[s].in_attention] == ["rope", "alibi", "t5", "fire", "cope"]
-
-
-def test_unknown_scheme_message():
-    expected = ("unknown position scheme 'absolute'; choose one of "
-                "['alibi', 'cope', 'fire', 'learned', 'none', 'rope', 'sinusoidal', 't5']")
-    with pytest.raises(ValueError) as error:
-        check_scheme("absolute")
-    assert str(error.value) == expected
-    with pytest.raises(ValueError) as error:
-        GPTConfig(position="absolute")
-    assert str(error.value) == expected
 
 
 def test_sinusoidal_table_known_cells():

@@ -8,6 +8,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
+from lpos.positions import NO_POSITIONS
 from lpos.analysis import shuffle_experiment
 from lpos.model import GPT, GPTConfig
 from lpos.positions.cope import counts
@@ -45,7 +46,7 @@ def test_positions_are_gate_sums_that_never_fall_going_back(npos_max):
     model = cope_model(npos_max=npos_max, seed=1)
     causal = torch.ones(T, T, dtype=torch.bool).tril()
     for layer, attn, q, k in layers_of(model, ids_for(2)):
-        masked = attn.scores(q, k, alibi=False)  # (B, nh, T, S): q·k / sqrt(hs), -inf after the query
+        masked = attn.scores(q, k, scheme=NO_POSITIONS)  # (B, nh, T, S): q·k / sqrt(hs), -inf after the query
         p = counts(masked, npos_max)
         assert ((p >= 0) & (p <= npos_max - 1)).all()
         assert (p[..., ~causal] == 0).all(), "a key after the query counts nothing"
@@ -68,7 +69,7 @@ def test_the_score_change_is_q_dot_the_interpolated_row(npos_max):
     model = cope_model(npos_max=npos_max, seed=3)
     causal = torch.ones(T, T, dtype=torch.bool).tril()
     for layer, attn, q, k in layers_of(model, ids_for(4)):
-        masked = attn.scores(q, k, alibi=False)
+        masked = attn.scores(q, k, scheme=NO_POSITIONS)
         p = counts(masked, npos_max)  # (B, nh, T, S)
         rows = attn.cope.rows.detach()  # (npos, hs)
         low, high = p.floor().long(), p.ceil().long()
@@ -87,7 +88,7 @@ def test_an_untrained_model_counts_nothing_into_its_scores():
     model = GPT(GPTConfig(position="cope", n_layer=1, n_head=4, n_embd=32, vocab_size=96)).eval()
     assert (model.transformer.h[0].attn.cope.rows == 0).all()  # tables start at 0
     for _, attn, q, k in layers_of(model, ids_for(5)):
-        assert_close(attn.scores(q, k), attn.scores(q, k, alibi=False), rtol=0, atol=0)
+        assert_close(attn.scores(q, k), attn.scores(q, k, scheme=NO_POSITIONS), rtol=0, atol=0)
 
 
 def test_each_layer_has_its_own_table():

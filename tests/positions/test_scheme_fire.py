@@ -14,6 +14,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
+from lpos.positions import NO_POSITIONS
 from lpos.analysis.shuffle import first_layer_attention, shuffle_earlier
 from lpos.model import GPT, GPTConfig
 
@@ -82,7 +83,7 @@ def test_the_scores_carry_the_bias_in_every_layer():
         for layer, block in enumerate(model.transformer.h):
             attn = block.attn
             q, k, _ = attn.project(block.ln_1(streams[layer]), positions=torch.arange(T))
-            added = attn.scores(q, k) - attn.scores(q, k, alibi=False)  # (B, nh, T, S)
+            added = attn.scores(q, k) - attn.scores(q, k, scheme=NO_POSITIONS)  # (B, nh, T, S)
             for i, j in [(0, 0), (10, 2), (99, 0), (100, 50), (150, 149), (159, 0)]:
                 expected = torch.tensor(formula(attn.fire, i, j))
                 assert_close(added[:, :, i, j], expected.expand(2, -1), rtol=1e-4, atol=1e-4)

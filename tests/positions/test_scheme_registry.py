@@ -13,7 +13,7 @@ import lpos.positions
 from lpos.model import GPTConfig
 from lpos.positions import DEFAULT_SCHEME, REGISTRY, SCHEMES, VIEWS, PositionScheme, scheme_info, schemes_with
 
-ORDER = ("learned", "sinusoidal", "rope", "alibi", "none", "t5", "fire", "cope")
+ORDER = ("learned", "sinusoidal", "rope", "alibi", "none", "t5", "fire", "cope", "rope-partial", "p-rope", "rnope")
 SHARED_MODULES = {"base", "maths"}  # the folder's modules that are not schemes
 
 
@@ -30,10 +30,11 @@ def test_schemes_in_their_order():
 
 def test_every_scheme_module_defines_its_scheme():
     modules = scheme_modules()
-    assert sorted(modules) == sorted(ORDER)  # one module per scheme, named after it
-    for name in modules:
-        scheme = importlib.import_module(f"lpos.positions.{name}").SCHEME
-        assert isinstance(scheme, PositionScheme), name
+    assert sorted(modules) == sorted(name.replace("-", "_") for name in ORDER)  # one module per scheme, named after it
+    for module in modules:
+        scheme = importlib.import_module(f"lpos.positions.{module}").SCHEME
+        assert isinstance(scheme, PositionScheme), module
+        name = module.replace("_", "-")
         assert scheme.name == name
         assert REGISTRY[name] is scheme and scheme_info(name) is scheme
 
@@ -49,9 +50,10 @@ def test_unknown_name_is_a_value_error_with_the_house_message(name):
     assert str(error.value) == expected
 
 
-def test_the_message_lists_all_eight():
+def test_the_message_lists_every_scheme():
     with pytest.raises(ValueError, match=re.escape(
-            "choose one of ['alibi', 'cope', 'fire', 'learned', 'none', 'rope', 'sinusoidal', 't5']")):
+            "choose one of ['alibi', 'cope', 'fire', 'learned', 'none', 'p-rope', 'rnope', 'rope', 'rope-partial', "
+            "'sinusoidal', 't5']")):
         scheme_info("nope")
 
 
@@ -85,7 +87,7 @@ def test_schemes_with_each_view():
     assert schemes_with("rows") == ("learned", "sinusoidal")
     assert schemes_with("table") == ("learned",)
     assert schemes_with("sinusoids") == ("sinusoidal",)
-    assert schemes_with("rotation") == ("rope",)
+    assert schemes_with("rotation") == ("rope", "rope-partial", "p-rope", "rnope")
     assert schemes_with("bias") == ("alibi", "t5", "fire")
     assert schemes_with("contextual") == ("cope",)
 
@@ -97,7 +99,8 @@ def test_what_each_scheme_does_matches_its_views():
         assert scheme.has_table == scheme.shows("table"), name
         acts_inside = scheme.shows("rotation") or scheme.shows("bias") or scheme.shows("contextual")
         assert scheme.in_attention == acts_inside, name
-    assert [s for s in SCHEMES if scheme_info(s).in_attention] == ["rope", "alibi", "t5", "fire", "cope"]
+    assert [s for s in SCHEMES if scheme_info(s).in_attention] == ["rope", "alibi", "t5", "fire", "cope", "rope-partial", "p-rope",
+                                                                           "rnope"]
     assert [s for s in SCHEMES if scheme_info(s).max_length(GPTConfig(position=s)) is not None] == ["learned"]
 
 

@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
+from lpos.positions import NO_POSITIONS
 from lpos.analysis.shuffle import first_layer_attention, shuffle_earlier
 from lpos.model import GPT, GPTConfig
 from lpos.positions.t5 import relative_bucket
@@ -61,7 +62,7 @@ def test_scores_are_plain_scores_plus_the_table_by_bucket(num_buckets, max_dista
         for layer, block in enumerate(model.transformer.h):
             attn = block.attn
             q, k, _ = attn.project(block.ln_1(streams[layer]), positions=torch.arange(T))
-            scores, plain = attn.scores(q, k), attn.scores(q, k, alibi=False)
+            scores, plain = attn.scores(q, k), attn.scores(q, k, scheme=NO_POSITIONS)
             assert_close(plain[..., causal], ((q @ k.transpose(-2, -1)) / (q.shape[-1] ** 0.5))[..., causal],
                          rtol=1e-5, atol=1e-5)
             added = (scores - plain)[..., causal]  # (B, nh, causal entries)
