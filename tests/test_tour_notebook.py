@@ -27,3 +27,13 @@ def test_tour_runs_top_to_bottom():
     figures = [o for o in outputs if "application/vnd.plotly.v1+json" in o.get("data", {})]
     assert len(figures) >= 6  # the sum of rows, the bands, the maps, two shuffles, the curves
     assert len(json.dumps([dict(o) for o in outputs])) < OUTPUTS_LIMIT
+
+
+def test_readme_and_tour_install_lpos_before_jupyter():
+    """The kernel starts in examples/, where an uninstalled checkout's lpos cannot be imported: the
+    instructions install the package before they open the notebook."""
+    intro = "".join(nbformat.read(TOUR, as_version=4).cells[0].source)
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    for text in (intro, readme):
+        opened = text.index("jupyter lab examples/tour.ipynb")
+        assert "pip install -e ." in text[:opened][-300:]

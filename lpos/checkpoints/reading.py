@@ -22,7 +22,10 @@ from lpos.checkpoints.payload import MAX_BYTES, read_payload
 from lpos.model import GPT
 from lpos.tokenizer import Tokenizer, TokenizerError, load_tokenizer
 
-CHECKPOINT_DIR = Path(__file__).resolve().parent.parent.parent / "checkpoints"
+# The shipped models: installed with the package (setup.py maps the top-level checkpoints/ folder to
+# lpos/checkpoints/shipped), else the checkout's own checkpoints/ (run from the repository, or `pip install -e .`)
+_INSTALLED = Path(__file__).resolve().parent / "shipped"
+CHECKPOINT_DIR = _INSTALLED if _INSTALLED.is_dir() else Path(__file__).resolve().parent.parent.parent / "checkpoints"
 
 
 def available() -> list[str]:
