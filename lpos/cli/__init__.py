@@ -20,8 +20,21 @@ def parser() -> argparse.ArgumentParser:
     return root
 
 
+def command_list(root: argparse.ArgumentParser) -> str:
+    """Every command with its one-line help, as `python -m lpos` alone prints them."""
+    commands = next(a for a in root._actions if isinstance(a, argparse._SubParsersAction))
+    named = [(choice.dest, choice.help) for choice in commands._choices_actions]
+    width = max(len(name) for name, _ in named)
+    return "\n".join([f"usage: {root.prog} COMMAND ...  ({root.prog} COMMAND -h: its options)", "", "commands:",
+                      *(f"  {name:<{width}}  {help}" for name, help in named)])
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    root = parser()
+    if not (sys.argv[1:] if argv is None else argv):
+        print(command_list(root))
+        return 2
+    args = root.parse_args(argv)
     try:
         return args.run(args)
     except ValueError as e:  # user errors (bad scheme, bad file, too long) are one line, not a traceback

@@ -87,7 +87,9 @@ def eval_streams(meta: dict, data: list[str] | None) -> tuple[dict, str]:
     with the repository, never trained on); a --data file of one story is scored whole."""
     import torch
 
-    from lpos.corpus import STORY_PATH, corpus_files, load_corpus, read_stories, story, training_seed
+    from lpos import settings
+    from lpos.analysis.counts import listed
+    from lpos.corpus import STORY_PATH, corpus_files, data_dir, load_corpus, read_stories, story, training_seed
     from lpos.tokenizer import END_OF_TEXT_ID, encode
 
     files = data or [str(f) for f in corpus_files(meta)]
@@ -95,7 +97,9 @@ def eval_streams(meta: dict, data: list[str] | None) -> tuple[dict, str]:
     if data and missing:
         raise ValueError(f"{missing[0]}: no such file (--data takes corpus files)")
     if not files or missing:
-        why = "records no corpus" if not files else f"was trained on {missing[0]}, which is not on this machine"
+        why = "records no corpus" if not files else (
+            f"was trained on {listed([Path(f).name for f in files])}, not found in {data_dir()} (set {settings.DATA_DIR} "
+            "to the folder that holds them)")
         ids = torch.tensor(encode(story()), dtype=torch.long)
         return ({"the built-in story": ids},
                 f"the checkpoint {why}: scoring the built-in story ({STORY_PATH.name}, {len(ids):,} tokens, never "

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from lpos import checkpoints
-from lpos.cli import main
+from lpos.cli import main, parser
 from lpos.model import untrained_model
 from lpos.positions import SCHEMES
 
@@ -227,3 +227,21 @@ def test_convert_writes_the_lpos_format(tmp_path):
         assert torch.equal(converted(ids)[0], model(ids)[0])
     assert_one_line_error(run_cli("convert", str(files[1][0]), "--out", str(tmp_path / "x.pt")), contains="--n-head N")
     assert_one_line_error(run_cli("convert", str(files[0][0]), "--out", str(tmp_path / "x.bin")), contains="must end in .pt")
+
+
+def test_without_a_command_every_command_is_listed_on_one_line(capsys):
+    assert main([]) == 2
+    lines = capsys.readouterr().out.splitlines()
+    listed = {line.split()[0]: line for line in lines if line.startswith("  ")}
+    commands = next(a for a in parser()._actions if a.dest == "command").choices
+    assert set(listed) == set(commands)
+    assert all(len(line.split(maxsplit=1)) == 2 for line in listed.values())  # a name, then what it does
+
+
+def test_eval_names_the_missing_corpus_files_and_where_they_were_looked_for(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("LPOS_DATA_DIR", str(tmp_path / "nothing here"))
+    assert main(["eval", "--checkpoint", "alibi", "--lengths", "8"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    _, meta = checkpoints.load("alibi")
+    assert all(name in first for name in meta["data_files"])
+    assert f"not found in {tmp_path / 'nothing here'} (set LPOS_DATA_DIR to the folder that holds them)" in first
