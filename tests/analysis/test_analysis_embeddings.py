@@ -113,3 +113,15 @@ def test_learned_view_refuses_text_past_its_table(tiny_model):
     with pytest.raises(ValueError, match="16 rows"):
         embedding_view(model, list(range(17)))
     assert embedding_view(tiny_model("sinusoidal", block_size=16), list(range(40))).summed_rows.shape == (40, 32)
+
+
+def test_rope_step_and_repeat_sentences_say_how_small_and_how_often():
+    from lpos.analysis.attention import rope_step_sentence  # noqa: PLC0415
+    from lpos.analysis.embeddings import RepeatedToken, repeat_sentence  # noqa: PLC0415
+
+    assert "0.01° for pair 15" in rope_step_sentence(15, 32) and "too little to see" in rope_step_sentence(15, 32)
+    assert "too little" not in rope_step_sentence(0, 32)
+    fields = dict(token="␣Anna", positions=(2, 8), token_rows_max_difference=0.0, occurrences=3)
+    said = repeat_sentence(RepeatedToken(summed_cosine=0.958, **fields))
+    assert "occurs three times; at its first two, positions 2 and 8, its token rows are identical and its summed rows are not (cosine 0.958)" in said
+    assert "summed rows are identical too" in repeat_sentence(RepeatedToken(summed_cosine=1.0, **fields))

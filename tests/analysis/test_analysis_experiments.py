@@ -237,3 +237,22 @@ def test_length_reading_is_written_from_the_numbers():
 
 def test_the_story_is_longer_than_the_longest_evaluation_length():
     assert len(encode(story())) > 1024
+
+
+def test_shuffled_text_is_also_shown_token_by_token():
+    from lpos.analysis.shuffle import token_by_token  # noqa: PLC0415
+
+    original = encode("The dog bit the man.")  # The, ␣dog, ␣bit, ␣the, ␣man, .
+    shuffled = [original[i] for i in (2, 3, 4, 0, 1, 5)]  # decoded: " bit the manThe dog."
+    assert token_by_token(original, shuffled) == "␣bit │ ␣the │ ␣man │ The │ ␣dog │ ."
+    moved = encode("猫 ヌ.")
+    assert "‹8C of 猫›" in token_by_token(moved, [moved[1], moved[0], *moved[2:]])
+
+
+def test_top5_cells_quote_each_token():
+    import pandas as pd  # noqa: PLC0415
+
+    from lpos.analysis.shuffle import _ranked  # noqa: PLC0415
+
+    top = pd.DataFrame({"token": ["␣and", ".", ","], "probability": [0.203, 0.13, 0.097]})
+    assert _ranked(top) == "“␣and” 20.3% · “.” 13.0% · “,” 9.7%"

@@ -286,3 +286,63 @@ def test_head_sentence_reads_a_previous_token_head():
     assert "0% of its weight on the token itself, 25% on the first token, 75% on the token just before" in text
     assert "0% further back" in text and "looks back 1.0 tokens" in text
     assert "(1.2 for an even spread)" in text  # mean of q/2 for q = 1..4
+
+
+def _probe_frame(absolute: list[float], relative: list[float], window: int = 128):
+    import pandas as pd  # noqa: PLC0415
+
+    from lpos.analysis import probes  # noqa: PLC0415
+
+    names = probes.stream_names(len(absolute) - 1)
+    return pd.DataFrame([{"stream": i, "stream name": names[i], "target": t, "r2": v, "window": window}
+                         for t, values in (("absolute position", absolute), ("tokens since sentence end", relative))
+                         for i, v in enumerate(values)])
+
+
+def test_probe_reading_names_a_table_model_found_only_partly_and_its_untrained_rows():
+    from lpos.analysis import probes  # noqa: PLC0415
+
+    name = "learned · learned-32"
+    trained = {"learned": _probe_frame([0.98, 0.9, 0.9], [0.1, 0.3, 0.5]),
+               name: _probe_frame([0.23, 0.3, 0.25], [0.1, 0.2, 0.4])}
+    untrained = {"learned": _probe_frame([0.5, 0.5, 0.5], [0.0, 0.0, 0.1])}
+    text = "\n".join(probes.probe_reading(trained, untrained, limits={name: 32}))
+    assert f"In {name} a read-out finds position at the input only partly (R² 0.23); at its best layer 0.30" in text
+    assert "rows it adds at positions 32–127 never trained" in text
+
+
+def test_probe_reading_says_down_and_one_value_when_the_relative_probe_falls():
+    from lpos.analysis import probes  # noqa: PLC0415
+
+    trained = {"upload": _probe_frame([0.0, 0.1, 0.2], [-0.23, -0.3, -0.31])}
+    untrained = {"learned": _probe_frame([0.5, 0.5, 0.5], [0.0, 0.0, 0.1])}
+    text = "\n".join(probes.probe_reading(trained, untrained))
+    assert "falls with depth: R² after the last block upload -0.31, down from -0.23 at the input" in text
+    assert "up from" not in text and "–" not in text.split("falls with depth")[1]
+
+
+def test_heads_reading_says_why_a_strong_previous_token_head_counts_as_broad():
+    import pandas as pd  # noqa: PLC0415
+
+    from lpos.analysis import heads  # noqa: PLC0415
+
+    table = pd.DataFrame([{"layer": 2, "head": 3, "mean distance": 12.0, "previous token share": 0.36,
+                           "first token share": 0.05, "self share": 0.1},
+                          {"layer": 1, "head": 1, "mean distance": 30.0, "previous token share": 0.1,
+                           "first token share": 0.05, "self share": 0.1}])
+    table["behaviour"] = table.apply(heads.behaviour, axis=1, window=128)
+    portraits = heads.HeadPortraits(table=table, profiles=np.zeros((2, 1, 129)), queries=127, window=128)
+    text = " ".join(heads.heads_reading(portraits, scheme="rope"))
+    assert "2 broad (a head is named after a token only when at least 40% of its attention goes there" in text
+    assert "layer 2 head 3 (0.36 of its attention one token back, under the 40% that would name it, so it counts as broad)" in text
+
+
+def test_one_token_plurals_and_the_sink_sign():
+    from lpos.analysis import streaming  # noqa: PLC0415
+    from lpos.figures.sinusoids import block_note  # noqa: PLC0415
+
+    assert block_note(1, 4) == " (each cell averages 1 position × 4 columns)"
+    summary = {"alone": 3.0, "with sink": 3.1, "gain": -0.1, "error": 0.01, "noise": 0.02, "tokens": 100}
+    lines = streaming.sink_reading({"rope": summary}, window=8)
+    assert "(-0.100" not in lines[0] and "+0.100 nats per token" in lines[0]
+    assert lines[-1].startswith("The signed number in each line is the change in loss") and "plus that the loss rises" in lines[-1]

@@ -5,10 +5,11 @@ import re
 
 import numpy as np
 import pytest
+import torch
 
 from lpos import checkpoints
 from lpos.analysis import lengths
-from lpos.model import GPT
+from lpos.model import GPT, GPTConfig
 from lpos.tokenizer import encode
 
 # a story of 140 GPT-2 tokens that stops mid-sentence, with no final full stop
@@ -56,3 +57,56 @@ def test_a_pasted_140_token_story_is_compared_with_a_sliding_window_of_the_train
     # fresh 128-token windows, the old baseline, give -0.13 on this text (-0.50 on the issue's): its tail read with
     # almost no context; read with the 127 tokens before it, the tail costs about nothing more
     assert abs(change) < 0.05
+
+
+def tiny(position: str = "rope", **extra) -> GPT:
+    torch.manual_seed(0)
+    return GPT(GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=64, position=position, **extra)).eval()
+
+
+@pytest.mark.parametrize("position", ["rope", "alibi", "learned"])
+def test_sliding_baseline_reads_each_token_with_the_window_before_it(position):
+    model = tiny(position)
+    ids = list(range(100, 160))
+    window = 16
+    sliding = lengths.sliding_losses(model, ids, window=window, batch_size=7)
+    full = lengths.token_losses(model, torch.tensor(ids)).numpy()
+    assert sliding.shape == full.shape
+    assert np.allclose(sliding[:window], full[:window], atol=1e-5)
+    for j in (window, 31, len(ids) - 2):  # prediction j reads tokens j - 15 .. j at positions 0 .. 15
+        alone = lengths.token_losses(model, torch.tensor(ids[j - window + 1 : j + 2]))[-1].item()
+        assert sliding[j] == pytest.approx(alone, abs=1e-5)
+
+
+def test_curve_reading_says_what_the_sliding_baseline_is_and_never_minus_zero():
+    losses = np.r_[np.full(128, 3.9), np.full(60, 4.3)].astype(np.float32)
+    curve = lengths.LossCurve(losses=losses, rolling=losses, window=32, text_tokens=189, wall=None)
+    said = lengths.curve_reading(curve, train_length=128, baseline=losses + np.float32(0.001))
+    assert "each read with only the 127 tokens before it (a sliding 128-token window" in said
+    assert "fresh" not in said and "-0.00" not in said and "changes their loss by **0.00**" in said
+
+
+@pytest.mark.skipif("rope" not in checkpoints.available(), reason="the shipped rope model is not installed")
+def test_story_past_the_training_length_rope_against_the_sliding_window():
+    from lpos.corpus import story  # noqa: PLC0415
+
+    ids = encode(story())[:400]
+    model = checkpoints.load("rope")[0]
+    curve = lengths.loss_along_text(model, ids)
+    sliding = lengths.sliding_losses(model, ids, window=128)
+    said = lengths.curve_reading(curve, train_length=128, baseline=sliding)
+    change = float(re.search(r"changes their loss by \*\*([+-]?[0-9.]+)\*\*", said).group(1))
+    expected = np.nanmean(curve.losses[128:]) - np.nanmean(sliding[128:])
+    assert change == pytest.approx(expected, abs=0.006)
+
+
+def test_a_loss_worse_than_even_guessing_says_the_tokenizer_is_probably_wrong():
+    model = tiny("rope", vocab_size=512)
+    bad = lengths.LossCurve(losses=np.full(40, 11.5, np.float32), rolling=np.full(40, 11.5, np.float32), window=32,
+                            text_tokens=41, wall=None)
+    said = lengths.wrong_tokenizer_sentence(bad, model, source="llama2.c model.bin, version 1")
+    assert "11.50, is worse than guessing evenly over its 512 tokens (ln(512) ≈ 6.2)" in said
+    assert "tok512.model" in said and "tokenizer.model" in said
+    good = lengths.LossCurve(losses=np.full(40, 3.0, np.float32), rolling=np.full(40, 3.0, np.float32), window=32,
+                             text_tokens=41, wall=None)
+    assert lengths.wrong_tokenizer_sentence(good, model) == ""

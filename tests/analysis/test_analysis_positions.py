@@ -192,3 +192,34 @@ def test_queries_and_keys_rebuild_the_models_scores(tiny_model):
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (nh, T, T)
     weights = torch.softmax(scores.masked_fill(~torch.ones(4, 4, dtype=torch.bool).tril(), float("-inf")), dim=-1)
     np.testing.assert_allclose(weights.numpy(), attention.attention_maps(model, ids, layer=0), atol=1e-6)
+
+
+def test_table_caption_at_base_2_says_the_right_columns_go_round():
+    from lpos.analysis.sinusoids import table_sentence  # noqa: PLC0415
+
+    said = table_sentence(128, 128, base=2.0)
+    assert "thousands" not in said and "barely" not in said
+    assert "every 12.4, so from position 0 to 127 it goes round 10.2 times" in said
+    assert "barely changes" in table_sentence(128, 128, base=10000.0)
+    assert "mean of 16 rows by 4 columns" in table_sentence(4096, 1024) and "mean of" not in table_sentence(128, 128)
+    assert "mean of 4 columns" in table_sentence(128, 1024)
+    assert table_sentence(1, 8).startswith("One position, so one row.")
+
+
+def test_rope_sentence_says_the_ladder_holds_at_the_base_set_and_names_the_model_base():
+    from lpos.analysis.sinusoids import rope_sentence  # noqa: PLC0415
+
+    said = rope_sentence(128, 32, base=2.0, model_base=10000.0)
+    assert "at the base set here, those are the wavelengths of every 4th of these 64 pairs" in said
+    assert "this model's own RoPE base is 10,000, not the 2 set here" in said
+    assert "own RoPE base" not in rope_sentence(128, 32, base=10000.0, model_base=10000.0)
+    assert "own RoPE base" not in rope_sentence(128, 32, base=2.0)
+
+
+def test_never_seen_rows_can_turn_up_by_chance():
+    from lpos.analysis.similarity import search_sentence  # noqa: PLC0415
+    from lpos.tokenizer import GPT2  # noqa: PLC0415
+
+    said = search_sentence(GPT2, counted=True)
+    assert "so they can turn up by chance" in said and "the tokenizer's vocabulary" in said
+    assert "model's vocabulary" not in said and "by chance" not in search_sentence(GPT2, counted=False)

@@ -189,3 +189,27 @@ def test_attention_profile_figure_smooths_and_draws_even_attention_for_entropy()
     fig = attention_profile_figure({"rope": profile}, layer=1, measure="entropy", train_length=2, window=1)
     assert len(fig.data) == 2
     np.testing.assert_allclose(fig.data[1].y, np.log(np.arange(4) + 1))
+
+
+def test_profile_reading_gives_the_even_spread_and_whether_the_logit_rises():
+    import pandas as pd  # noqa: PLC0415
+
+    from lpos.analysis.stretch import profile_reading  # noqa: PLC0415
+
+    positions = np.arange(256)
+    frame = pd.DataFrame({"layer": 0, "position": positions, "max_logit": np.where(positions < 128, 4.80, 4.82),
+                          "entropy": np.log(positions + 1.0) - 0.9})
+    said = profile_reading({"none": frame}, layer=0, train_length=128)
+    even_in, even_past = np.log(positions[:128] + 1.0).mean(), np.log(positions[128:] + 1.0).mean()
+    assert f"against {even_in:.2f} → {even_past:.2f} for an even spread" in said
+    assert "(it hardly moves)" in said and said.count("0.90 nats more focused than even") == 2
+
+
+def test_shift_sentence_says_a_table_cannot_hold_a_long_text_even_at_offset_0():
+    from lpos.analysis.stretch import shift_sentence  # noqa: PLC0415
+
+    said = shift_sentence([("learned", None), ("rope", 1e-6)], tokens=140, offset=1, table_rows={"learned": 128, "rope": None})
+    assert "learned cannot hold your sentence even at offset 0: learned's table has 128 rows" in said
+    assert "shifted this far" not in said
+    short = shift_sentence([("learned", None)], tokens=100, offset=64, table_rows={"learned": 128})
+    assert "learned cannot be shifted this far" in short

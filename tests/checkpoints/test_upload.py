@@ -26,6 +26,7 @@ from test_checkpoints import SeedConfig, importable_from_trainer_module
 
 from lpos.corpus import story
 from lpos.checkpoints import CheckpointError, uploads
+from lpos.model import GPT, GPTConfig
 from lpos.tokenizer import GPT2, encode
 from lpos.ui import upload
 from lpos.ui.models import label, offered, shared_dir_files
@@ -391,7 +392,11 @@ class BoxFile(io.BytesIO):
 
     def __init__(self, name: str, data: bytes, *, file_id: str):
         super().__init__(data)
-        self.name, self.size, self.file_id = name, len(data), file_id
+        self.name, self.file_id = name, file_id
+
+    @property
+    def size(self) -> int:
+        return len(self.getvalue())  # 0 once the box's copy is dropped
 
 
 def test_streamlit_copy_of_the_bytes_is_dropped_once_read(monkeypatch):
@@ -504,11 +509,9 @@ def test_a_tokenizer_of_the_right_size_and_the_wrong_content_is_said_on_loading(
 
 
 def test_taking_the_refused_tokenizer_out_of_the_box_keeps_saying_the_model_waits(monkeypatch):
-    from test_truth_pass3 import _character_checkpoint
-
     monkeypatch.setattr(upload.st, "session_state", {})
-    data, _ = _character_checkpoint("".join(chr(c) for c in range(32, 97)))  # 65 characters
-    _, wrong = _character_checkpoint("".join(chr(c) for c in range(32, 112)))  # 80: more than its rows
+    data, _ = character_checkpoint("".join(chr(c) for c in range(32, 97)))  # 65 characters
+    _, wrong = character_checkpoint("".join(chr(c) for c in range(32, 112)))  # 80: more than its rows
     model, refused = BoxFile("ckpt.pt", data, file_id="m"), BoxFile("meta.pkl", wrong, file_id="w")
     upload.st.session_state["upload"] = [model, refused]
     upload._on_upload()
@@ -571,3 +574,38 @@ def test_reading_an_upload_needs_no_streamlit():
             "assert uploads.safe_name('../a b.pt') == 'a_b.pt'; assert 'streamlit' not in sys.modules")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def character_checkpoint(characters: str) -> tuple[bytes, bytes]:
+    """A nanoGPT ckpt.pt of a one-layer model over `characters` and its meta.pkl."""
+    import pickle  # noqa: PLC0415
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(n_embd=32, n_layer=1, n_head=2, block_size=32, vocab_size=len(characters)))
+    buffer = io.BytesIO()
+    torch.save({"model": model.state_dict(), "iter_num": 100,
+                "model_args": dict(n_layer=1, n_head=2, n_embd=32, block_size=32, bias=True,
+                                   vocab_size=len(characters), dropout=0.0)}, buffer)
+    meta = {"vocab_size": len(characters), "itos": dict(enumerate(characters)),
+            "stoi": {c: i for i, c in enumerate(characters)}}
+    return buffer.getvalue(), pickle.dumps(meta)
+
+
+def test_a_wrong_tokenizer_is_refused_and_the_model_waits_for_the_right_one():
+    import streamlit as st  # noqa: PLC0415
+
+    right = "".join(chr(c) for c in range(32, 97))  # 65 characters
+    data, meta = character_checkpoint(right)
+    _, wrong_meta = character_checkpoint("".join(chr(c) for c in range(32, 112)))  # 80: more than the rows
+    model, wrong = BoxFile("ckpt.pt", data, file_id="m"), BoxFile("meta.pkl", wrong_meta, file_id="w")
+    for key in list(st.session_state):
+        del st.session_state[key]
+    upload._load([model, wrong])
+    kind, message = st.session_state["upload_message"][:2]
+    assert kind == "error" and "ckpt.pt is kept: add the tokenizer it was trained with" in message
+    assert st.session_state["upload_needs_tokenizer"] == ["m"] and model.size and not wrong.size
+    good = BoxFile("meta.pkl", meta, file_id="r")
+    st.session_state.update(upload=[model, good], upload_seen={"m", "w"})
+    upload._on_upload()
+    assert st.session_state["upload_message"][0] == "success", st.session_state["upload_message"]
+    assert st.session_state["model"].startswith("upload:ckpt.pt@")

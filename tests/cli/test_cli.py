@@ -229,6 +229,16 @@ def test_convert_writes_the_lpos_format(tmp_path):
     assert_one_line_error(run_cli("convert", str(files[0][0]), "--out", str(tmp_path / "x.bin")), contains="must end in .pt")
 
 
+def test_cli_inspect_prints_no_column_of_none_for_rope(capsys):
+    from lpos.cli import main  # noqa: PLC0415
+
+    assert main(["inspect", "--scheme", "rope", "The dog"]) == 0
+    out = capsys.readouterr().out
+    assert "None" not in out and "position_norm" not in out and "no position rows to measure: RoPE" in out
+    assert main(["inspect", "--scheme", "learned", "The dog"]) == 0
+    assert "position_norm" in capsys.readouterr().out
+
+
 def test_without_a_command_every_command_is_listed_on_one_line(capsys):
     assert main([]) == 2
     lines = capsys.readouterr().out.splitlines()

@@ -90,3 +90,27 @@ def test_token_loss_figure_marks_the_training_length_for_a_long_curve():
     fig = token_loss_figure(curve, tokens=["x"] * 300, train_length=128, label="rope")
     assert [s.x0 for s in fig.layout.shapes] == [128]
     assert any("training length 128" in a.text for a in fig.layout.annotations)
+
+
+def test_shuffled_bars_keep_each_byte_piece_label():
+    from lpos.analysis.shuffle import ShuffleResult  # noqa: PLC0415
+    from lpos.figures.shuffle import attention_bars  # noqa: PLC0415
+
+    original = encode("猫 ヌ and the dog.")
+    shuffled = list(reversed(original[:-1])) + original[-1:]
+    n = len(original)
+    weights = np.full((1, n), 1.0 / n)
+    result = ShuffleResult("none", original, shuffled, 0.0, 0.0, weights, weights, None, None, 0.0)
+    before, after = (list(trace.text) for trace in attention_bars(result, head=0).data)
+    assert sorted(before) == sorted(after) and "‹8C of 猫›" in after and "‹8C of ヌ›" in after  # labels travel
+
+
+def test_the_float_error_note_sits_on_its_line():
+    import pandas as pd  # noqa: PLC0415
+
+    from lpos.analysis.shuffle import ORDER_BLIND_TOLERANCE  # noqa: PLC0415
+    from lpos.figures.shuffle import change_figure  # noqa: PLC0415
+
+    table = pd.DataFrame({"scheme": ["learned", "none"], "layer-1 attention output, max |change|": [0.3, 1e-8]})
+    notes = [a for a in change_figure(table).layout.annotations if "float error" in a.text]
+    assert len(notes) == 1 and notes[0].y == pytest.approx(np.log10(ORDER_BLIND_TOLERANCE))  # log10 units

@@ -40,3 +40,13 @@ def test_each_figure_draws_its_snapshot(line, index):
 def test_the_animation_has_a_frame_per_snapshot(line):
     played = position_map_animation(timeline.cosine_maps(line), line)
     assert [frame.name for frame in played.frames] == [str(s) for s in STEPS]
+
+
+def test_the_timeline_map_title_keeps_its_space_without_the_line_break():
+    from types import SimpleNamespace  # noqa: PLC0415
+
+    from lpos.figures.timeline import position_map_figure  # noqa: PLC0415
+
+    timeline = SimpleNamespace(steps=[0, 1100], position_kind="table")
+    title = position_map_figure(np.zeros((2, 4, 4)), timeline, 1).layout.title.text
+    assert title.replace("<br>", "").startswith("Step 1100: ") and ":cosine" not in title.replace("<br>", "")

@@ -136,3 +136,12 @@ def test_full_collections_run_at_most_once_a_period(monkeypatch):
     monkeypatch.setattr(collect, "_last", time.monotonic() - 3601)
     assert collect.collect_garbage() is True
     assert collect.collect_garbage() is False  # the next one waits an hour
+
+
+def test_scheme_box_holds_the_name_and_the_hint_is_shown_whole():
+    from conftest import app_test  # noqa: PLC0415
+    from lpos.positions import HINTS  # noqa: PLC0415
+
+    at = app_test(scheme="cope", model="untrained")
+    assert at.selectbox(key="scheme").format_func("learned") == "learned"  # no hint cut to "a trained table of posi"
+    assert HINTS["cope"] in [c.value for c in at.sidebar.caption]

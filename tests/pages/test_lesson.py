@@ -1,8 +1,13 @@
-"""The Lesson page: every step draws its figure for any sentence and scheme; the URL follows."""
+"""The Lesson page: every step draws its figure for any sentence and scheme; the URL follows; each step's
+sentences read the numbers they are written from."""
+import re
+
 import pytest
 
 from conftest import SCHEMES, app_test
+from lpos import checkpoints
 from lpos.lesson import STEPS
+from lpos.tokenizer import encode
 
 SENTENCES = ["The dog bit the man", "🦄 <script>alert(1)</script> the the banana"]
 
@@ -85,3 +90,72 @@ def test_presenter_figure_scales_every_explicit_font_and_keeps_the_original():
     assert (big.layout.font.size, big.data[0].textfont.size, big.layout.xaxis.tickfont.size,
             big.layout.annotations[0].font.size) == (18, 15, 16.5, 19.5)
     assert fig.layout.font.size is None and fig.data[0].textfont.size == 10  # the cached figure is untouched
+
+
+def loaded_model(key: str):
+    """A model as the app's loader gives it to a page: a shipped name, or the untrained model."""
+    from lpos.ui.models import UNTRAINED, LoadedModel, label, load_offered, untrained  # noqa: PLC0415
+
+    if key == UNTRAINED:
+        return LoadedModel(UNTRAINED, "untrained", untrained("learned"), {})
+    model, meta = load_offered(key)
+    return LoadedModel(key, label(key), model, meta)
+
+
+@pytest.mark.skipif("learned-32" not in checkpoints.available(), reason="learned-32 is not installed")
+def test_step_8_says_which_rows_never_trained_and_how_alike_the_rows_are():
+    from lpos.ui import lesson  # noqa: PLC0415
+
+    model = loaded_model("learned-32")
+    _, said = lesson.learned_band(model, model, [])
+    assert "rows 32–127 never received a gradient" in said and "mix 32 trained rows with 96 untrained ones" in said
+    near = float(re.search(r"mean cosine (-?[0-9.]+)", said).group(1))
+    far = float(re.search(r"rows 64 apart ([+-][0-9.]+)", said).group(1))
+    assert f"mean cosine {near:.2f} ({lesson._alike(near)})" in said and f"{far:+.2f} ({lesson._alike(far)})" in said
+    assert lesson._alike(0.22) == "a little alike" and lesson._alike(0.02) == "about unrelated"
+    assert "pointing away" not in lesson.STEPS[7].notice  # the fixed claim the numbers did not bear out
+    alone = float(re.search(r"rows 0–31 alone: mean cosine (-?[0-9.]+) at distance 1", said).group(1))
+    assert alone > near and f"({lesson._alike(alone)})." in said  # the trained rows' band, not diluted by the untrained
+
+
+def test_step_8_on_the_untrained_model_says_both_maps_are_random():
+    from lpos.ui import lesson  # noqa: PLC0415
+    from lpos.ui.models import UNTRAINED  # noqa: PLC0415
+
+    model = loaded_model(UNTRAINED)
+    assert not model.trained
+    _, said = lesson.learned_band(model, model, [])
+    assert said.startswith("This model is untrained") and "both maps are random rows" in said
+    assert "trained table" not in lesson.STEPS[7].notice
+
+
+def test_lesson_caption_and_notes_say_when_a_step_draws_the_presets():
+    from lpos.ui import lesson  # noqa: PLC0415
+    from lpos.ui.models import UNTRAINED  # noqa: PLC0415
+
+    caption = lesson.lesson_caption()
+    assert lesson.SHUFFLE_STEPS == (2, 10)
+    assert "Steps 2 and 10 set it against a shuffle of itself" in caption and "“The man bit the dog.”" in caption
+    model = loaded_model(UNTRAINED)
+    assert "sidebar sentence is empty" in lesson.stand_in_note(1, [], model)
+    assert "fewer than three tokens, so this step sets" in lesson.stand_in_note(2, encode("Hi there"), model)
+    assert "nothing to reorder" in lesson.stand_in_note(10, encode(" dog dog dog."), model)
+    assert lesson.stand_in_note(2, encode("The cat sat on the mat."), model) == ""
+    assert lesson.stand_in_note(3, encode("Hi there"), model) == "" and lesson.stand_in_note(4, [], model) == ""
+
+
+def test_lesson_step_7_says_steep_alibi_heads_lean_towards_recent_tokens_not_only_neighbours():
+    from lpos.lesson import STEPS  # noqa: PLC0415
+
+    step = next(s for s in STEPS if s.about == "bias")
+    assert "only at their neighbours" not in step.notice and "look only" not in step.notice
+    assert "leans hardest towards recent tokens" in step.notice
+
+
+def test_the_lesson_s_first_step_counts_one_token_in_the_singular():
+    from lpos.ui import lesson  # noqa: PLC0415
+    from lpos.ui.models import UNTRAINED  # noqa: PLC0415
+
+    model = loaded_model(UNTRAINED)
+    assert lesson.token_rows(model, model, encode("Hi"))[1] == "1 token, so 1 row looked up."
+    assert lesson.token_rows(model, model, encode("Hi there"))[1] == "2 tokens, so 2 rows looked up."

@@ -141,3 +141,14 @@ def test_faint_position_rows_are_said_with_their_share_of_the_scale():
     assert "reach only 11% of the scale's end" in note
     at = app_test(scheme="learned", model="learned")
     assert not [c.value for c in at.caption if "of the scale's end" in c.value]
+
+
+def test_left_out_characters_are_said_in_the_main_area(tmp_path, monkeypatch):
+    from conftest import app_test  # noqa: PLC0415
+    from test_courses import converted_character_model  # noqa: PLC0415
+
+    monkeypatch.setenv("LPOS_CHECKPOINT_DIR", str(converted_character_model(tmp_path)))
+    at = app_test(model="dir:chars.pt", scheme="learned", text="Speak, café!")
+    assert not at.exception, [e.value for e in at.exception]
+    main = [w.value for w in at.main.warning if "left out" in w.value]
+    assert len(main) == 1 and "“é”" in main[0], [w.value for w in at.warning]

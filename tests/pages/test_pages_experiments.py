@@ -1,6 +1,8 @@
 """AppTest runs of the two experiment pages, for every scheme, trained and untrained."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from conftest import SCHEMES, app_test, seeded_model
@@ -167,3 +169,18 @@ def test_extrapolation_cards_plot_only_models_of_one_training_length():
     assert "**learned-32** (trained on 32-token windows) is left out" in captions
     reading = " ".join(m.value for m in at.markdown)
     assert "(learned-32)" not in reading and "4.245" not in reading
+
+
+def test_order_blindness_table_is_short_and_its_top_5_folded():
+    from conftest import app_test  # noqa: PLC0415
+
+    at = app_test(page="pages/shuffle.py", scheme="rope", model="untrained")
+    assert not at.exception
+    short, top5 = at.table[1].value, at.table[2].value
+    assert list(short.columns) == ["next token, original order", "next token, shuffled", "same top-1",
+                                   "distribution moved (total variation)"]
+    assert all(" · " not in cell for cell in short["next token, original order"])  # one token a cell
+    assert all(re.fullmatch(r"\d\.\d{3}", cell) for cell in short["distribution moved (total variation)"])
+    assert all(cell.count(" · ") == 4 for cell in top5["top-5 next tokens, original order"])
+    assert all(re.fullmatch(r"\d\.\d{3}", cell) for cell in top5["distribution moved (total variation)"])
+    assert [e.label for e in at.expander if "top 5" in e.label] == ["The top 5 next tokens of each model, before and after"]

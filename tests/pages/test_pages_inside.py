@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from conftest import SCHEMES, app_test, seeded_model
+from test_lesson import loaded_model
 from lpos import checkpoints
 
 INSIDE = "pages/inside.py"
@@ -144,3 +146,56 @@ def test_the_lesson_step_on_the_leaking_mask_links_here():
     assert [link.proto.page for link in at.get("page_link")] == ["inside"]
     at = app_test(page="pages/lesson.py", step="9", model="untrained")
     assert not at.get("page_link")
+
+
+@pytest.mark.skipif("learned-32" not in checkpoints.available(), reason="learned-32 is not installed")
+def test_head_grid_says_a_short_window_model_is_measured_on_rows_it_never_trained():
+    import pandas as pd  # noqa: PLC0415
+
+    from lpos.analysis import heads  # noqa: PLC0415
+    from lpos.ui.heads import grid_captions  # noqa: PLC0415
+    from lpos.ui.inside import Text  # noqa: PLC0415
+
+    chosen = Text(parts=(("the built-in story", tuple(range(1000))),))
+    portraits = heads.HeadPortraits(table=pd.DataFrame(), profiles=np.zeros((1, 1, 129)), queries=7 * 127, window=128)
+    said = " ".join(grid_captions(loaded_model("learned-32"), chosen, portraits, layer=None))
+    assert "trained on windows of at most 32 tokens: in these 128-token windows the table rows it adds at " \
+           "positions 32–127 never trained" in said
+    assert "never trained" not in " ".join(grid_captions(loaded_model("learned"), chosen, portraits, layer=None))
+
+
+def test_inside_head_table_prints_three_digits_as_rounded():
+    import json  # noqa: PLC0415
+
+    from conftest import app_test  # noqa: PLC0415
+    from test_pages_inside import TABS, open_tab  # noqa: PLC0415
+
+    at = app_test(page="pages/inside.py", scheme="rope", model="untrained", timeout=300)
+    open_tab(at, TABS[1])
+    assert not at.exception
+    table = at.dataframe[0]
+    formats = {name: column["type_config"]["format"] for name, column in json.loads(table.proto.columns).items()
+               if "type_config" in column}
+    floats = [c for c in table.value.columns if table.value[c].dtype.kind == "f"]
+    assert floats and all(formats.get(c) == "%.3f" for c in floats)  # 0.038, never 0.0380
+
+
+def test_inside_probes_of_a_model_on_its_own_tokenizer_say_its_untrained_rows(tmp_path):
+    """The probe reading for an upload on its own tokenizer: a character model trained on windows of 16 of its 64 rows is
+    probed on 64-token windows; the reading says which rows never trained, as it does for learned-32."""
+    from test_courses import TEXT, converted_character_model  # noqa: PLC0415
+
+    from lpos import checkpoints  # noqa: PLC0415
+    from lpos.ui.caching import remember  # noqa: PLC0415
+    from lpos.ui.inside import Text  # noqa: PLC0415
+    from lpos.ui.models import LoadedModel  # noqa: PLC0415
+    from lpos.ui.probes import _own_probe_view  # noqa: PLC0415
+
+    model, meta = checkpoints.load(converted_character_model(tmp_path) / "chars.pt")
+    remember(model, "upload:chars.pt")
+    meta = {**meta, "train_args": {"max_length": 16}, "steps": 100}
+    loaded = LoadedModel("upload:chars.pt", "chars.pt (your upload)", model, meta)
+    assert not loaded.tokenizer.is_gpt2
+    ids = tuple(loaded.tokenizer.encode_known(TEXT * 12)[0])
+    reading = " ".join(_own_probe_view(loaded, Text((("text", ids),))).reading)
+    assert "trained on windows of at most 16 tokens" in reading and "positions 16–63 never trained" in reading

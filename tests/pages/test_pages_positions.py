@@ -2,11 +2,13 @@
 untrained, and the inputs a learner can throw at them."""
 import base64
 import json
+import re
 
 import numpy as np
 import pytest
 
 from conftest import SCHEMES, app_test
+from test_lesson import loaded_model
 from lpos import checkpoints
 from lpos.positions import REGISTRY, alibi_slopes
 
@@ -180,3 +182,80 @@ def test_a_choice_of_one_is_said_not_offered():
     assert any("Rows: **token rows** (rope adds no position rows)" in m.value for m in at.markdown)
     at = app_test(page="pages/similarity.py", scheme="learned", model="untrained")
     assert list(at.radio(key="sim_rows").options) == ["token rows", "token + position rows"]
+
+
+def test_sinusoids_page_at_base_2_says_what_the_table_does():
+    from conftest import app_test  # noqa: PLC0415
+
+    at = app_test(page="pages/sinusoids.py", scheme="rope", model="untrained")
+    at.number_input(key="sin_base").set_value(2.0).run()
+    assert not at.exception
+    captions = " ".join(c.value for c in at.caption)
+    assert "thousands of positions" not in captions and "goes round 10.2 times" in captions
+    assert "own RoPE base is 10,000, not the 2 set here" in captions
+
+
+def test_pca_sentence_at_four_rows_says_the_share_is_forced():
+    from lpos.analysis import similarity  # noqa: PLC0415
+    from lpos.ui.similarity import pca_sentence  # noqa: PLC0415
+
+    rows = np.random.default_rng(0).normal(size=(4, 16)).astype(np.float32)
+    said = pca_sentence(rows, similarity.pca(rows, components=3), scheme="learned", trained=True, limit=None)
+    assert "span at most 3 directions" in said and "by construction" in said and "explain 100%" not in said
+    many = np.random.default_rng(0).normal(size=(20, 16)).astype(np.float32)
+    assert "explain" in pca_sentence(many, similarity.pca(many, components=3), scheme="learned", trained=True, limit=None)
+
+
+def test_one_token_bias_map_says_it_is_one_cell():
+    from conftest import app_test  # noqa: PLC0415
+
+    at = app_test(page="pages/attention.py", scheme="alibi", model="untrained", text="Hi")
+    assert not at.exception
+    captions = " ".join(c.value for c in at.caption)
+    assert "One token, so one cell" in captions and "only itself to attend to" in captions
+    assert "The bias shifts weight towards recent tokens" not in captions
+
+
+def test_one_token_on_the_sinusoids_page_is_one_boxed_row():
+    from conftest import app_test  # noqa: PLC0415
+
+    at = app_test(page="pages/sinusoids.py", scheme="sinusoidal", model="untrained", text="Hi")
+    assert not at.exception
+    captions = " ".join(c.value for c in at.caption)
+    assert "Your sentence has 1 token: the boxed row 0 is the row added to its token row" in captions
+    assert "0–0" not in captions and "1 tokens" not in captions
+
+
+def test_one_token_bias_map_has_a_colour_bar_of_whole_units():
+    import json  # noqa: PLC0415
+
+    from conftest import app_test  # noqa: PLC0415
+
+    at = app_test(page="pages/attention.py", scheme="alibi", model="untrained", text="Hi")
+    assert not at.exception
+    spec = next(json.loads(c.proto.spec) for c in at.get("plotly_chart") if c.proto.id.endswith("ra_bias"))
+    heat = spec["data"][0]
+    assert (heat["zmin"], heat["zmax"]) == (-1.0, 0.0)  # not −1μ … 0 around a single 0
+
+
+def test_one_token_s_attention_is_not_said_to_spread_or_tilt():
+    from conftest import app_test  # noqa: PLC0415
+
+    at = app_test(page="pages/attention.py", scheme="alibi", model="untrained", text="Hi")
+    assert not at.exception
+    captions = " ".join(c.value for c in at.caption)
+    assert "tilted towards recent keys" not in captions and "One token attends only to itself." in captions
+    two = " ".join(c.value for c in app_test(page="pages/attention.py", scheme="alibi", model="untrained",
+                                             text="Hi there").caption)
+    assert "tilted towards recent keys by the bias" in two
+
+
+@pytest.mark.skipif("learned-32" not in checkpoints.available(), reason="learned-32 is not installed")
+def test_similarity_caption_gives_a_short_window_table_s_trained_rows_alone():
+    from lpos.ui.similarity import map_caption  # noqa: PLC0415
+
+    said = map_caption(loaded_model("learned-32"), 128)
+    mixed = float(re.search(r"mean cosine (-?[0-9.]+) at distance 1", said).group(1))
+    alone = float(re.search(r"rows 0–31 alone: mean cosine (-?[0-9.]+) at distance 1", said).group(1))
+    assert "mix the 32 trained rows with the 96 that never trained" in said and alone > mixed
+    assert "never trained" not in map_caption(loaded_model("learned"), 128)

@@ -162,3 +162,17 @@ def test_a_learners_model_is_scored_once_under_a_bar_that_names_each_method(tmp_
                 "rope, not rescaled (mine.pt)", "rope + Position Interpolation ×4 (mine.pt)",
                 "rope + NTK-aware ×4 (mine.pt)", "rope + YaRN ×4 (mine.pt)"], scored
     assert calls == {"chunk_losses": 4, "attention_profile": 4}, calls  # the second visit read them all
+
+
+@pytest.mark.skipif("rope" not in checkpoints.available(), reason="the shipped rope model is not installed")
+def test_stretch_page_says_what_it_rescales_and_what_it_leaves_off():
+    from conftest import app_test  # noqa: PLC0415
+
+    at = app_test(page="pages/stretch.py", scheme="rope", model="rope", timeout=300)
+    assert not at.exception
+    text = " ".join(m.value for m in at.markdown) + " ".join(c.value for c in at.caption)
+    assert "the model in the sidebar." in text and "pick another RoPE model in the sidebar to rescale it" not in text
+    learned = checkpoints.load("learned")[0].max_input_length if "learned" in checkpoints.available() else None
+    assert ("The learned model has no row past" in text) == (learned is not None)
+    options = [at.radio(key="stretch_factor").format_func(f) for f in (2, 4, 8)]
+    assert options[-1] == "×8 (1,024 tokens)" or "losses read to 1,024" in options[-1]

@@ -156,3 +156,20 @@ def test_round_trip(text):
 @given(st.text(max_size=40))
 def test_arbitrary_text_matches_the_independent_bpe(text):
     assert encode(text) == reference_encode(text)
+
+
+def test_byte_labels_take_no_space_along_and_keep_their_separators():
+    from lpos.tokenizer import token_strings, visible  # noqa: PLC0415
+
+    shown = [visible(t) for t in token_strings(encode("猫 ヌ and 🐶"))]
+    assert shown[:5] == ["‹E7 of 猫›", "‹8C of 猫›", "‹AB of 猫›", "␣‹E3 83 of ヌ›", "‹8C of ヌ›"]
+    assert "‹F0 9F of 🐶›" in shown[-3:] or any(s.endswith("‹F0 9F of 🐶›") for s in shown)
+
+
+def test_left_out_sentence_names_the_characters():
+    from lpos.vocab.characters import CharacterTokenizer  # noqa: PLC0415
+
+    tokenizer = CharacterTokenizer(list("abcdefghijklmnopqrstuvwxyz .\n"), source="meta.pkl")
+    text = "café né ok"
+    said = tokenizer.left_out_sentence(text)
+    assert tokenizer.left_out_sentence("ok") == "" and said == "2 characters of the sidebar text are not in characters of meta.pkl (29) and were left out: “é”."
