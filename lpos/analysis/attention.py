@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from lpos.model import GPT
-from lpos.positions import ALIBI, NO_POSITIONS, REGISTRY, alibi_bias, alibi_slopes, pair_frequencies, rope_rotate
+from lpos.positions import ALIBI, NO_POSITIONS, REGISTRY, alibi_bias, alibi_slopes, rope_rotate, scheme_info
 
 
 @dataclass(frozen=True)
@@ -108,16 +108,63 @@ def key_head_sentence(model: GPT, *, layer: int, head: int) -> str:
             f"compared with key head {model.transformer.h[layer].attn.key_head(head) + 1}.")
 
 
-def rope_angle_frame(head_dim: int, *, base: float = 10000.0) -> pd.DataFrame:
+def head_frequencies(head_dim: int, *, base: float = 10000.0, scheme: str = "rope") -> torch.Tensor:
+    """The angle (radians) each pair of a head of rotating `scheme` turns per position (head_dim/2,); 0 for a pair
+    that never turns."""
+    return scheme_info(scheme).head_frequencies(head_dim, None, base)
+
+
+def rope_angle_frame(head_dim: int, *, base: float = 10000.0, scheme: str = "rope") -> pd.DataFrame:
     """Per pair of a head's columns: the angle it turns per position (radians, degrees) and its
-    wavelength in positions."""
-    frequencies = pair_frequencies(head_dim, base).numpy()
+    wavelength in positions (inf for a pair that never turns)."""
+    frequencies = head_frequencies(head_dim, base=base, scheme=scheme).numpy()
+    with np.errstate(divide="ignore"):
+        wavelength = 2 * math.pi / frequencies
     return pd.DataFrame({"pair": np.arange(head_dim // 2), "radians": frequencies,
-                         "degrees": np.degrees(frequencies), "wavelength": 2 * math.pi / frequencies})
+                         "degrees": np.degrees(frequencies), "wavelength": wavelength})
 
 
-def rotating_pair(vector: torch.Tensor, *, pair: int, positions: int, base: float = 10000.0) -> pd.DataFrame:
-    """Columns (2 pair, 2 pair + 1) of `vector` (hs,) after RoPE at positions 0..positions-1.
+def rotation_map(model: GPT) -> pd.DataFrame:
+    """Per layer and pair of a head: the angle it turns per position (0 where it never turns, or the layer rotates
+    nothing). Rows (layer, pair, radians, rotates): the whole model's use of rotation at a glance."""
+    scheme, config = model.scheme, model.config
+    head_dim = config.n_embd // config.n_head
+    frequencies = scheme.head_frequencies(head_dim, None, config.rope_base).numpy()
+    rows = [{"layer": layer, "pair": pair, "rotates": scheme.rotates_layer(layer),
+             "radians": float(frequencies[pair]) if scheme.rotates_layer(layer) else 0.0}
+            for layer in range(config.n_layer) for pair in range(head_dim // 2)]
+    return pd.DataFrame(rows)
+
+
+def rotation_sentence(model: GPT) -> str:
+    """What this rotating model turns, from its scheme: how many of each head's pairs turn, which never do, and
+    which layers rotate nothing."""
+    scheme, config = model.scheme, model.config
+    head_dim = config.n_embd // config.n_head
+    frequencies = scheme.head_frequencies(head_dim, None, config.rope_base)
+    turning = int((frequencies > 0).sum())
+    pairs = head_dim // 2
+    if turning == pairs:
+        said = f"Every one of the {pairs} pairs of each head turns"
+    elif scheme.rotated_width(head_dim) < head_dim:
+        said = (f"Only the first {scheme.rotated_width(head_dim)} of each head's {head_dim} columns turn ({turning} "
+                f"pairs, with speeds spread over those columns alone); the other {pairs - turning} pairs never turn and "
+                "compare content alone")
+    else:
+        said = (f"{turning} of each head's {pairs} pairs turn, the fastest; the slowest {pairs - turning} have "
+                "frequency 0, never turn and compare content alone at any distance")
+    still = [layer + 1 for layer in range(config.n_layer) if not scheme.rotates_layer(layer)]
+    if still:
+        named = ", ".join(map(str, still))
+        said += (f". Layer{'s' if len(still) > 1 else ''} {named} rotate{'s' if len(still) == 1 else ''} nothing: "
+                 f"{'it has' if len(still) == 1 else 'they have'} no position at all and attend{'s' if len(still) == 1 else ''} "
+                 "by content alone")
+    return said + "."
+
+
+def rotating_pair(vector: torch.Tensor, *, pair: int, positions: int, base: float = 10000.0,
+                  scheme: str = "rope") -> pd.DataFrame:
+    """Columns (2 pair, 2 pair + 1) of `vector` (hs,) after `scheme`'s rotation at positions 0..positions-1.
 
     Columns: position, x, y, angle (radians turned). The length of the arrow never changes.
     """
@@ -125,16 +172,20 @@ def rotating_pair(vector: torch.Tensor, *, pair: int, positions: int, base: floa
     if not 0 <= pair < hs // 2:
         raise ValueError(f"pair {pair} is out of range; a head of {hs} columns has pairs 0 to {hs // 2 - 1}")
     steps = torch.arange(positions)
-    rotated = rope_rotate(vector.to(torch.float64).expand(positions, hs), steps, base)  # (positions, hs)
+    frequencies = head_frequencies(hs, base=base, scheme=scheme)  # (hs/2,)
+    rotated = rope_rotate(vector.to(torch.float64).expand(positions, hs), steps, frequencies=frequencies)  # (positions, hs)
     return pd.DataFrame({"position": steps.numpy(), "x": rotated[:, 2 * pair].numpy(),
-                         "y": rotated[:, 2 * pair + 1].numpy(),
-                         "angle": (steps * pair_frequencies(hs, base)[pair]).numpy()})
+                         "y": rotated[:, 2 * pair + 1].numpy(), "angle": (steps * frequencies[pair]).numpy()})
 
 
-def rope_step_sentence(pair: int, head_dim: int, *, base: float = 10000.0, steps: int = 8) -> str:
+def rope_step_sentence(pair: int, head_dim: int, *, base: float = 10000.0, steps: int = 8, scheme: str = "rope") -> str:
     """What the drawn arrow does: the angle pair `pair` turns per position, and, when the `steps` positions
-    drawn turn it less than 5° in all, that the turn is too small to see (pair 15 of 32 columns: 0.01° a step)."""
-    degrees = math.degrees(float(pair_frequencies(head_dim, base)[pair]))
+    drawn turn it less than 5° in all, that the turn is too small to see (pair 15 of 32 columns: 0.01° a step);
+    a pair that never turns says so."""
+    degrees = math.degrees(float(head_frequencies(head_dim, base=base, scheme=scheme)[pair]))
+    if degrees == 0:
+        return (f"Pair {pair} never turns in this scheme: the arrow stays where it is at every position, so these two "
+                "columns carry no position. Position is an angle in the pairs that turn, not an added row.")
     said = f"The arrow keeps its length and turns by the same angle per step, {degrees:.2g}° for pair {pair}"
     if degrees * (steps - 1) < 5:
         said += (f", {degrees * (steps - 1):.2g}° over the {steps} positions drawn: too little to see, so the "
@@ -143,31 +194,41 @@ def rope_step_sentence(pair: int, head_dim: int, *, base: float = 10000.0, steps
 
 
 def rope_query_sentence(*, rotates: bool, layer: int, head: int, pair: int, head_dim: int, base: float,
-                        steps: int) -> str:
+                        steps: int, scheme: str = "rope") -> str:
     """Whose query the arrow is (the model's own when it `rotates` its queries), and what it does (rope_step_sentence)."""
     return (("This token's query in " if rotates else "This model's query (it does not rotate it) in ")
             + f"layer {layer + 1}, head {head + 1}, before rotation, placed at positions 0, 1, 2, …\n"
-            + rope_step_sentence(pair, head_dim, base=base, steps=steps))
+            + rope_step_sentence(pair, head_dim, base=base, steps=steps, scheme=scheme))
 
 
-def rope_speed_sentence(head_dim: int, *, n_embd: int, base: float) -> str:
-    """How the speeds of a head's pairs step down: a geometric ladder over the head's columns, not the model's width."""
-    return (f"Each of the head's {head_dim // 2} pairs turns at its own speed: pair 0 one radian per position, "
-            f"the last almost not at all.\nA geometric ladder like the sinusoidal table's, but over the head's "
-            f"{head_dim} columns ({head_dim // 2} pairs, each {base ** (-2 / head_dim):.2f}× the speed of the one "
-            f"before), not the model's {n_embd}: RoPE rotates each head's q and k separately.")
+def rope_speed_sentence(head_dim: int, *, n_embd: int, base: float, scheme: str = "rope") -> str:
+    """How the speeds of a head's pairs step down: a geometric ladder over the columns that rotate, not the model's
+    width; pairs that never turn said apart."""
+    rotating = scheme_info(scheme)
+    rotated = rotating.rotated_width(head_dim)
+    turning = int((head_frequencies(head_dim, base=base, scheme=scheme) > 0).sum())
+    still = head_dim // 2 - turning
+    turning_word = f"{turning} pairs turns" if not still else f"{turning} turning pairs turns"
+    columns = f"{head_dim} columns" if rotated == head_dim else f"{rotated} rotated columns"
+    return (f"Each of the head's {turning_word} at its own speed: pair 0 one radian per position, the last almost not "
+            f"at all.\nA geometric ladder like the sinusoidal table's, but over the head's {columns} ({rotated // 2} "
+            f"pairs, each {base ** (-2 / rotated):.2f}× the speed of the one before), not the model's {n_embd}: RoPE "
+            "rotates each head's q and k separately."
+            + (f" The last {still} pair{'s' if still != 1 else ''} never turn{'s' if still == 1 else ''} (angle 0, "
+               "left off the log scale)." if still else ""))
 
 
 def offset_scores(query: torch.Tensor, key: torch.Tensor, *, offsets: list[int], length: int,
-                  base: float = 10000.0) -> pd.DataFrame:
+                  base: float = 10000.0, scheme: str = "rope") -> pd.DataFrame:
     """q·k after RoPE with the query at m and the key at n = m - offset, for every m that fits.
 
     Columns: offset, m, n, score. For each offset the score is the same number at every m.
     """
     hs = query.shape[-1]
     positions = torch.arange(length)
-    queries = rope_rotate(query.to(torch.float64).expand(length, hs), positions, base)  # (length, hs)
-    keys = rope_rotate(key.to(torch.float64).expand(length, hs), positions, base)  # (length, hs)
+    frequencies = head_frequencies(hs, base=base, scheme=scheme)  # (hs/2,)
+    queries = rope_rotate(query.to(torch.float64).expand(length, hs), positions, frequencies=frequencies)  # (length, hs)
+    keys = rope_rotate(key.to(torch.float64).expand(length, hs), positions, frequencies=frequencies)  # (length, hs)
     frames = []
     for offset in offsets:
         m = torch.arange(offset, length)

@@ -88,6 +88,25 @@ def rope_angle_figure(frame: pd.DataFrame) -> go.Figure:
     return finish(fig, title="RoPE: angle per position, pair by pair (fast pairs first)", height=340)
 
 
+def rotation_map_figure(frame: pd.DataFrame, *, label: str) -> go.Figure:
+    """One row per layer, one cell per pair of a head: the angle it turns per position (log colour), grey where it
+    never turns or the layer rotates nothing (rows: lpos.analysis.attention.rotation_map)."""
+    table = frame.pivot(index="layer", columns="pair", values="radians")
+    turning = table.to_numpy() > 0
+    z = np.where(turning, np.log10(np.where(turning, table.to_numpy(), 1.0)), np.nan)
+    said = np.where(turning, np.vectorize(lambda r: f"{r:.3g} rad per position")(table.to_numpy()), "never turns")
+    rows = [f"layer {layer + 1}" + ("" if frame[frame["layer"] == layer]["rotates"].iloc[0] else " (no position)")
+            for layer in table.index]
+    fig = go.Figure(go.Heatmap(
+        z=z, x=table.columns, y=rows, colorscale="Viridis", customdata=said, xgap=1, ygap=1,
+        colorbar=dict(title=dict(text="log10 radians per position", side="right"), thickness=12),
+        hovertemplate="%{y}, pair %{x}: %{customdata}<extra></extra>"))
+    fig.update_layout(plot_bgcolor="rgba(127,127,127,0.25)")  # a cell that never turns shows this grey
+    fig.update_xaxes(title_text="pair i (columns 2i, 2i+1 of each query and key head)", dtick=1)
+    fig.update_yaxes(autorange="reversed")
+    return finish(fig, title=f"{safe(label)}: which pairs turn, layer by layer (grey: never)", height=120 + 45 * len(rows))
+
+
 def offset_scores_figure(frame: pd.DataFrame) -> go.Figure:
     """q·k after rotation against the query position m, one line per fixed offset m − n: flat lines."""
     fig = go.Figure()

@@ -9,20 +9,18 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from lpos.figures.common import finish, safe
-from lpos.positions import REGISTRY
-from lpos.positions import ROPE_METHOD_NAMES
+from lpos.positions import REGISTRY, ROPE_METHODS
 
-METHOD_COLOURS = {"none": "#2ca02c", "pi": "#1f77b4", "ntk": "#9467bd", "yarn": "#d62728"}
 REGION_FILLS = {"left alone": "rgba(44,160,44,0.10)", "ramp": "rgba(255,187,0,0.14)",
-                "interpolated": "rgba(214,39,40,0.10)"}
+                "interpolated": "rgba(214,39,40,0.10)", "never turns": "rgba(127,127,127,0.12)"}
 
 
 def curve_style(name: str) -> dict:
     """Colour and dash of a loss curve named as lpos.analysis.stretch.curve_name names it."""
     if name in REGISTRY and not REGISTRY[name].shows("rotation"):  # a model beside the rotating one, for reference
         return dict(color=REGISTRY[name].colour, dash="dash")
-    method = next((m for m, title in ROPE_METHOD_NAMES.items() if title in name), "none")
-    return dict(color=METHOD_COLOURS[method], dash="solid")
+    method = next((m for m in ROPE_METHODS.values() if m.rescales and m.label in name), None)
+    return dict(color=(method or ROPE_METHODS["none"]).colour, dash="solid")
 
 
 def _training_line(fig: go.Figure, train_length: int, *, log_x: bool) -> None:
@@ -59,11 +57,12 @@ def wavelength_methods_figure(frame: pd.DataFrame, *, original_length: int, fact
         fig.add_vrect(x0=rows["pair"].min() - 0.5, x1=rows["pair"].max() + 0.5, fillcolor=REGION_FILLS[region],
                       line_width=0, layer="below", annotation_text=f"YaRN: {region}",
                       annotation_position="bottom left" if region == "left alone" else "top left")
-    for method, title in ROPE_METHOD_NAMES.items():
+    for method in ROPE_METHODS.values():
+        title = method.label if method.rescales else "as trained"
         fig.add_trace(go.Scatter(
-            x=frame["pair"], y=frame[method], mode="lines+markers", name=title if method != "none" else "as trained",
-            line=dict(color=METHOD_COLOURS[method], width=3 if method == "none" else 2,
-                      dash="solid" if method in ("none", "yarn") else "dot"),
+            x=frame["pair"], y=frame[method.name], mode="lines+markers", name=title,
+            line=dict(color=method.colour, width=2 if method.rescales else 3,
+                      dash="solid" if method.name in ("none", "yarn") else "dot"),
             customdata=np.stack([frame["turns"], frame["yarn_share"]], axis=-1),
             hovertemplate=f"{title}<br>pair %{{x}}: wavelength %{{y:,.1f}} positions<br>as trained: "
                           f"%{{customdata[0]:.2f}} turns in {original_length} tokens<br>YaRN interpolates "
@@ -76,12 +75,32 @@ def wavelength_methods_figure(frame: pd.DataFrame, *, original_length: int, fact
                       line=dict(color=colour, dash="dash" if colour == "black" else "dot"))
         fig.add_annotation(xref="x domain", x=1, y=math.log10(value), text=text, showarrow=False, xanchor="right",
                            yanchor="bottom", font=dict(color=colour))
-    values = frame[list(ROPE_METHOD_NAMES)].to_numpy()
-    fig.update_yaxes(range=[math.log10(values.min()) - 0.2, math.log10(max(values.max(), target)) + 0.3])
+    values = frame[list(ROPE_METHODS)].to_numpy()
+    fig.update_yaxes(range=[math.log10(np.nanmin(values)) - 0.2, math.log10(max(np.nanmax(values), target)) + 0.3])
     fig.update_xaxes(title_text="pair i (columns 2i, 2i+1 of each query and key head)", dtick=1)
     fig.update_yaxes(title_text="wavelength (positions per full turn, log scale)", type="log")
     fig.update_layout(legend=dict(orientation="h", y=-0.25))
     return finish(fig, title=f"Which pairs turn fully inside the {original_length}-token window", height=460)
+
+
+def division_figure(frame: pd.DataFrame, *, factor: float) -> go.Figure:
+    """One row per method, one cell per pair: how far the method divides that pair's frequency, from 0 (left as
+    trained, white) to 1 (divided by the full factor), grey where a pair never turns
+    (rows: lpos.analysis.stretch.division_frame)."""
+    table = frame.pivot(index="label", columns="pair", values="share").reindex(frame["label"].unique())
+    text = [["never turns" if np.isnan(v) else f"{v:.2f}" for v in row] for row in table.to_numpy()]
+    fig = go.Figure(go.Heatmap(
+        z=table.to_numpy(), x=table.columns, y=table.index, zmin=0, zmax=1, colorscale="Reds",
+        colorbar=dict(title=dict(text="share of the factor", side="right"), thickness=12),
+        customdata=text, hovertemplate="%{y}, pair %{x}: %{customdata}<extra></extra>", xgap=1, ygap=1))
+    never = np.isnan(table.to_numpy()).all(axis=0)
+    if never.any():
+        fig.add_vrect(x0=float(table.columns[never].min()) - 0.5, x1=float(table.columns[never].max()) + 0.5,
+                      fillcolor=REGION_FILLS["never turns"], line_width=0, layer="below",
+                      annotation_text="never turn", annotation_position="top left")
+    fig.update_xaxes(title_text="pair i (columns 2i, 2i+1 of each query and key head)", dtick=1)
+    fig.update_yaxes(autorange="reversed")
+    return finish(fig, title=f"Which pairs each method leaves (0), divides by ×{factor:g} (1) or blends", height=300)
 
 
 def attention_profile_figure(profiles: dict[str, pd.DataFrame], *, layer: int, measure: str, train_length: int,

@@ -17,7 +17,7 @@ from lpos.analysis import attention
 from lpos.analysis.attention import key_head_sentence, rope_query_sentence, rope_speed_sentence, rotating_pair
 from lpos.analysis.biases import has_fixed_bias
 from lpos.analysis.heads import head_sentence
-from lpos.figures.attention import matrix_panels, offset_scores_figure, rope_arrow_figure
+from lpos.figures.attention import matrix_panels, offset_scores_figure, rope_arrow_figure, rotation_map_figure
 from lpos.figures.export import Recipe, Ref, step
 from lpos.model import GPT
 from lpos.ui.biases import alibi_section, bias_curves_section, own_bias_section
@@ -61,18 +61,26 @@ def query_and_key(model: GPT, ids: list[int], *, layer: int, head: int, position
     return torch.from_numpy(q), torch.from_numpy(k)
 
 
-def offset_scores_view(query: torch.Tensor, key: torch.Tensor, *, offsets: list[int], length: int) -> tuple[go.Figure, float]:
+def offset_scores_view(query: torch.Tensor, key: torch.Tensor, *, offsets: list[int], length: int,
+                       scheme: str = "rope") -> tuple[go.Figure, float]:
     """The query at m against the key at m − offset after rotation, for every m: the figure and the
     largest change of a score along one of its lines (float rounding: only m − n counts)."""
-    frame = attention.offset_scores(query, key, offsets=offsets, length=length)
+    frame = attention.offset_scores(query, key, offsets=offsets, length=length, scheme=scheme)
     spread = frame.groupby("offset")["score"].agg(lambda s: s.max() - s.min()).max()
     return offset_scores_figure(frame), float(spread)
 
 
-def rope_angles_chart(head_dim: int, *, base: float = 10000.0) -> Recipe:
+def rope_angles_chart(head_dim: int, *, base: float = 10000.0, scheme: str = "rope") -> Recipe:
     """The angle each pair of a head turns per position, as a recipe (lpos.figures.export)."""
-    return Recipe((step("angles", "lpos.analysis.attention.rope_angle_frame", head_dim, base=base),
+    return Recipe((step("angles", "lpos.analysis.attention.rope_angle_frame", head_dim, base=base, scheme=scheme),
                    step("fig", "lpos.figures.attention.rope_angle_figure", Ref("angles"))))
+
+
+def rotation_map_section(loaded: LoadedModel) -> None:
+    """Which pairs of a head turn in which layer, for a model that rotates, and the sentence that says it."""
+    chart(rotation_map_figure(attention.rotation_map(loaded.model), label=loaded.label), name="attention-rotation-map",
+          model=loaded, key="ra_rotation_map")
+    st.caption(attention.rotation_sentence(loaded.model))
 
 
 @st.fragment
@@ -87,18 +95,24 @@ def rope_section(loaded: LoadedModel, ids: list[int], tokens: list[str], *, own:
     position = a.selectbox("Token", range(len(ids)), format_func=lambda p: f"{p}: {tokens[p]}", key=f"ra_token_{len(ids)}")
     pair = b.slider("Column pair of the head", 0, head_dim // 2 - 1, 0, key=f"ra_pair_{head_dim}")
     steps = c.slider("Positions to draw", 2, 32, 8, key="ra_steps")
+    scheme = model.config.position if own else "rope"  # what turns: this model's rotation, or plain RoPE's
+    if own and not model.scheme.rotates_layer(layer):
+        st.info(f"Layer {layer + 1} of this model rotates nothing: its queries and keys carry no position, so the "
+                "arrow below would stand still. Pick another layer to see its rotation.", icon=":material/info:")
+        return
     query, key = query_and_key(model, ids, layer=layer, head=head, position=position)
-    chart(rope_arrow_figure(rotating_pair(query, pair=pair, positions=steps, base=config.rope_base), pair=pair,
-                            token=tokens[position]), name="attention-rope-arrow", model=loaded, key="ra_arrow")
+    chart(rope_arrow_figure(rotating_pair(query, pair=pair, positions=steps, base=config.rope_base, scheme=scheme),
+                            pair=pair, token=tokens[position]), name="attention-rope-arrow", model=loaded, key="ra_arrow")
     st.caption(rope_query_sentence(rotates=own, layer=layer, head=head, pair=pair, head_dim=head_dim,
-                                   base=config.rope_base, steps=steps))
+                                   base=config.rope_base, steps=steps, scheme=scheme))
     if grouped := key_head_sentence(model, layer=layer, head=head):  # grouped-query attention (Llama)
         st.caption(grouped)
-    chart(rope_angles_chart(head_dim, base=config.rope_base), name="attention-rope-angles", model=loaded, key="ra_angles")
-    st.caption(rope_speed_sentence(head_dim, n_embd=config.n_embd, base=config.rope_base))
+    chart(rope_angles_chart(head_dim, base=config.rope_base, scheme=scheme), name="attention-rope-angles", model=loaded,
+          key="ra_angles")
+    st.caption(rope_speed_sentence(head_dim, n_embd=config.n_embd, base=config.rope_base, scheme=scheme))
     length = max(len(ids), 64)
     offsets = [offset for offset in (0, 1, 4, 16) if offset < length]
-    flat, _ = offset_scores_view(query, key, offsets=offsets, length=length)
+    flat, _ = offset_scores_view(query, key, offsets=offsets, length=length, scheme=scheme)
     chart(flat, name="attention-offset-scores", model=loaded, key="ra_flat")
     st.caption("The token's query at position m against its own key at n = m − offset, after rotation.\n"
                "Every line is flat: moving both by the same amount changes nothing, only m − n counts.")
@@ -127,6 +141,7 @@ def own_scheme(loaded: LoadedModel, ids: list[int], tokens: list[str], *, layer:
     scheme = loaded.model.scheme
     if scheme.shows("rotation"):
         st.header(f"{scheme.label} in this model")
+        rotation_map_section(loaded)
         rope_section(loaded, ids, tokens, own=True, layer=layer, head=head)
     if scheme.shows("bias"):
         st.header(f"{scheme.label} in this model")

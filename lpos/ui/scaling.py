@@ -154,15 +154,24 @@ def loss_view(rope: LoadedModel, factor: int, *, text: str) -> tuple[go.Figure, 
     return _loss_view(rope, tuple(checkpoints.available()), float(factor), text)
 
 
-def wavelength_view(head: int, *, factor: int, train_length: int, base: float) -> tuple[Recipe, str]:
-    """Section 2: each pair's wavelength under every method at RoPE base `base`, as a recipe
-    (lpos.figures.export), and YaRN's regions in words."""
-    waves = stretch.wavelength_frame(head, base, factor=factor, original_length=train_length)
+def wavelength_view(head: int, *, factor: int, train_length: int, base: float, scheme: str) -> tuple[Recipe, str]:
+    """Section 2: each pair's wavelength under every method at RoPE base `base` for a head of the rotating `scheme`,
+    as a recipe (lpos.figures.export), and YaRN's regions in words."""
+    waves = stretch.wavelength_frame(head, base, factor=factor, original_length=train_length, scheme=scheme)
     return (Recipe((step("waves", "lpos.analysis.stretch.wavelength_frame", head, base, factor=factor,
-                         original_length=train_length),
+                         original_length=train_length, scheme=scheme),
                     step("fig", "lpos.figures.stretch.wavelength_methods_figure", Ref("waves"),
                          original_length=train_length, factor=factor))),
             stretch.wavelength_reading(waves, original_length=train_length, factor=factor))
+
+
+def division_view(head: int, *, factor: int, train_length: int, base: float, scheme: str) -> tuple[Recipe, str]:
+    """Section 2's second figure: which pairs each method leaves, divides or blends, as a recipe, and in words."""
+    frame = stretch.division_frame(head, base, factor=factor, original_length=train_length, scheme=scheme)
+    return (Recipe((step("shares", "lpos.analysis.stretch.division_frame", head, base, factor=factor,
+                         original_length=train_length, scheme=scheme),
+                    step("fig", "lpos.figures.stretch.division_figure", Ref("shares"), factor=factor))),
+            stretch.division_reading(frame, factor=factor))
 
 
 def attention_profiles(rope: LoadedModel, factor: float) -> dict[str, pd.DataFrame]:
@@ -266,10 +275,16 @@ def wavelengths(rope: LoadedModel, factor: int, train_length: int) -> None:
     config = rope.model.config
     st.subheader("2. Which pairs turn fully inside the training window")
     head = config.n_embd // config.n_head
-    recipe, reading = wavelength_view(head, factor=factor, train_length=train_length, base=config.rope_base)
+    recipe, reading = wavelength_view(head, factor=factor, train_length=train_length, base=config.rope_base,
+                                      scheme=config.position)
     chart(recipe, name="stretch-wavelengths", model=rope, key="stretch_wavelengths")
     st.markdown(reading)
-    st.caption(stretch.pairs_sentence(head, train_length=train_length, base=config.rope_base))
+    st.caption(stretch.pairs_sentence(head, train_length=train_length, base=config.rope_base, scheme=config.position,
+                                      layers=config.n_layer))
+    recipe, reading = division_view(head, factor=factor, train_length=train_length, base=config.rope_base,
+                                    scheme=config.position)
+    chart(recipe, name="stretch-division", model=rope, key="stretch_division")
+    st.markdown(reading)
     st.page_link("pages/sinusoids.py", label="The same wavelengths for the sinusoidal table", icon=":material/waves:")
 
 

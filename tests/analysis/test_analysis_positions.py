@@ -185,6 +185,36 @@ def test_rotating_pair_keeps_length_and_turns_by_the_pair_frequency():
     assert angles["radians"].iloc[0] == 1.0 and angles["wavelength"].iloc[0] == pytest.approx(2 * math.pi)
 
 
+@pytest.mark.parametrize("scheme,turning,rotated", [("rope", 16, 32), ("rope-partial", 4, 8), ("p-rope", 12, 32)])
+def test_rope_angle_frame_of_each_rotating_scheme(scheme, turning, rotated):
+    angles = attention.rope_angle_frame(32, scheme=scheme)
+    expected = np.zeros(16)
+    expected[:turning] = 10000.0 ** (-np.arange(turning) * 2 / rotated)  # speeds over the rotated columns only
+    np.testing.assert_allclose(angles["radians"], expected, rtol=1e-12)
+    assert np.isinf(angles["wavelength"][turning:]).all()
+    frame = attention.rotating_pair(torch.tensor([1.0, 0.0] * 16), pair=15, positions=4, scheme=scheme)
+    still = turning < 16
+    assert (frame["x"] == 1.0).all() == still  # a pair that never turns stays put
+    assert ("never turns" in attention.rope_step_sentence(15, 32, scheme=scheme)) == still
+
+
+@pytest.mark.parametrize("scheme", ["rope", "rope-partial", "p-rope", "rnope"])
+def test_rotation_map_and_its_sentence_follow_the_models_own_rotation(tiny_model, scheme):
+    model = tiny_model(scheme, n_layer=4, n_embd=64)
+    frame = attention.rotation_map(model)
+    hs = model.config.n_embd // model.config.n_head
+    assert len(frame) == model.config.n_layer * hs // 2
+    q = torch.randn(1, model.config.n_head, 3, hs)
+    for layer, rows in frame.groupby("layer"):
+        attn = model.transformer.h[layer].attn
+        turned, _ = model.scheme.rotate(attn, q, q, torch.arange(3))
+        moved = (turned - q).abs().amax(dim=(0, 1, 2)).reshape(hs // 2, 2).amax(-1)  # (hs/2,): 0 where a pair stays
+        assert ((moved > 0).numpy() == (rows["radians"] > 0).to_numpy()).all(), (scheme, layer)
+    said = attention.rotation_sentence(model)
+    assert ("rotates nothing" in said) == (scheme == "rnope")
+    assert ("never turn" in said) == (scheme in ("rope-partial", "p-rope"))
+
+
 def test_queries_and_keys_rebuild_the_models_scores(tiny_model):
     model = tiny_model("rope")
     ids = [1, 2, 3, 4]
@@ -223,3 +253,44 @@ def test_never_seen_rows_can_turn_up_by_chance():
     said = search_sentence(GPT2, counted=True)
     assert "so they can turn up by chance" in said and "the tokenizer's vocabulary" in said
     assert "model's vocabulary" not in said and "by chance" not in search_sentence(GPT2, counted=False)
+
+
+def test_random_neighbour_distance_is_the_mean_distance_of_any_other_row():
+    for rows in (2, 20, 128):
+        pairs = [abs(i - j) for i in range(rows) for j in range(rows) if i != j]
+        assert similarity.random_neighbour_distance(rows) == pytest.approx(np.mean(pairs))
+    # and random rows do land there, at the slider's number of rows
+    generator = np.random.default_rng(0)
+    measured = np.mean([similarity.mean_neighbour_distance(generator.standard_normal((20, 64))) for _ in range(20)])
+    assert measured == pytest.approx(7.0, abs=0.6)
+
+
+def test_neighbour_sentence_at_20_rows_names_those_rows_and_their_random_figure():
+    text = similarity.neighbour_sentence(3.8, 20)
+    assert "among positions 0–19" in text and "3.8 positions away" in text and "(about 7 for random rows)" in text
+    assert "42" not in text and "whole table" not in text
+    assert "(about 43 for random rows)" in similarity.neighbour_sentence(4.0, 128)
+    assert "says nothing here" in similarity.neighbour_sentence(1.0, 2)  # two rows: one neighbour each
+
+
+def test_sinusoid_sentences_are_computed_for_the_width_shown():
+    """The slowest wavelength is 2π·base^((w−2)/w), not "about 2π·base": 87% of it at width 128, 10% at 8;
+    pair 31 has turned 84° by position 127, not "barely started"; RoPE's 32-column heads use every 4th of
+    the 128-column table's 64 wavelengths, not "the same wavelengths"."""
+    import math
+
+    from lpos.analysis.sinusoids import (bands_sentence, base_help, rope_sentence, slowest_wavelength,
+                                         wavelength_frame)
+    from lpos.figures.sinusoids import wavelength_figure
+
+    for width in (8, 128):
+        assert slowest_wavelength(width) == pytest.approx(float(wavelength_frame(width)["wavelength"].iloc[-1]), rel=1e-5)
+    assert "54,410 positions, 87% of 2π·base" in base_help(128, base=10000.0)
+    assert "6,283 positions, 10% of 2π·base" in base_help(8, base=10000.0)
+    assert "from 2π to 6,283 (10% of 2π·base)" in wavelength_figure(wavelength_frame(8), base=10000.0).layout.title.text
+    assert bands_sentence(128, 128, pairs=[0, 8, 16, 31]) == \
+        "From position 0 to 127, pair 0 goes round 20.2 times and pair 31 turns 84°."
+    assert math.degrees(127 * 10000 ** (-62 / 128)) == pytest.approx(84, abs=0.5)
+    assert "every 4th of these 64 pairs" in rope_sentence(128, 32)
+    assert "exactly these wavelengths" in rope_sentence(32, 32)
+    assert "not this table's 20" in rope_sentence(40, 32)
