@@ -12,7 +12,7 @@ their logs are in the run folder (--dir, default /tmp/lpos-hall); `stop` ends th
 ids recorded there. Students open http://127.0.0.1:8500 (or the proxy's address on your network:
 edit the `bind` line of deploy/haproxy.cfg).
 
-tests/deploy/test_deploy.py and tests/load/lecture_hall.py use the Hall class.
+tests/deploy/test_deploy.py and load/lecture_hall.py use the Hall class.
 """
 from __future__ import annotations
 

@@ -91,6 +91,11 @@ def page_named(name: str) -> Page:
     raise ValueError(f"unknown page {name!r}; choose one of {sorted(p.name for p in PAGES)}")
 
 
+def url_paths() -> dict[str, str]:
+    """{name: URL path} of every page, in the menu's order (the default page's path is "")."""
+    return {page.name: page.url_path for page in PAGES}
+
+
 def default_page() -> Page:
     """The page served at the app's root URL."""
     return next(page for page in PAGES if page.default)

@@ -1,22 +1,18 @@
 """Shared fixtures: seeded untrained models, AppTest runs, and the real app in headless Chromium."""
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import socket
-import subprocess
 import sys
-import time
 import urllib.parse
-import urllib.request
 from pathlib import Path
 
 import pytest
 import torch
 
 import lpos.positions
-from lpos.bench import CHROMIUM, CHROMIUM_ARGS  # one place for the browser and its flags
+from lpos.pages import PAGES
+# the one browser harness; CHARTS and free_port are for the tests that import them from here
+from lpos.bench.browser import CHARTS, Server, Tab, check_browser, chromium, free_port, tab_of  # noqa: F401
 from lpos.corpus import data_dir
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -124,57 +120,25 @@ def app_test(*, page: str | None = None, timeout: float = 120, **query):
     return at
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class RunningApp:
-    def __init__(self, process: subprocess.Popen, url: str, log: Path):
-        self.process, self.url, self.log = process, url, log
-
-
-def start_app(tmp_path: Path, env: dict | None = None) -> RunningApp:
-    """`streamlit run app.py` on a free local port; waits until it answers its health check."""
-    port = free_port()
-    log = tmp_path / "streamlit.log"
-    command = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless=true",
-               f"--server.port={port}", "--server.address=127.0.0.1", "--browser.gatherUsageStats=false",
-               "--server.fileWatcherType=none"]
-    process = subprocess.Popen(command, cwd=ROOT, stdout=log.open("w"), stderr=subprocess.STDOUT,
-                               env={**os.environ, **(env or {})})
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 90
-    while time.time() < deadline:
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                if response.status == 200:
-                    return RunningApp(process, url, log)
-        except OSError:
-            time.sleep(0.5)
-    process.kill()
-    raise RuntimeError(f"streamlit did not start: {log.read_text()[-2000:]}")
+def start_app(tmp_path: Path, env: dict | None = None) -> Server:
+    """`streamlit run app.py` on a free loopback port, answering its health check; its log in tmp_path."""
+    return Server(log=tmp_path / "streamlit.log", env=env, timeout=90)
 
 
 @pytest.fixture(scope="module")
 def running_app(tmp_path_factory):
-    app = start_app(tmp_path_factory.mktemp("app"))
-    yield app
-    app.process.terminate()
-    app.process.wait(timeout=20)
+    with start_app(tmp_path_factory.mktemp("app")) as app:
+        yield app
 
 
 @pytest.fixture(scope="module")
 def browser():
-    if not Path(CHROMIUM).exists() and not shutil.which("chromium"):
-        pytest.fail(f"Chromium not found at {CHROMIUM}: install Debian's package (apt-get install -y chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    try:
+        check_browser()
+    except RuntimeError as error:
+        pytest.fail(str(error))
+    with chromium() as browser:
         yield browser
-        browser.close()
 
 
 # Streamlit's frontend, opened on a page's own URL (/lesson), first probes /lesson/_stcore/health
@@ -182,84 +146,31 @@ def browser():
 STREAMLIT_PATH_PROBE = re.compile(r"/[^/?]+/_stcore/(health|host-config)")
 
 
-# Streamlit's own signal that a run is over: the stApp element's data-test-script-state goes from
-# "running" to "notRunning" (a fragment's run too). Counted from the first script of every document,
-# so a run that finishes before a test starts waiting is still seen.
-RUN_WATCH = """(() => {
-  window.__lposRuns = 0;
-  window.__lposMessages = 0;
-  window.__lposLastMessage = 0;
-  const Socket = window.WebSocket;  // count the server's messages: a run that React drew in one batch
-  window.WebSocket = function (...args) {  // (running and notRunning at once) still shows as traffic
-    const socket = new Socket(...args);
-    socket.addEventListener('message', () => { window.__lposMessages += 1; window.__lposLastMessage = performance.now(); });
-    return socket;
-  };
-  window.WebSocket.prototype = Socket.prototype;
-  Object.assign(window.WebSocket, {CONNECTING: 0, OPEN: 1, CLOSING: 2, CLOSED: 3});
-  new MutationObserver(changes => {
-    for (const change of changes) {
-      const state = change.target.getAttribute('data-test-script-state');
-      if (state === 'notRunning' && change.oldValue !== 'notRunning') window.__lposRuns += 1;
-    }
-  }).observe(document, {subtree: true, attributes: true, attributeOldValue: true,
-                        attributeFilter: ['data-test-script-state']});
-})()"""
-# Drawn: the run is over, no element is a placeholder for code still loading (the chart component is
-# loaded on first use, shown as a skeleton meanwhile), and every chart has written its title, the
-# last thing Plotly draws, after the (at times asynchronous) heatmap images. Every lpos figure has a
-# title (lpos.figures.common.finish). A chart updated in place (lpos.ui.plotly_react, the app's only
-# component) is also done drawing the figure it was last sent.
-# A chart on the page: st.plotly_chart's element, or the div of a chart updated in place (lpos.ui.plotly_react).
-CHARTS = "[data-testid='stPlotlyChart'], .lpos-plotly"
-SETTLED = """() => document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state') === 'notRunning'
-  && !document.querySelector('[data-testid="stSkeleton"], [data-stale="true"], .lpos-plotly[data-drawing]')
-  && [...document.querySelectorAll('[data-testid="stPlotlyChart"], [data-testid="stBidiComponentRegular"]')]
-    .every(c => c.querySelector('.main-svg .gtitle'))"""
-
-
-def new_page(browser):
-    """A page in a fresh browser context (its own session) that counts finished script runs."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    context.add_init_script(RUN_WATCH)
-    return context.new_page()
+# The harness's waits for tests, with Playwright's millisecond timeouts: each takes a Playwright page, watched
+# by the harness's Tab (lpos.bench.browser) from before it opens the app.
+def new_page(browser, *, viewport: dict | None = None):
+    """A page in a fresh browser context (its own session), watched by the harness."""
+    return Tab(browser, viewport=viewport).page
 
 
 def finished_runs(page) -> int:
-    return page.evaluate("() => window.__lposRuns || 0")
-
-
-# The run an action started is over: Streamlit's state went running -> notRunning, or (when React drew
-# both states in one batch, so the attribute never changed) the server sent messages after the action,
-# the state is notRunning and the server has been silent for 0.5 s.
-RUN_OVER = """([runs, messages]) => window.__lposRuns > runs || (window.__lposMessages > messages
-  && document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state') === 'notRunning'
-  && performance.now() - window.__lposLastMessage > 500)"""
+    return tab_of(page).finished
 
 
 def run_and_wait(page, action, *, timeout: float = 90_000) -> None:
-    """Do `action()` (a click, a key press), then wait until the run it
-    started has finished and every Plotly chart on the page has drawn its SVG."""
-    before = page.evaluate("() => [window.__lposRuns || 0, window.__lposMessages || 0]")
-    action()
-    try:
-        page.wait_for_function(RUN_OVER, arg=before, timeout=timeout)
-    except Exception as error:  # say what the page was doing, for the next person reading a CI log
-        state = page.evaluate("""() => ({state: document.querySelector('[data-testid="stApp"]')
-          ?.getAttribute('data-test-script-state'), runs: window.__lposRuns, messages: window.__lposMessages,
-          silentMs: performance.now() - window.__lposLastMessage})""")
-        raise AssertionError(f"no run finished after the action (before: {before}, now: {state}, {page.url})") from error
-    page.wait_for_function(SETTLED, timeout=timeout)
+    """Do `action()` (a click, a key press), then wait until the run it started has finished and the page is drawn."""
+    tab_of(page).act(lambda: None, action, timeout=timeout / 1000)
 
 
 def open_url(page, url: str, *, timeout: float = 90_000) -> None:
-    """Open `url` and wait for its first run through app.py to finish (a new document counts from 0).
-    The sidebar's sentence box says app.py ran: a fresh server's first request for a page's own URL
-    first runs that page alone, which reruns at once through app.py (lpos.ui.selection.selection)."""
-    page.goto(url)
-    page.wait_for_function("() => window.__lposRuns > 0 && document.querySelector('[data-testid=\"stSidebar\"] textarea')",
-                           timeout=timeout)
-    page.wait_for_function(SETTLED, timeout=timeout)
+    """Open `url` and wait until its first run through app.py is drawn."""
+    tab_of(page).open(url, timeout=timeout / 1000)
+
+
+def wait_for_app(page, timeout: float = 90_000, *, also: str | None = None) -> None:
+    """Wait until the page is drawn and `also` (a JavaScript function of no argument) holds, for a state reached
+    by other means (prefer run_and_wait / open_url, which wait for the run an action started)."""
+    tab_of(page).wait_drawn(timeout=timeout / 1000, also=also)
 
 
 @pytest.fixture
@@ -286,12 +197,6 @@ def page(browser):
     context.close()
 
 
-def wait_for_app(page, timeout: float = 90_000) -> None:
-    """Wait until no script run is in progress and every chart is drawn (for a state reached by other
-    means: prefer run_and_wait / open_url, which wait for the run an action started)."""
-    page.wait_for_function(SETTLED, timeout=timeout)
-
-
 def model_box_text(page) -> str:
     """The model box's label and chosen option (Streamlit 1.67's selectbox is a combobox: the choice
     is its input's value, not text)."""
@@ -306,7 +211,8 @@ def walk_every_page(page, model_label: str, *, timeout: float = 300_000) -> dict
     links = page.locator("[data-testid='stSidebarNav'] a")
     titles = [text.strip().splitlines()[-1] for text in links.all_inner_texts()]  # the title follows the icon name
     paths = [urllib.parse.urlparse(link.get_attribute("href")).path for link in links.all()]
-    assert len(titles) >= 7 and titles[0].startswith("Embeddings"), titles
+    assert titles == [p.title for p in PAGES], titles  # the navigation is the registry, in its order
+    assert paths == [f"/{p.url_path}" for p in PAGES], paths
     texts = {}
     for number, title in enumerate(titles):
         if number:  # the Embeddings page is open already: a click on its own link starts no run

@@ -5,8 +5,8 @@ corpus at the shipped size) and of evaluation (`lpos.analysis.lengths.length_los
 
 App side: `streamlit run app.py` on a local port, driven by Playwright + Chromium. For every page,
 the time from a sidebar change (a new sentence committed with Ctrl+Enter; another scheme picked)
-until the page is fully drawn: the server's `script_finished` message has arrived, no element is
-stale, the status widget is gone and every Plotly chart has drawn its SVG. Each is compared with
+until the page is fully drawn (browser.py: the server's `script_finished` message has arrived,
+Streamlit says no script is running, no element is stale and every Plotly chart has drawn). Each is compared with
 the same interaction on a bare page (a text area and a select box) served on the same machine in
 the same run; the goal is at most GOAL_RATIO times that floor. Also: cold start, the first page
 after a model switch, peak server memory (RSS of the streamlit process tree), bytes sent to the
@@ -19,8 +19,9 @@ and an idle server holding every model, each against its goal in common.py.
 first_visit.py: each page first opened on a fresh server against a bare page importing the
 same libraries, and every page with a seed-size (45M) model from a shared folder, peak RSS included.
 
-throughput.py measures the model; browser.py holds the server and browser tools that measure.py and
-interactions.py use on the app; report.py prints the table; common.py holds what they share.
+throughput.py measures the model; browser.py is the one browser harness (the server, Chromium, a tab that
+knows when the page is drawn), also the tests' and the load scripts'; the pages measured are lpos.pages's;
+report.py prints the table; common.py holds what they share.
 plotly_react.py (`--plotly-react`) times a new sentence with charts updated in place against st.plotly_chart.
 """
 from __future__ import annotations

@@ -1,7 +1,18 @@
-"""The browser side's tools: `streamlit run` on a local port, a sampler of its memory, and a Playwright
-tab that counts finished script runs and knows when the page is drawn."""
+"""The one browser harness, for the tests (tests/conftest.py's fixtures), the bench and the load scripts:
+`streamlit run` on a free loopback port, waited for until it answers its health check; a sampler of its
+memory; Chromium launched with the project's flags; and a Playwright tab that counts the server's
+`script_finished` messages and knows when the page is drawn.
+
+Drawn, on Streamlit's own signals: a `script_finished` message (a run that was not cut short by a rerun)
+has arrived since the action, and then in the page (DRAWN) the stApp element's data-test-script-state is
+"notRunning", no element is stale or a placeholder for code still loading, every chart has drawn its
+title (the last thing Plotly draws; every lpos figure has one), and every chart updated in place
+(lpos.ui.plotly_react) shows the figure the server last sent it.
+"""
 from __future__ import annotations
 
+import os
+import socket
 import subprocess
 import sys
 import threading
@@ -10,19 +21,26 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
-from lpos.bench.common import CHROMIUM, ROOT
+from lpos.bench.common import CHROMIUM, CHROMIUM_ARGS, ROOT
 
-# The status widget fades out for 200 ms after a run; once it is fading, the run is over. A skeleton
-# stands in for an element whose code is still loading (the chart component, on first use). A chart
-# updated in place (lpos.ui.plotly_react, the app's only component) redraws after React has put its new
-# data in the page: drawn once its div shows the digest of the last figure the server sent it (`sent`).
-DRAWN = """sent => !document.querySelector('[data-testid="stStatusWidget"]:not(.StatusWidget-exit)')
-  && !document.querySelector('[data-stale="true"], [data-testid="stSkeleton"], .lpos-plotly[data-drawing]')
-  && document.querySelector('[data-testid="stMain"]') !== null
+APP = ROOT / "app.py"
+VIEWPORT = {"width": 1400, "height": 1000}
+# A chart on the page: st.plotly_chart's element, or the div of a chart updated in place (lpos.ui.plotly_react).
+CHARTS = "[data-testid='stPlotlyChart'], .lpos-plotly"
+# `sent` is {key: digest} of the figures sent to charts updated in place since the action (Tab.charts_sent).
+DRAWN = """(sent = {}) => document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state') === 'notRunning'
+  && !document.querySelector('[data-testid="stSkeleton"], [data-stale="true"], .lpos-plotly[data-drawing]')
   && [...document.querySelectorAll('[data-testid="stPlotlyChart"], [data-testid="stBidiComponentRegular"]')]
-    .every(c => c.querySelector('.main-svg'))
+    .every(c => c.querySelector('.main-svg .gtitle'))
   && Object.entries(sent).every(([key, digest]) =>
     document.querySelector(`.lpos-plotly[data-key="${CSS.escape(key)}"]`)?.dataset.drawn === digest)"""
+
+
+def free_port() -> int:
+    """A TCP port no process listens on now, on the loopback address."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def check_browser() -> None:
@@ -35,24 +53,41 @@ def check_browser() -> None:
         raise RuntimeError(f"Chromium not found at {CHROMIUM}: apt-get install -y chromium, or set LPOS_CHROMIUM")
 
 
+def launch(playwright):
+    """Headless Chromium (Debian's, not Playwright's download) from a sync or async Playwright."""
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+
+
+@contextmanager
+def chromium():
+    """A headless Chromium for the length of a `with` block (sync Playwright)."""
+    from playwright.sync_api import sync_playwright
+
+    check_browser()
+    with sync_playwright() as playwright:
+        browser = launch(playwright)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
 class Server:
-    """`streamlit run SCRIPT` on a free local port, started when constructed; `.started` is the
-    perf_counter time the command was issued."""
+    """`streamlit run SCRIPT` (app.py unless told) on a free loopback port, started when constructed and
+    healthy when the constructor returns; `.started` is the perf_counter time the command was issued, `.log`
+    its output. A context manager that stops it."""
 
-    def __init__(self, script: Path, log: Path, *, env: dict | None = None):
-        import os
-        import socket
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+    def __init__(self, script: Path = APP, log: Path | None = None, *, env: dict | None = None,
+                 timeout: float = 120):
+        port = free_port()
         self.url = f"http://127.0.0.1:{port}"
+        self.log = log if log is not None else Path(os.devnull)
         self.started = time.perf_counter()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", str(script), "--server.headless=true", f"--server.port={port}",
              "--server.address=127.0.0.1", "--browser.gatherUsageStats=false", "--server.fileWatcherType=none"],
-            cwd=ROOT, stdout=log.open("w"), stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
-        deadline = time.time() + 120
+            cwd=ROOT, stdout=self.log.open("w"), stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+        deadline = time.time() + timeout
         while time.time() < deadline:
             try:
                 with urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=2) as response:
@@ -61,14 +96,26 @@ class Server:
             except OSError:
                 time.sleep(0.05)
         self.stop()
-        raise RuntimeError(f"streamlit did not start: {log.read_text()[-2000:]}")
+        said = self.log.read_text()[-2000:] if log is not None else ""
+        raise RuntimeError(f"streamlit did not start within {timeout:.0f} s: {said}")
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _tree(self):
+        import psutil
+
+        process = psutil.Process(self.process.pid)
+        return [process, *process.children(recursive=True)]
 
     def rss_mb(self) -> float:
         import psutil
 
         try:
-            process = psutil.Process(self.process.pid)
-            return sum(p.memory_info().rss for p in [process, *process.children(recursive=True)]) / 2**20
+            return sum(p.memory_info().rss for p in self._tree()) / 2**20
         except psutil.Error:
             return 0.0
 
@@ -77,8 +124,7 @@ class Server:
         import psutil
 
         try:
-            process = psutil.Process(self.process.pid)
-            return sum(sum(p.cpu_times()[:2]) for p in [process, *process.children(recursive=True)])
+            return sum(sum(p.cpu_times()[:2]) for p in self._tree())
         except psutil.Error:
             return 0.0
 
@@ -110,18 +156,23 @@ def peak_memory(server: Server, *, every: float = 0.05):
         thread.join()
 
 
-class Tab:
-    """One browser page on an app; counts finished script runs and bytes received as they arrive."""
+class Runs:
+    """What a page's websocket has brought so far: finished script runs, bytes, and the figures sent to charts
+    updated in place. `watch(page)` works on a sync or an async Playwright page, before it opens the app."""
 
-    def __init__(self, browser):
-        self.context = browser.new_context(viewport={"width": 1400, "height": 1000})
-        self.page = self.context.new_page()
+    def __init__(self):
         self.finished, self.finished_at, self.ws_bytes, self.largest_frame = 0, 0.0, 0, 0
-        self.requests, self.charts_sent = [], {}  # charts_sent: {key: digest} since the action began
-        self.page.on("websocket", lambda ws: ws.on("framereceived", self._on_frame))
-        self.page.on("requestfinished", lambda request: self.requests.append(request))
+        self.charts_sent = {}  # {key: digest} since the last action (the caller empties it)
 
-    def _on_frame(self, payload) -> None:
+    def watch(self, page) -> None:
+        page.on("websocket", lambda ws: ws.on("framereceived", self.on_frame))
+
+    def mark(self) -> int:
+        """Before an action: forget the figures sent so far; returns the runs finished so far."""
+        self.charts_sent = {}
+        return self.finished
+
+    def on_frame(self, payload) -> None:
         from lpos.ui.harness import charts_sent, script_finished  # here: importing lpos.ui loads Streamlit
 
         data = payload if isinstance(payload, bytes) else payload.encode()
@@ -132,37 +183,60 @@ class Tab:
             self.finished += 1
             self.finished_at = time.perf_counter()
 
+
+class Tab(Runs):
+    """One browser page on the app, in a context of its own (`browser`) or an existing page (`page`):
+    counts finished script runs as they arrive, and waits until the page is drawn."""
+
+    def __init__(self, browser=None, *, page=None, viewport: dict | None = None):
+        super().__init__()
+        self.owns_context = page is None
+        self.page = page if page is not None else browser.new_context(viewport=viewport or VIEWPORT).new_page()
+        self.context = self.page.context
+        self.requests = []
+        self.watch(self.page)
+        self.page.on("requestfinished", lambda request: self.requests.append(request))
+        self.page.lpos_tab = self  # tab_of(page) finds it
+
     def http_bytes(self) -> int:
         return sum(r.sizes()["responseBodySize"] + r.sizes()["responseHeadersSize"] for r in self.requests)
 
-    def wait_drawn(self, runs_before: int, began: float, *, timeout: float = 120) -> dict:
+    def wait_drawn(self, runs_before: int | None = None, began: float | None = None, *, timeout: float = 120,
+                   also: str | None = None) -> dict:
+        """Wait for a run finished after `runs_before` runs (None: no run to wait for), then for the page drawn
+        and `also` (a JavaScript function of no argument) true with it. Returns ms from `began` to drawn and
+        to the run's end, and how many exceptions the page shows."""
+        began = time.perf_counter() if began is None else began
         deadline = time.time() + timeout
-        while self.finished == runs_before:
+        while runs_before is not None and self.finished == runs_before:
             if time.time() > deadline:
-                raise TimeoutError("the script did not finish")
-            self.page.wait_for_timeout(2)
-        self.page.wait_for_function(DRAWN, arg=self.charts_sent, polling="raf", timeout=timeout * 1000)
+                raise TimeoutError(f"no script run finished within {timeout:.0f} s ({self.page.url})")
+            self.page.wait_for_timeout(2)  # lets Playwright deliver the websocket's frames
+        condition = DRAWN if also is None else f"sent => ({DRAWN})(sent) && ({also})()"
+        self.page.wait_for_function(condition, arg=self.charts_sent, polling="raf", timeout=timeout * 1000)
         drawn = time.perf_counter()
         errors = self.page.locator('[data-testid="stException"]').count()
         return {"ms": (drawn - began) * 1000, "script_ms": (self.finished_at - began) * 1000, "errors": errors}
 
-    def open(self, url: str, *, began: float | None = None) -> dict:
-        before, start, self.charts_sent = self.finished, time.perf_counter(), {}
+    def open(self, url: str, *, began: float | None = None, timeout: float = 120) -> dict:
+        """Go to `url` and wait until its first run through app.py is drawn."""
+        before, start = self.mark(), time.perf_counter()
         self.page.goto(url)
-        return {**self.wait_drawn(before, start if began is None else began), "ws_bytes": self.ws_bytes,
-                "http_bytes": self.http_bytes()}
+        return {**self.wait_drawn(before, start if began is None else began, timeout=timeout),
+                "ws_bytes": self.ws_bytes, "http_bytes": self.http_bytes()}
 
-    def act(self, prepare, trigger, *, server: "Server | None" = None) -> dict:
-        """Measure one interaction: `prepare()` is the user's typing (not timed); `trigger()` commits it.
-        With `server`, also the CPU seconds the server spent on it (its runs are over once drawn)."""
+    def act(self, prepare, trigger, *, server: Server | None = None, timeout: float = 120) -> dict:
+        """One interaction: `prepare()` is the user's typing (not timed); `trigger()` commits it and starts a
+        run; returns once it is drawn. With `server`, also the CPU seconds the server spent on it."""
         prepare()
         cpu = server.cpu_s() if server else 0.0
-        before, bytes_before, start, self.charts_sent = self.finished, self.ws_bytes, time.perf_counter(), {}
+        before, bytes_before, start = self.mark(), self.ws_bytes, time.perf_counter()
         trigger()
-        drawn = self.wait_drawn(before, start)
-        return {**drawn, "ws_bytes": self.ws_bytes - bytes_before, "cpu_ms": (server.cpu_s() - cpu) * 1000 if server else None}
+        drawn = self.wait_drawn(before, start, timeout=timeout)
+        return {**drawn, "ws_bytes": self.ws_bytes - bytes_before,
+                "cpu_ms": (server.cpu_s() - cpu) * 1000 if server else None}
 
-    def new_sentence(self, text: str, *, server: "Server | None" = None) -> dict:
+    def new_sentence(self, text: str, *, server: Server | None = None) -> dict:
         box = self.page.locator('[data-testid="stSidebar"] textarea').first
         return self.act(lambda: box.fill(text), lambda: box.press("Control+Enter"), server=server)
 
@@ -176,22 +250,25 @@ class Tab:
         thumb = self.page.locator('[data-testid="stSlider"]').filter(has_text=label).get_by_role("slider").first
         return self.act(thumb.focus, lambda: thumb.press(key))
 
+    def screenshot(self, path: Path, *, full_page: bool = True) -> Path:
+        self.page.screenshot(path=str(path), full_page=full_page)
+        return path
+
     def close(self) -> None:
-        self.context.close()
+        if self.owns_context:
+            self.context.close()
 
 
-def page_paths(browser, server: Server) -> dict[str, str]:
-    """{page file stem: URL path} for every page in the app's navigation."""
-    tab = Tab(browser)
-    tab.open(server.url)
-    links = tab.page.locator('[data-testid="stSidebarNav"] a').evaluate_all("links => links.map(a => a.href)")
-    tab.close()
-    stems = {p.stem for p in (ROOT / "pages").glob("*.py")}
-    paths = {}
-    for href in links:
-        path = href.removeprefix(server.url).strip("/").split("?")[0]
-        paths[path or "/"] = path
-    default = sorted(stems - set(paths))  # the default page is served at "/"
-    if "/" in paths and len(default) == 1:
-        paths[default[0]] = paths.pop("/")
-    return paths
+async def wait_drawn_async(page, runs: Runs, runs_before: int, *, timeout: float = 120) -> None:
+    """Tab.wait_drawn for an async Playwright page that `runs` watches."""
+    deadline = time.time() + timeout
+    while runs.finished == runs_before and time.time() < deadline:
+        await page.wait_for_timeout(2)  # lets Playwright deliver the websocket's frames
+    if runs.finished == runs_before:
+        raise TimeoutError(f"no script run finished within {timeout:.0f} s ({page.url})")
+    await page.wait_for_function(DRAWN, arg=runs.charts_sent, polling="raf", timeout=timeout * 1000)
+
+
+def tab_of(page) -> Tab:
+    """The Tab watching a Playwright page (one made for it now if none is: before the page opens the app)."""
+    return getattr(page, "lpos_tab", None) or Tab(page=page)

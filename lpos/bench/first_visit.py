@@ -20,8 +20,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from lpos.bench.browser import Server, Tab, page_paths, peak_memory
+from lpos.bench.browser import Server, Tab, chromium, peak_memory
 from lpos.bench.common import MEMORY_LIMIT_MB, ROOT, spread
+from lpos.pages import url_paths
 
 COLD_EXTRA_CPU_S = 1.0
 FIRST_CONTENT_S = 2.0
@@ -30,7 +31,7 @@ SECOND_VISIT_S = 1.0
 BIG_MODEL = "seed-45m.pt"
 SEED_SHAPE = {"n_layer": 6, "n_head": 8, "n_embd": 512, "block_size": 1024}  # "Tiny Children Stories 30M"
 TINY_SHAPE = {"n_layer": 2, "n_head": 2, "n_embd": 64, "block_size": 256}  # the memory walk's smoke test
-QUICK_PAGE = "extrapolation"  # the one page --quick visits
+QUICK_PAGE = "lengths"  # the one page --quick visits
 
 FLOOR_APP = '''import pandas  # noqa: F401
 import plotly.graph_objects  # noqa: F401
@@ -62,11 +63,7 @@ def first_visit(browser, server: Server, url: str) -> dict:
 def measure_cold_visits(browser, folder: Path, *, quick: bool, progress=print) -> dict:
     """Each page on its own fresh server, and the bare page, server CPU until drawn."""
     (folder / "bare.py").write_text(FLOOR_APP)
-    server = Server(ROOT / "app.py", folder / "paths.log")
-    try:
-        paths = page_paths(browser, server)
-    finally:
-        server.stop()
+    paths = url_paths()
     names = [QUICK_PAGE] if quick else sorted(paths)
     results = {}
     for name in ["(bare page)", *names]:
@@ -113,7 +110,7 @@ def measure_big_model(browser, folder: Path, *, quick: bool, progress=print, sha
     pages = {}
     try:
         with peak_memory(server) as sampler:
-            paths = page_paths(browser, server)
+            paths = url_paths()
             names = [QUICK_PAGE] if quick else sorted(paths)
             query = f"?model=dir:{BIG_MODEL}&scheme=learned"
             for name in names:
@@ -143,17 +140,9 @@ def memory_walk(*, tiny: bool = False, progress=print) -> dict:
     (`tiny`: a 2-layer model instead, a smoke test of the walk; its memory says nothing)."""
     import tempfile
 
-    from playwright.sync_api import sync_playwright
-
-    from lpos.bench.common import CHROMIUM, CHROMIUM_ARGS
-
-    with tempfile.TemporaryDirectory() as folder, sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            walk = measure_big_model(browser, Path(folder), quick=False, progress=progress,
-                                     shape=TINY_SHAPE if tiny else None)
-        finally:
-            browser.close()
+    with tempfile.TemporaryDirectory() as folder, chromium() as browser:
+        walk = measure_big_model(browser, Path(folder), quick=False, progress=progress,
+                                 shape=TINY_SHAPE if tiny else None)
     return {"big_model": {**walk, "shape": TINY_SHAPE if tiny else SEED_SHAPE}}
 
 
@@ -193,14 +182,6 @@ def first_visit_side(*, quick: bool = False, progress=print) -> dict:
     """Both sections in their own browser and temporary folder; needs Playwright and Chromium."""
     import tempfile
 
-    from playwright.sync_api import sync_playwright
-
-    from lpos.bench.common import CHROMIUM, CHROMIUM_ARGS
-
-    with tempfile.TemporaryDirectory() as folder, sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            return {"cold_visits": measure_cold_visits(browser, Path(folder), quick=quick, progress=progress),
-                    "big_model": measure_big_model(browser, Path(folder), quick=quick, progress=progress)}
-        finally:
-            browser.close()
+    with tempfile.TemporaryDirectory() as folder, chromium() as browser:
+        return {"cold_visits": measure_cold_visits(browser, Path(folder), quick=quick, progress=progress),
+                "big_model": measure_big_model(browser, Path(folder), quick=quick, progress=progress)}

@@ -10,24 +10,25 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from lpos.bench.browser import Server, Tab, page_paths, peak_memory
+from lpos.bench.browser import Server, Tab, peak_memory
 from lpos.bench.common import ROOT, spread
+from lpos.pages import PAGES, Control, url_paths
 from lpos.positions import SCHEMES
 
 
-def _slider(tab: Tab, label: str, run: int) -> tuple:
-    thumb = tab.page.locator('[data-testid="stSlider"]').filter(has_text=label).get_by_role("slider").first
+def _slider(tab: Tab, control: Control, run: int) -> tuple:
+    thumb = tab.page.locator('[data-testid="stSlider"]').filter(has_text=control.label).get_by_role("slider").first
     key = "ArrowRight" if run % 2 == 0 else "ArrowLeft"  # one step up, one back: the same two views
     return thumb.focus, lambda: thumb.press(key)  # the keyboard: a drag is not always taken
 
 
-def _button(tab: Tab, name: str, run: int) -> tuple:
-    return (lambda: None), tab.page.get_by_role("button", name=name).first.click
+def _button(tab: Tab, control: Control, run: int) -> tuple:
+    return (lambda: None), tab.page.get_by_role("button", name=control.label).first.click
 
 
-def _select(tab: Tab, label: str, options: list[str], run: int) -> tuple:
-    box = tab.page.locator('[data-testid="stMain"] [data-testid="stSelectbox"]').filter(has_text=label).first
-    option = tab.page.locator('[role="option"]').filter(has_text=options[run % len(options)]).first
+def _select(tab: Tab, control: Control, run: int) -> tuple:
+    box = tab.page.locator('[data-testid="stMain"] [data-testid="stSelectbox"]').filter(has_text=control.label).first
+    option = tab.page.locator('[role="option"]').filter(has_text=control.options[run % len(control.options)]).first
 
     def open_list() -> None:  # before the clock starts: the list is drawn, so the click is only the choice
         box.click()
@@ -36,42 +37,33 @@ def _select(tab: Tab, label: str, options: list[str], run: int) -> tuple:
     return open_list, option.click
 
 
-# page stem -> (what the control is, the query the page opens with, how to use it on run n)
-CONTROLS = {
-    "sinusoids": ("Width slider, one step", "scheme=sinusoidal&model=sinusoidal",
-                  lambda tab, run: _slider(tab, "Width", run)),
-    "similarity": ("Positions slider, one step", "scheme=learned&model=learned&positions=64",  # mid-range: 128 is its end
-                   lambda tab, run: _slider(tab, "Positions", run)),
-    "rope_alibi": ("Head box, another head", "scheme=rope&model=rope",
-                   lambda tab, run: _select(tab, "Head", ["1", "0"], run)),
-    "order_blindness": ("Shuffle button", "scheme=learned&model=learned",
-                        lambda tab, run: _button(tab, "Shuffle earlier tokens", run)),
-    "lesson": ("Next button", "scheme=learned&model=learned&step=1",
-               lambda tab, run: _button(tab, "Next", run)),
-    "extrapolation": ("Text radio: the story or your own text", "scheme=sinusoidal&model=sinusoidal",
-                      lambda tab, run: ((lambda: None), tab.page.locator('[data-testid="stRadio"]').get_by_text(
-                          "Your own text" if run % 2 == 0 else "The built-in story").first.click)),
-}
+def _radio(tab: Tab, control: Control, run: int) -> tuple:
+    radio = tab.page.locator('[data-testid="stRadio"]').filter(has_text=control.label)
+    return (lambda: None), radio.get_by_text(control.options[run % len(control.options)]).first.click
 
 
-def measure_controls(browser, server: Server, paths: dict[str, str], runs: int) -> dict:
-    """{page: {"control", "ms", "cpu_ms"}} for every page that has a page-local control."""
+USE = {"slider": _slider, "button": _button, "select": _select, "radio": _radio}  # Control.kind -> (prepare, trigger)
+
+
+def measure_controls(browser, server: Server, runs: int) -> dict:
+    """{page: {"control", "ms", "cpu_ms"}} for every page with a control of its own (lpos.pages)."""
     results = {}
-    for name, (what, query, use) in CONTROLS.items():
-        if name not in paths:
+    for page in PAGES:
+        control = page.control
+        if control is None:
             continue
         tab = Tab(browser)
-        tab.open(f"{server.url}/{paths[name]}?{query}")
+        tab.open(f"{server.url}/{page.url_path}?{control.query}")
         times, cpu, errors = [], [], 0
         for run in range(runs + 1):  # the first use loads the fragment's views: not counted
-            prepare, trigger = use(tab, run)
+            prepare, trigger = USE[control.kind](tab, control, run)
             measured = tab.act(prepare, trigger, server=server)
             if run:
                 times.append(measured["ms"])
                 cpu.append(measured["cpu_ms"])
             errors += measured["errors"]
         tab.close()
-        results[name] = {"control": what, "ms": spread(times), "cpu_ms": spread(cpu), "errors": errors}
+        results[page.name] = {"control": control.what, "ms": spread(times), "cpu_ms": spread(cpu), "errors": errors}
     return results
 
 
@@ -81,7 +73,7 @@ def measure_walk(browser, log_dir: Path) -> dict:
     server = Server(ROOT / "app.py", log_dir / "walk.log")
     try:
         with peak_memory(server) as sampler:
-            paths = page_paths(browser, server)
+            paths = url_paths()
             tab = Tab(browser)
             began = time.perf_counter()
             for scheme in SCHEMES:
@@ -99,15 +91,20 @@ def measure_walk(browser, log_dir: Path) -> dict:
             "end_rss_mb": end}
 
 
+def open_every_model(browser, server: Server) -> None:
+    """One session opens every scheme's shipped and untrained model, then leaves: the server holds them all."""
+    tab = Tab(browser)
+    for scheme in SCHEMES:
+        for model in (scheme, "untrained"):
+            tab.open(f"{server.url}/?scheme={scheme}&model={model}")
+    tab.close()
+
+
 def measure_idle(browser, log_dir: Path, *, settle_s: float = 5.0) -> dict:
     """A fresh server after one session has loaded every shipped and untrained model and left."""
     server = Server(ROOT / "app.py", log_dir / "idle.log")
     try:
-        tab = Tab(browser)
-        for scheme in SCHEMES:
-            for model in (scheme, "untrained"):
-                tab.open(f"{server.url}/?scheme={scheme}&model={model}")
-        tab.close()
+        open_every_model(browser, server)
         time.sleep(settle_s)
         return {"rss_mb": server.rss_mb(), "settle_s": settle_s}
     finally:

@@ -6,10 +6,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from lpos.bench.browser import Server, Tab, check_browser, page_paths, peak_memory
-from lpos.bench.common import CHROMIUM, CHROMIUM_ARGS, MEMORY_LIMIT_MB, ROOT, spread
-from lpos.bench.interactions import measure_controls, measure_idle, measure_walk
-from lpos.positions import DEFAULT_SCHEME, SCHEMES, schemes_with
+from lpos.bench.browser import Server, Tab, chromium, peak_memory
+from lpos.bench.common import MEMORY_LIMIT_MB, ROOT, spread
+from lpos.bench.interactions import measure_controls, measure_idle, measure_walk, open_every_model
+from lpos.pages import PAGES, url_paths
+from lpos.positions import SCHEMES
 
 # The floor: the cheapest page that has the same two sidebar controls. Written to a temp dir at bench time.
 FLOOR_APP = f'''import streamlit as st
@@ -72,14 +73,13 @@ def measure_big_map(browser, server: Server, path: str, runs: int) -> dict:
     return {"scheme": "sinusoidal", "positions": int(value), "ms": spread(times), "ws_bytes": spread(sent)}
 
 
-def measure_sessions(browser, server: Server, paths: dict[str, str], sessions: int) -> int:
-    """Open several sessions at once on the heaviest views; returns how many were drawn without error."""
-    sinusoids, rotation = schemes_with("sinusoids")[0], schemes_with("rotation")[0]
-    heavy = [(page, scheme) for page, scheme in (("extrapolation", sinusoids), ("order_blindness", DEFAULT_SCHEME),
-                                                 ("similarity", sinusoids), ("rope_alibi", rotation)) if page in paths]
-    tabs = [Tab(browser) for _ in heavy[:sessions]]
-    for tab, (page, scheme) in zip(tabs, heavy):
-        tab.page.goto(f"{server.url}/{paths[page]}?scheme={scheme}&model={scheme}")
+def measure_sessions(browser, server: Server, sessions: int) -> int:
+    """Open several sessions at once, each on a page with a control of its own at the control's view, from the
+    end of the menu (the experiments, the heaviest first visits); returns how many were drawn without error."""
+    heavy = [page for page in PAGES if page.control][-sessions:]
+    tabs = [Tab(browser) for _ in heavy]
+    for tab, page in zip(tabs, heavy):
+        tab.page.goto(f"{server.url}/{page.url_path}?{page.control.query}")
     drawn = 0
     for tab in tabs:
         drawn += tab.wait_drawn(0, time.perf_counter())["errors"] == 0
@@ -106,11 +106,7 @@ def sentence_ratios(browser, server: Server, floor_server: Server, paths: dict[s
     """The bare page's new sentence and scheme switch (measured before and after the pages: load may
     drift), and each page's, with their ratios to it; every model loaded first, so that no timing
     includes a first load."""
-    warm = Tab(browser)
-    for scheme in SCHEMES:
-        for model in (scheme, "untrained"):
-            warm.open(f"{server.url}/?scheme={scheme}&model={model}")
-    warm.close()
+    open_every_model(browser, server)
     progress("measuring the floor page")
     floor = measure_floor(browser, floor_server, runs)
     pages = {}
@@ -127,28 +123,24 @@ def sentence_ratios(browser, server: Server, floor_server: Server, paths: dict[s
 
 def app_side(*, runs: int = 5, quick: bool = False, progress=print) -> dict:
     """Every browser measurement; needs Playwright and Chromium (check_browser)."""
-    from playwright.sync_api import sync_playwright
-
     from lpos import checkpoints
 
-    check_browser()
-    with tempfile.TemporaryDirectory() as folder, sync_playwright() as playwright:
+    with tempfile.TemporaryDirectory() as folder, chromium() as browser:
         folder = Path(folder)
         (folder / "floor.py").write_text(FLOOR_APP)
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         floor_server = Server(folder / "floor.py", folder / "floor.log")
         server = Server(ROOT / "app.py", folder / "app.log")
         try:
             with peak_memory(server) as sampler:
-                paths = page_paths(browser, server)
+                paths = url_paths()
                 floor, pages = sentence_ratios(browser, server, floor_server, paths, runs, progress=progress)
                 progress("measuring the 1024 x 1024 similarity map")
                 big_map = measure_big_map(browser, server, paths["similarity"], 1 if quick else 3) if "similarity" in paths else None
                 sessions = 2 if quick else 3
                 progress(f"opening {sessions} sessions at once")
-                drawn = measure_sessions(browser, server, paths, sessions)
+                drawn = measure_sessions(browser, server, sessions)
                 progress("measuring each page's own control")
-                controls = measure_controls(browser, server, paths, runs)
+                controls = measure_controls(browser, server, runs)
                 for name, control in controls.items():
                     control["ratio"] = control["ms"]["median"] / floor["sentence_ms"]["median"]
                 idle_mb = server.rss_mb()
@@ -162,6 +154,5 @@ def app_side(*, runs: int = 5, quick: bool = False, progress=print) -> dict:
         cold = measure_cold_start(browser, folder, 1 if quick else 5)
         progress("one session walking every page; an idle server with every model")
         walk, idle = measure_walk(browser, folder), measure_idle(browser, folder)
-        browser.close()
     return {"floor": floor, "pages": pages, "similarity_1024": big_map, "memory": memory, "cold_start": cold,
             "controls": controls, "walk": walk, "idle": idle}

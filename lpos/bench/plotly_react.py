@@ -11,12 +11,13 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from lpos.bench.browser import Server, Tab, check_browser, page_paths
-from lpos.bench.common import CHROMIUM, CHROMIUM_ARGS, ROOT, spread
+from lpos.bench.browser import Server, Tab, chromium
+from lpos.bench.common import ROOT, spread
 from lpos.bench.measure import sentence
+from lpos.pages import url_paths
 from lpos.settings import PLOTLY_REACT
 
-PAGES = {"embeddings": "/", "similarity": "similarity"}  # -> its key in page_paths (the default page's is "/")
+PAGES = ("embeddings", "similarity")  # the pages whose charts are updated in place (lpos.pages names)
 VARIANTS = {"st.plotly_chart": "0", "in place": "1"}  # what draws the charts -> LPOS_PLOTLY_REACT
 
 
@@ -39,27 +40,22 @@ def time_page(browser, servers: dict[str, Server], path: str, index: int, runs: 
 
 def plotly_react_side(*, runs: int = 5, progress=print) -> dict:
     """{page: {variant: {"ms", "cpu_ms", "ratio"}}}, the ratio against st.plotly_chart's median."""
-    from playwright.sync_api import sync_playwright
-
-    check_browser()
     servers = {}
-    with tempfile.TemporaryDirectory() as folder, sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    with tempfile.TemporaryDirectory() as folder, chromium() as browser:
         try:
             for name, value in VARIANTS.items():
                 servers[name] = Server(ROOT / "app.py", Path(folder) / f"app{value}.log", env={PLOTLY_REACT: value})
-            paths = page_paths(browser, servers["st.plotly_chart"])
+            paths = url_paths()
             results = {}
-            for index, (page, key) in enumerate(PAGES.items()):
+            for index, page in enumerate(PAGES):
                 progress(f"measuring a new sentence on {page}, {runs} runs per variant")
-                results[page] = time_page(browser, servers, paths[key], index, runs)
+                results[page] = time_page(browser, servers, paths[page], index, runs)
                 base = results[page]["st.plotly_chart"]["ms"]["median"]
                 for measured in results[page].values():
                     measured["ratio"] = measured["ms"]["median"] / base
         finally:
             for server in servers.values():
                 server.stop()
-            browser.close()
     return results
 
 

@@ -21,12 +21,13 @@ import shutil
 import time
 from pathlib import Path
 
-from lpos.bench.browser import Server, Tab, page_paths
+from lpos.bench.browser import Server, Tab, chromium
 from lpos.bench.common import ROOT, spread
 from lpos.bench.common import CPU_GOAL_MS, GOAL_RATIO
 from lpos.bench.first_visit import COLD_EXTRA_CPU_S, FLOOR_APP, measure_cold_visits
 from lpos.bench.measure import FLOOR_APP as SIDEBAR_FLOOR_APP
 from lpos.bench.measure import sentence_ratios
+from lpos.pages import url_paths
 
 WRITE_GOALS_S = {"first_words": 0.5, "done": 3.0}
 LEARNER_GOALS_S = {"first_chart": 3.0, "page": 10.0}
@@ -48,8 +49,7 @@ BOXES = "[...document.querySelectorAll('[data-testid=\"stMarkdownContainer\"]')]
 # a writer's box: the prompt, its words, the cursor while it writes
 WRITING = (f"() => {BOXES}.some(e => e.innerText.length > 'Once upon a time'.length + 2 "
            f"&& e.innerText.startsWith('Once upon a time') && e.innerText.endsWith({CURSOR!r}))")
-WRITTEN = (f"() => document.querySelector('[data-testid=\"stApp\"]')?.getAttribute('data-test-script-state') === "
-           f"'notRunning' && !{BOXES}.some(e => e.innerText.endsWith({CURSOR!r}))")
+NO_CURSOR = f"() => !{BOXES}.some(e => e.innerText.endsWith({CURSOR!r}))"  # every writer is done
 
 
 def measure_write(browser, server: Server, path: str, runs: int) -> dict:
@@ -64,7 +64,7 @@ def measure_write(browser, server: Server, path: str, runs: int) -> dict:
             tab.page.get_by_role("button", name="Write").click()
             tab.page.wait_for_function(WRITING, polling="raf", timeout=120_000)
             first.append(_seconds(began))
-            tab.page.wait_for_function(WRITTEN, polling="raf", timeout=600_000)
+            tab.wait_drawn(timeout=600, also=NO_CURSOR)
             done.append(_seconds(began))
         finally:
             tab.close()
@@ -87,7 +87,7 @@ def measure_learner_stretch(browser, folder: Path) -> dict:
     env = {"LPOS_CHECKPOINT_DIR": str(shared), "LPOS_VIEW_CACHE": str(folder / "learner-views")}
     server = Server(ROOT / "app.py", folder / "learner.log", env=env)
     try:
-        path = page_paths(browser, server)["stretch"]
+        path = url_paths()["stretch"]
         tab = Tab(browser)
         try:
             began = time.perf_counter()
@@ -164,7 +164,7 @@ def measure_on_one_server(browser, folder: Path, runs: int, progress=print) -> d
     """Write, the sink window and the timeline step on one server with the shipped models."""
     server = Server(ROOT / "app.py", folder / "slow.log")
     try:
-        paths = page_paths(browser, server)
+        paths = url_paths()
         warm = Tab(browser)  # the shipped models loaded once: the figures exclude first loads
         for name in ("stretch", "inside", "timeline"):
             warm.open(f"{server.url}/{paths[name]}?scheme=rope&model=rope")
@@ -238,29 +238,21 @@ def slow_paths_side(*, runs: int = 3, progress=print) -> dict:
     """Every slow path in its own browser and temporary folder; needs Playwright and Chromium."""
     import tempfile
 
-    from playwright.sync_api import sync_playwright
-
-    from lpos.bench.common import CHROMIUM, CHROMIUM_ARGS
-
-    with tempfile.TemporaryDirectory() as folder, sync_playwright() as playwright:
+    with tempfile.TemporaryDirectory() as folder, chromium() as browser:
         folder = Path(folder)
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        results = {}
+        (folder / "floor.py").write_text(SIDEBAR_FLOOR_APP)
+        server, floor_server = Server(ROOT / "app.py", folder / "app.log"), Server(folder / "floor.py", folder / "floor.log")
         try:
-            results = {}
-            (folder / "floor.py").write_text(SIDEBAR_FLOOR_APP)
-            server, floor_server = Server(ROOT / "app.py", folder / "app.log"), Server(folder / "floor.py", folder / "floor.log")
-            try:
-                results["floor"], results["pages"] = sentence_ratios(
-                    browser, server, floor_server, page_paths(browser, server), runs, progress=progress)
-            finally:
-                server.stop()
-                floor_server.stop()
-            results["cold_visits"] = measure_cold_visits(browser, folder, quick=False, progress=progress)
-            results |= measure_on_one_server(browser, folder, runs, progress=progress)
-            progress("Stretching with a learner's model")
-            results["learner_stretch"] = measure_learner_stretch(browser, folder)
-            progress("cold first page against a bare page")
-            results["cold_first_page"] = measure_cold_first_page(browser, folder, runs)
-            return results
+            results["floor"], results["pages"] = sentence_ratios(browser, server, floor_server, url_paths(), runs,
+                                                                 progress=progress)
         finally:
-            browser.close()
+            server.stop()
+            floor_server.stop()
+        results["cold_visits"] = measure_cold_visits(browser, folder, quick=False, progress=progress)
+        results |= measure_on_one_server(browser, folder, runs, progress=progress)
+        progress("Stretching with a learner's model")
+        results["learner_stretch"] = measure_learner_stretch(browser, folder)
+        progress("cold first page against a bare page")
+        results["cold_first_page"] = measure_cold_first_page(browser, folder, runs)
+        return results

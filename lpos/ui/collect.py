@@ -56,7 +56,7 @@ def map_large_allocations() -> bool:
     system when freed; True if glibc took the setting. By default glibc raises this threshold to
     the size of each large block freed (up to 32 MB), so after the first model load the 26 MB
     token tables and the scoring's 4 MB attention maps come from the heap and their freed space
-    stays in the process. Measured in one process (tests/load/memory_steps.py): five shipped
+    stays in the process. Measured in one process (load/memory_steps.py): five shipped
     models 209 -> 179 MB, peak while scoring 1,024 tokens 806 -> 626 MB (docs/PERFORMANCE.md)."""
     mallopt = getattr(_LIBC, "mallopt", None)
     return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) if mallopt is not None else False

@@ -130,7 +130,7 @@ def _scheme_weights(config: GPTConfig) -> dict[str, torch.Tensor]:
 def untrained_like(model: GPT, key: str, scheme: str) -> GPT:
     """An untrained model of `model`'s (key `key`) shape and vocabulary with another scheme, for a
     model whose tokenizer the shipped models do not speak. Every scheme's model holds the same
-    weight tensors (one float32 copy for all, not one each: tests/load/llama_memory.py measures
+    weight tensors (one float32 copy for all, not one each: load/llama_memory.py measures
     it), so they differ only in how they place positions and in the weights a scheme adds (a
     learned table, T5's bias table, FIRE's functions), started as GPT starts them."""
     config = dataclasses.replace(model.config, position=scheme)

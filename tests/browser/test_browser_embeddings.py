@@ -4,7 +4,7 @@ import urllib.parse
 
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
-from conftest import CHARTS, SETTLED, new_page, open_url, run_and_wait
+from conftest import CHARTS, new_page, open_url, run_and_wait
 
 from lpos import checkpoints
 
@@ -93,14 +93,3 @@ def test_type_switch_scheme_and_share_the_link(running_app, page, browser, tmp_p
 
     assert failed_requests == []
     assert page.console_errors == [] and shared_errors == []
-
-
-def test_the_embeddings_page_by_its_name(running_app, page):
-    """/embeddings (typed, or a link to it) opens the Embeddings page with the link's sentence, not "Page not found"."""
-    open_url(page, f"{running_app.url}/embeddings?text=A+cat+sat")
-    page.wait_for_function("() => !location.pathname.endsWith('/embeddings')", timeout=30_000)
-    assert page.get_by_text("Page not found").count() == 0
-    page.wait_for_function(SETTLED)
-    assert page.get_by_role("heading", name="Token row + position row = what the model reads").count() == 1
-    assert page.locator("[data-testid='stSidebar'] textarea").input_value() == "A cat sat"
-    assert url_state(page.url).get("text") == "A cat sat"

@@ -15,7 +15,7 @@ from lpos.lesson import STEPS
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 # A lost follow never arrives (it showed as 30 s and more); a slow one is a speed question, and speed
-# goals live in the benchmark, not here: the 2 s goal (docs/PERFORMANCE.md) is measured by tests/load/live_class_load.py
+# goals live in the benchmark, not here: the 2 s goal (docs/PERFORMANCE.md) is measured by load/live_class_load.py
 # (docs/PERFORMANCE.md). This bound only tells a follow that came from one that did not.
 FOLLOW_WITHIN_S = float(os.environ.get("LPOS_FOLLOW_WITHIN_S", "15.0"))
 

@@ -54,8 +54,8 @@ def test_every_page_draws_with_the_llama(llama_app, page):
     assert not [e for e in page.console_errors if "favicon" not in e], page.console_errors
 
 
-@pytest.mark.parametrize("path", ["rope_alibi", "inside"])
-def test_screenshots_of_rope_alibi_and_inside(llama_app, page, path):
+@pytest.mark.parametrize("path", ["attention", "inside"])
+def test_screenshots_of_attention_and_inside(llama_app, page, path):
     page.set_viewport_size({"width": 1400, "height": 3200})  # the whole page: Streamlit scrolls inside, not the body
     open_url(page, f"{llama_app.url}/{path}?{QUERY}", timeout=300_000)
     main_area = page.locator("[data-testid='stMain']")

@@ -5,14 +5,15 @@ import time
 import pytest
 
 from conftest import open_url, run_and_wait
+from lpos.pages import page_named
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 PAGES = [  # (navigation title, query, a title the main figure must show)
-    ("Sinusoids", "scheme=sinusoidal&model=untrained", "Sinusoidal table: 128 positions"),
-    ("Similarity and neighbours", "scheme=learned&model=untrained", ": learned rows"),
-    ("Positions in attention", "scheme=alibi&model=untrained", "How the bias tilts attention"),
-    ("Positions in attention", "scheme=rope&model=untrained", "q·k depends only on m − n"),
+    (page_named("sinusoids").title, "scheme=sinusoidal&model=untrained", "Sinusoidal table: 128 positions"),
+    (page_named("similarity").title, "scheme=learned&model=untrained", ": learned rows"),
+    (page_named("attention").title, "scheme=alibi&model=untrained", "How the bias tilts attention"),
+    (page_named("attention").title, "scheme=rope&model=untrained", "q·k depends only on m − n"),
 ]
 IGNORED = ("favicon", "ERR_NAME_NOT_RESOLVED", "status of 500")  # page icons the offline sandbox cannot fetch
 

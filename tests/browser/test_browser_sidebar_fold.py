@@ -4,15 +4,14 @@ this opens the app at 1366×768 and checks that it is on screen without scrollin
 from __future__ import annotations
 
 import pytest
-from conftest import RUN_WATCH, open_url
+from conftest import new_page, open_url
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
 def test_the_upload_box_is_above_the_fold_on_a_1366x768_laptop(browser, running_app):
-    context = browser.new_context(viewport={"width": 1366, "height": 768})
-    context.add_init_script(RUN_WATCH)
-    page = context.new_page()
+    page = new_page(browser, viewport={"width": 1366, "height": 768})
+    context = page.context
     try:
         open_url(page, running_app.url)
         sidebar = page.locator("[data-testid='stSidebar']")

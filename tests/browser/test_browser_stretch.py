@@ -5,16 +5,15 @@ import re
 
 import pytest
 
-from conftest import open_url, run_and_wait
+from conftest import open_url, run_and_wait, wait_for_app
 from lpos import checkpoints
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow,
               pytest.mark.skipif(not {"rope", "learned"} <= set(checkpoints.available()), reason="needs shipped models")]
 IGNORED = ("favicon", "ERR_NAME_NOT_RESOLVED", "status of 500")  # page icons the offline sandbox cannot fetch
 PROMPT = "Once upon a time"
-# Streamlit's signal that no run is in progress (data-test-script-state), and no box with a cursor: writing is done
-WRITTEN = """() => document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state') === 'notRunning'
-  && [...document.querySelectorAll('[data-testid="stMarkdownContainer"]')].some(e => e.innerText.startsWith('Once upon a time'))
+# with the page drawn (wait_for_app): a written box, and no box with a cursor: writing is done
+WRITTEN = """() => [...document.querySelectorAll('[data-testid="stMarkdownContainer"]')].some(e => e.innerText.startsWith('Once upon a time'))
   && ![...document.querySelectorAll('[data-testid="stMarkdownContainer"]')].some(e => e.innerText.endsWith('▌'))"""
 # from before the click on, the longest text a box shows while its cursor is still there (the model still writing)
 WATCH_BOXES = """() => { window.__lposWriting = '';
@@ -58,7 +57,7 @@ def test_writing_shows_words_before_it_is_done(running_app, page):
     stretching(page, running_app)
     page.evaluate(WATCH_BOXES)
     page.locator(".st-key-stretch_write button").click()
-    page.wait_for_function(WRITTEN, timeout=300_000)
+    wait_for_app(page, timeout=300_000, also=WRITTEN)
     streamed = page.evaluate("() => window.__lposWriting")
     assert len(streamed) > len(PROMPT), "no box showed written words before it was done"
     final = page.locator("[data-testid='stMarkdownContainer']").filter(has_text=PROMPT).all_inner_texts()

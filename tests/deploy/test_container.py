@@ -2,7 +2,7 @@
 deploy/Dockerfile's image on it, one replica to healthy with its Embeddings page in Chromium through
 the published loopback port; then deploy/compose.yaml's lecture hall (three replicas, HAProxy, Redis)
 with a live class and replicas killed mid-class. Docker is Debian's docker.io, installed and started
-when missing; everything made is removed at the end, also on failure (tests/load/containers.py).
+when missing; everything made is removed at the end, also on failure (tests/deploy/containers.py).
 `python -m pytest tests/deploy/test_container.py -s` prints what it measured (docs/DEPLOY.md's figures).
 """
 from __future__ import annotations
@@ -18,7 +18,6 @@ from test_browser_embeddings import heatmaps_title
 from test_browser_live_class import FOLLOW_WITHIN_S, HEADER_IS, move_and_time, runs, start_class
 from test_deploy import directives
 
-sys.path.insert(0, str(ROOT / "tests" / "load"))
 from containers import COMPILERS, CUDA_LIBRARIES, Docker, free_port, healthy, serve, wait_for  # noqa: E402
 
 DEPLOY = ROOT / "deploy"

@@ -1,6 +1,6 @@
 """Deployment: the lecture hall's proxy configuration (deploy/haproxy.cfg, deploy/hall.py), a short
-lecture hall through it with one replica killed (tests/load/lecture_hall.py), and what learners see
-of Streamlit's toolbar. The full 90-student run is `python tests/load/lecture_hall.py` (docs/RELIABILITY.md).
+lecture hall through it with one replica killed (load/lecture_hall.py), and what learners see
+of Streamlit's toolbar. The full 90-student run is `python load/lecture_hall.py` (docs/RELIABILITY.md).
 """
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def test_a_small_lecture_hall_survives_a_killed_replica(tmp_path):
     """6 students, 3 replicas behind HAProxy, 2 uploads, the Lesson's first 3 steps, app1 killed in step 2."""
     haproxy()
     out = tmp_path / "hall.json"
-    run = subprocess.run([sys.executable, str(ROOT / "tests" / "load" / "lecture_hall.py"), "--students", "6",
+    run = subprocess.run([sys.executable, str(ROOT / "load" / "lecture_hall.py"), "--students", "6",
                           "--replicas", "3", "--uploaders", "2", "--steps", "3", "--kill-step", "2",
                           "--seconds", "400", "--json", str(out)], capture_output=True, text=True, timeout=900)
     assert out.exists(), run.stdout[-3000:] + run.stderr[-3000:]

@@ -1,8 +1,8 @@
 """The load tests, short: 4 real browser sessions for 20 seconds, and 4 protocol-only sessions for 15
 seconds, against a local app.
 
-The full runs (20 sessions, 60 seconds) are `python tests/load/load_test.py --sessions 20
---seconds 60` and `python tests/load/protocol_load.py --sessions 20 --seconds 60`; their numbers
+The full runs (20 sessions, 60 seconds) are `python load/load_test.py --sessions 20
+--seconds 60` and `python load/protocol_load.py --sessions 20 --seconds 60`; their numbers
 are in docs/RELIABILITY.md.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from lpos.tokenizer import encode
 
 
 def test_session_markers_are_single_distinct_tokens():
-    sys.path.insert(0, str(ROOT / "tests" / "load"))
+    sys.path.insert(0, str(ROOT / "load"))
     from load_test import markers
 
     numbers = markers(40)
@@ -29,7 +29,7 @@ def test_session_markers_are_single_distinct_tokens():
 def short_run(driver: str, tmp_path, *, seconds: int) -> dict:
     """Run a load driver with 4 sessions; its summary, after the checks every run must pass."""
     out = tmp_path / "load.json"
-    run = subprocess.run([sys.executable, str(ROOT / "tests" / "load" / driver), "--sessions", "4",
+    run = subprocess.run([sys.executable, str(ROOT / "load" / driver), "--sessions", "4",
                           "--seconds", str(seconds), "--json", str(out)], capture_output=True, text=True, timeout=600)
     result = json.loads(out.read_text())
     assert run.returncode == 0, (result["error_messages"], result["leak_messages"], run.stderr[-2000:])
@@ -50,7 +50,7 @@ def test_short_load_run_has_no_errors_and_no_leaks(tmp_path):
 
 def test_protocol_checks_catch_other_markers_exceptions_and_missing_tokens():
     """The protocol driver's check on hand-made runs: what the slow run below relies on."""
-    sys.path.insert(0, str(ROOT / "tests" / "load"))
+    sys.path.insert(0, str(ROOT / "load"))
     from load_test import Report
     from protocol_load import HOME, Run, Session
     from streamlit.proto.Element_pb2 import Element
@@ -79,7 +79,7 @@ def test_protocol_checks_catch_other_markers_exceptions_and_missing_tokens():
 
 @pytest.mark.slow
 def test_short_protocol_load_run_has_no_errors_and_no_leaks(tmp_path):
-    """4 sessions for 15 s over Streamlit's websocket protocol, no browser (tests/load/protocol_load.py)."""
+    """4 sessions for 15 s over Streamlit's websocket protocol, no browser (load/protocol_load.py)."""
     actions = short_run("protocol_load.py", tmp_path, seconds=15)["by_action"]
     assert actions["scheme"]["count"] >= 4  # every session went round at least once
     assert actions["page"]["count"] >= 8  # away and back

@@ -13,44 +13,33 @@ import torch
 from conftest import ROOT, app_test
 
 from lpos import checkpoints, precomputed
+from lpos.pages import PAGES as REGISTERED
+from lpos.pages import page_named
 from lpos.analysis import attention, biases, heads, probes, streaming, stretch, timeline
 from lpos.figures.export import Recipe, Ref, array_of, figure_csv, figure_frame, file_name, step
 
-# Each page once, on a model that draws its central figures; Similarity twice (rows, then RoPE's kernel).
-PAGES = {
-    "embeddings": ("pages/embeddings.py", dict(scheme="learned", model="learned")),
-    "similarity": ("pages/similarity.py", dict(scheme="learned", model="learned")),
-    "similarity-rope": ("pages/similarity.py", dict(scheme="rope", model="rope")),
-    "sinusoids": ("pages/sinusoids.py", dict(scheme="sinusoidal", model="sinusoidal")),
-    "attention": ("pages/attention.py", dict(scheme="rope", model="rope")),
-    "attention-alibi": ("pages/attention.py", dict(scheme="alibi", model="alibi")),
-    "attention-cope": ("pages/attention.py", dict(scheme="cope", model="untrained")),
-    "order-blindness": ("pages/shuffle.py", dict(scheme="rope", model="untrained")),
-    "extrapolation": ("pages/lengths.py", dict(scheme="learned", model="learned")),
-    "stretch": ("pages/stretch.py", dict(scheme="rope", model="rope")),
-    "inside": ("pages/inside.py", dict(scheme="learned", model="untrained")),
-    "inside-heads": ("pages/inside.py", dict(scheme="learned", model="untrained")),
-    "inside-sink": ("pages/inside.py", dict(scheme="learned", model="untrained")),
-    "timeline": ("pages/timeline.py", dict(scheme="learned", model="learned")),
-    "lesson": ("pages/lesson.py", dict(scheme="learned", model="learned", step="2")),
-    "lesson-3": ("pages/lesson.py", dict(scheme="learned", model="learned", step="3")),
-    "lesson-4": ("pages/lesson.py", dict(scheme="learned", model="learned", step="4")),
-    "lesson-6": ("pages/lesson.py", dict(scheme="learned", model="learned", step="6")),
-    "lesson-7": ("pages/lesson.py", dict(scheme="learned", model="untrained", step="7")),
-    "lesson-8": ("pages/lesson.py", dict(scheme="learned", model="learned", step="8")),
-    "lesson-10": ("pages/lesson.py", dict(scheme="learned", model="learned", step="10")),
+# Each registered page once, on its view (a model that draws its central figures: lpos.pages), then more cases
+# of some pages: Similarity with RoPE's kernel, the other schemes in attention, Inside's tabs, the Lesson's steps.
+MORE = {
+    "similarity-rope": ("similarity", dict(scheme="rope", model="rope")),
+    "attention-alibi": ("attention", dict(scheme="alibi", model="alibi")),
+    "attention-cope": ("attention", dict(scheme="cope", model="untrained")),
+    "inside-heads": ("inside", dict(scheme="learned", model="untrained")),
+    "inside-sink": ("inside", dict(scheme="learned", model="untrained")),
+    **{f"lesson-{n}": ("lesson", dict(scheme="learned", model="untrained" if n == 7 else "learned", step=str(n)))
+       for n in (3, 4, 6, 7, 8, 10)},
 }
+PAGES = {**{page.name: (page.file, page.view_query()) for page in REGISTERED},
+         **{case: (page_named(name).file, query) for case, (name, query) in MORE.items()}}
 # Widgets a case sets once the page is open, by key: Inside's second and third tabs. The sink case opens every
 # scheme's gain at a window of 16 tokens, where its snippet streams the eight models in a few seconds, not the
 # half minute of the default 64 (any window is the same recipe).
 STATE = {"inside-heads": {"inside_tab": "Head portraits"},
          "inside-sink": {"inside_tab": "The sink, tested", "inside_window": 16, "inside_every_scheme": True}}
-# Pages whose figures the page draws from a Recipe, so it shows their Python. (Lesson steps 5 and 9 print
-# Sinusoids' and Length extrapolation's recipes, run here on those pages; step 1 draws token chips, no chart.)
+# Every case shows the Python of its figures: a page draws its central figures from a Recipe. (Lesson steps 5 and 9
+# print Sinusoids' and Length extrapolation's recipes, run here on those pages; step 1 draws token chips, no chart.)
 # Inside's cases are on the untrained models: their probes and portraits load no checkpoint but the trained panel's.
-WITH_CODE = ["sinusoids", "embeddings", "similarity", "similarity-rope", "attention", "attention-alibi",
-             "attention-cope", "order-blindness", "extrapolation", "stretch", "inside", "inside-heads", "inside-sink",
-             "timeline", "lesson", "lesson-3", "lesson-4", "lesson-6", "lesson-7", "lesson-8", "lesson-10"]
+WITH_CODE = list(PAGES)
 # Figures whose numbers an analysis rounds, by download name: a last-bit difference in a fresh process may move
 # the last digit kept, so they are compared to that digit (chunk_losses keeps 4 decimals).
 ROUNDED = {"lpos-stretch-loss": 1e-4}

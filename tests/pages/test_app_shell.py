@@ -1,15 +1,16 @@
 """The app shell through AppTest from app.py: every page runs, the sidebar is shared, the URL holds the view."""
-import re
-
 import pytest
 from conftest import ROOT, SCHEMES, app_test
 
+import lpos.pages
 from lpos import checkpoints
 
-PAGES = re.findall(r'st\.Page\("([^"]+)"', (ROOT / "app.py").read_text())  # as registered in app.py
+PAGES = [declared.file for declared in lpos.pages.PAGES]  # every registered page's file, in the menu's order
+
+
 def page(name: str) -> str:
-    """The registered path of a page file, wherever the page folder lives."""
-    return next(p for p in PAGES if p.endswith(f"/{name}.py"))
+    """The file of the registered page of that name."""
+    return lpos.pages.page_named(name).file
 
 
 SENTENCE = "The dog saw the cat and the man"

@@ -58,14 +58,14 @@ def test_without_positions_the_repeat_is_identical_and_the_page_links_to_where_r
     at = typed(app_test(scheme="rope", model="untrained"), "The dog saw the cat and the man")
     assert "nothing is added, so the summed rows are identical too (cosine 1.0000)" in at.info[0].value
     links = at.get("page_link")
-    assert [link.proto.page for link in links] == ["rope_alibi"]
+    assert [link.proto.page for link in links] == ["attention"]
     position_panel = figures(at)[1]
     assert not position_panel["data"] and "RoPE adds nothing" in position_panel["layout"]["annotations"][0]["text"]
 
 
 def test_no_positions_links_to_order_blindness():
     at = app_test(scheme="none", model="untrained")
-    assert [link.proto.page for link in at.get("page_link")] == ["order_blindness"]
+    assert [link.proto.page for link in at.get("page_link")] == ["shuffle"]
 
 
 def test_learned_table_stops_at_128_and_shows_the_first_128_by_default():

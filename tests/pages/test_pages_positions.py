@@ -10,19 +10,21 @@ import pytest
 from conftest import SCHEMES, app_test
 from test_lesson import loaded_model
 from lpos import checkpoints
+from lpos.pages import PAGES as REGISTERED
+from lpos.pages import page_named
 from lpos.positions import REGISTRY, alibi_slopes
 
-PAGES = ["pages/sinusoids.py", "pages/similarity.py", "pages/attention.py"]
+PAGES = [page.file for page in REGISTERED if page.group == "What each scheme is"]
 # the figure each page must show, per scheme
 MAIN_FIGURES = {
-    "pages/sinusoids.py": {s: {"sin_table", "sin_wavelengths", "sin_offset_dot"} for s in SCHEMES}
+    page_named("sinusoids").file: {s: {"sin_table", "sin_wavelengths", "sin_offset_dot"} for s in SCHEMES}
     | {"sinusoidal": {"sin_table", "sin_offset_dot", "sin_model_table"}},
     # by what the scheme does: rows give the maps and the PCA, a rotation its kernel, anything else the tokens alone
-    "pages/similarity.py": {s: {"sim_positions", "sim_band", "sim_tokens", "sim_pca3"} if REGISTRY[s].adds_rows else
+    page_named("similarity").file: {s: {"sim_positions", "sim_band", "sim_tokens", "sim_pca3"} if REGISTRY[s].adds_rows else
                             {"sim_positions", "sim_kernel", "sim_tokens"} if REGISTRY[s].shows("rotation") else
                             {"sim_tokens"} for s in SCHEMES} | {"learned": {"sim_positions", "sim_band", "sim_tokens",
                                                                             "sim_pca2", "sim_pca3"}},
-    "pages/attention.py": {s: {"ra_attention", "ra_slopes", "ra_flat"} for s in SCHEMES}
+    page_named("attention").file: {s: {"ra_attention", "ra_slopes", "ra_flat"} for s in SCHEMES}
     | {"alibi": {"ra_attention", "ra_slopes", "ra_bias", "ra_tilt", "ra_tilt_plain"}},
 }
 

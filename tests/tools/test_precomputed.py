@@ -20,6 +20,7 @@ import torch
 
 from conftest import SCHEMES, app_test
 from lpos import checkpoints, precomputed
+from lpos.pages import PAGES, page_named
 from lpos.analysis import coverage, heads, lengths, probes, shuffle, streaming, stretch
 
 SHIPPED = checkpoints.available()
@@ -185,13 +186,15 @@ def test_the_loss_by_position_recomputes_to_the_stored_numbers(name):
 
 
 @pytest.mark.skipif("rope" not in SHIPPED, reason="checkpoints/rope.pt is not installed")
-@pytest.mark.parametrize("page, model", [("pages/stretch.py", "rope"), ("pages/inside.py", "rope"),
-                                         ("pages/lengths.py", "rope"), ("pages/lengths.py", "learned-32")])
+@pytest.mark.parametrize("page, model", [*((page, "rope") for page in PAGES), (page_named("lengths"), "learned-32")],
+                         ids=lambda value: getattr(value, "name", value))
 def test_pages_read_the_precomputed_views(no_recomputing, page, model):
-    at = app_test(page=page, model=model, timeout=300)
+    """Every page at its view (its own controls kept: the model chosen here), on a shipped model."""
+    controls = {key: value for key, value in page.view_query().items() if key not in ("scheme", "model")}
+    at = app_test(page=page.file, model=model, timeout=300, **controls)
     assert not at.exception, at.exception
     assert at.get("plotly_chart")
-    if page == "pages/inside.py":
+    if page.name == "inside":
         for tab in ("Head portraits", "The sink, tested"):
             at.session_state["inside_tab"] = tab
             at.run()

@@ -21,6 +21,7 @@ from lpos import checkpoints, precomputed
 from lpos.analysis import streaming, timeline
 from lpos.checkpoints import ModelRef
 from lpos.model import GPT, GPTConfig, untrained_model
+from lpos.pages import PAGES, page_named
 from lpos.ui import stored as stored_module
 from lpos.ui.caching import model_key
 
@@ -119,16 +120,18 @@ def untrained_keys(scheme: str) -> set[str]:
     return {key for keys in written(model, {}, held_out_meta=meta, views=views).values() for key in keys}
 
 
-PAGES = [("pages/stretch.py", "rope", {}), ("pages/inside.py", "rope", {"inside_tab": "Head portraits"}),
-         ("pages/inside.py", "rope", {"inside_tab": "The sink, tested"}), ("pages/lengths.py", "learned-32", {}),
-         ("pages/shuffle.py", "rope", {}), ("pages/timeline.py", "rope", {})]
+# every page on the shipped RoPE model, then the views a page draws behind a control or for another model
+OPENED = [(page.file, "rope", {}) for page in PAGES] + [
+    (page_named("inside").file, "rope", {"inside_tab": "Head portraits"}),
+    (page_named("inside").file, "rope", {"inside_tab": "The sink, tested"}),
+    (page_named("lengths").file, "learned-32", {})]
 
 
-@pytest.mark.slow  # six pages, every shipped model read from its sidecar, three untrained models probed live
+@pytest.mark.slow  # every page, every shipped model read from its sidecar, three untrained models probed live
 @pytest.mark.skipif(not {"rope", "learned-32"} <= set(SHIPPED), reason="checkpoints/rope.pt or learned-32.pt not shipped")
 def test_pages_ask_only_for_keys_precompute_writes(lookups):
     untrained_views = tuple(f"{view.name}|" for view in precomputed.VIEWS if view.untrained)
-    for page, model, state in PAGES:
+    for page, model, state in OPENED:
         at = app_test(page=page, model=model, scheme=checkpoints.load(model)[0].config.position, timeout=600)
         for name, value in state.items():
             at.session_state[name] = value

@@ -1,7 +1,7 @@
 """Many users at once: real websocket sessions (Playwright browser contexts in one Chromium)
 against `streamlit run app.py` on a local port.
 
-    python tests/load/load_test.py --sessions 20 --seconds 60
+    python load/load_test.py --sessions 20 --seconds 60
 
 Each session has its own sentence (marked by a number no other session uses) and loops, until
 the time is up: type a new sentence, switch the position scheme, visit another page, come back.
@@ -19,7 +19,6 @@ import json
 import statistics
 import sys
 import tempfile
-import threading
 import time
 import urllib.parse
 from dataclasses import dataclass, field
@@ -28,19 +27,16 @@ from pathlib import Path
 import psutil
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 
-TESTS = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(TESTS), str(TESTS.parent)]
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from conftest import CHROMIUM, CHROMIUM_ARGS, start_app  # noqa: E402
-
+from lpos.bench.browser import Runs, Server, launch, peak_memory, wait_drawn_async  # noqa: E402
+from lpos.pages import PAGES, default_page  # noqa: E402
 from lpos.positions import SCHEMES  # noqa: E402
 from lpos.tokenizer import encode  # noqa: E402
 
 VARIANTS = ["tree", "house", "river", "hill", "road", "lake", "garden", "field"]  # one GPT-2 token each
-OTHER_PAGES = [("Sinusoids", "/sinusoids"), ("Similarity and neighbours", "/similarity"),
-               ("Positions in attention", "/rope_alibi"), ("Order blindness (shuffle)", "/order_blindness"),
-               ("Length extrapolation", "/extrapolation"), ("Lesson: the story of positions", "/lesson")]
-HOME = ("Embeddings: token + position", "/")
+OTHER_PAGES = [(page.title, f"/{page.url_path}") for page in PAGES if not page.default]  # (title, path)
+HOME = (default_page().title, "/")
 TIMEOUT_MS = 120_000
 UPLOAD_EVERY = 5
 UPLOAD_SUFFIX = "(your upload)"  # how the model box names an upload
@@ -67,30 +63,10 @@ class Report:
         self.timings.setdefault(action, []).append(seconds)
 
 
-def busy_cpu_seconds(process: psutil.Process | None = None) -> float:
-    """CPU seconds used so far by `process` and its children, or by the whole machine."""
-    if process is None:
-        times = psutil.cpu_times()
-        return sum(times) - times.idle - getattr(times, "iowait", 0.0)
-    return sum(p.cpu_times().user + p.cpu_times().system for p in [process, *process.children(recursive=True)])
-
-
-class MemorySampler(threading.Thread):
-    """Peak RSS of the streamlit process and its children, sampled every quarter second."""
-
-    def __init__(self, pid: int, report: Report):
-        super().__init__(daemon=True)
-        self.process, self.report, self.done = psutil.Process(pid), report, threading.Event()
-
-    def run(self) -> None:
-        while not self.done.is_set():
-            try:
-                tree = [self.process, *self.process.children(recursive=True)]
-                rss = sum(p.memory_info().rss for p in tree if p.is_running())
-                self.report.peak_rss = max(self.report.peak_rss, rss)
-            except psutil.Error:
-                pass
-            self.done.wait(0.25)
+def busy_cpu_seconds() -> float:
+    """CPU seconds every process on the machine has used so far."""
+    times = psutil.cpu_times()
+    return sum(times) - times.idle - getattr(times, "iowait", 0.0)
 
 
 def small_model_file(path: Path) -> bytes:
@@ -113,23 +89,20 @@ class Session:
         self.upload_name = f"ckpt-{index}.pt" if model_bytes is not None else None
         self.model_bytes = model_bytes
         self.step = 0
+        self.runs = Runs()  # the server's finished runs in this session's page (the harness's signal)
 
     def sentence(self) -> str:
         variant = VARIANTS[self.step % len(VARIANTS)]
         return f"The {variant} and the {variant} near marker {self.marker}"
 
-    async def redrawn(self, page, *, url_has: str | None = None, path: str | None = None) -> None:
-        """Wait until the URL shows the new state and Streamlit has finished the run."""
+    async def redrawn(self, page, runs_before: int, *, url_has: str | None = None, path: str | None = None) -> None:
+        """Wait until the run the action started is drawn (lpos.bench.browser) and the URL shows the new state."""
+        await wait_drawn_async(page, self.runs, runs_before, timeout=TIMEOUT_MS / 1000)
         if url_has is not None:
             await page.wait_for_function("(s) => decodeURIComponent(location.href.replace(/\\+/g, ' ')).includes(s)",
                                          arg=url_has, timeout=TIMEOUT_MS)
         if path is not None:
             await page.wait_for_function("(p) => location.pathname === p", arg=path, timeout=TIMEOUT_MS)
-        await page.wait_for_timeout(150)  # the run starts after the widget message arrives
-        await page.wait_for_function(
-            "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
-            " && document.querySelectorAll('[data-testid=\"stMain\"] h1').length > 0",
-            timeout=TIMEOUT_MS)
         if await page.locator("[data-testid='stException']").count():
             raise RuntimeError(await page.locator("[data-testid='stException']").first.inner_text())
 
@@ -166,34 +139,39 @@ class Session:
             self.report.errors.append(f"session {self.index}, {action}: {type(e).__name__}: {str(e)[:300]}")
 
     async def open(self, page) -> None:
+        before = self.runs.mark()
         await page.goto(f"{self.url}/?{urllib.parse.urlencode({'text': self.sentence()})}")
-        await self.redrawn(page)
+        await self.redrawn(page, before)
         await self.check_own_view(page)
 
     async def upload(self, page) -> None:
+        before = self.runs.mark()
         await page.locator("[data-testid='stSidebar'] input[type=file]").set_input_files(
             files=[{"name": self.upload_name, "mimeType": "application/octet-stream", "buffer": self.model_bytes}])
         await page.get_by_text(f"Loaded {self.upload_name}").wait_for(timeout=TIMEOUT_MS)
-        await self.redrawn(page, url_has="scheme=rope")
+        await self.redrawn(page, before, url_has="scheme=rope")
         await self.check_own_view(page)
 
     async def type_sentence(self, page) -> None:
         self.step += 1
         box = page.locator("[data-testid='stSidebar'] textarea")
         await box.fill(self.sentence())
+        before = self.runs.mark()
         await box.press("Control+Enter")
-        await self.redrawn(page, url_has=f"text={self.sentence()}")
+        await self.redrawn(page, before, url_has=f"text={self.sentence()}")
         await self.check_own_view(page, VARIANTS[self.step % len(VARIANTS)])
 
     async def switch_scheme(self, page, scheme: str) -> None:
         await page.locator("[data-testid='stSidebar'] [data-testid='stSelectbox']").first.click()
+        before = self.runs.mark()
         await page.get_by_role("option", name=scheme, exact=True).click()  # the box shows bare names
-        await self.redrawn(page, url_has=f"scheme={scheme}")
+        await self.redrawn(page, before, url_has=f"scheme={scheme}")
         await self.check_own_view(page)
 
     async def visit(self, page, title: str, path: str) -> None:
+        before = self.runs.mark()
         await page.locator("[data-testid='stSidebarNav']").get_by_text(title, exact=True).click()
-        await self.redrawn(page, path=path)
+        await self.redrawn(page, before, path=path)
 
     async def own_uploads_only(self, page) -> None:
         """Open the model box filtered to uploads and read what it lists. Unfiltered, the box draws only
@@ -215,6 +193,7 @@ class Session:
 
     async def start(self) -> None:
         self.page = page = await self.context.new_page()
+        self.runs.watch(page)
         page.set_default_timeout(TIMEOUT_MS)  # clicks and file inputs wait as long as redraws do
         page.on("pageerror", lambda error: self.report.errors.append(f"session {self.index}: page error {error}"))
         await self.timed("open", self.open(page))
@@ -240,7 +219,7 @@ async def drive(url: str, sessions: int, seconds: float, report: Report) -> None
     with tempfile.TemporaryDirectory() as folder:
         model_bytes = small_model_file(Path(folder) / "small.pt")
     async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = await launch(playwright)
         contexts = [await browser.new_context(viewport={"width": 1280, "height": 900}) for _ in range(sessions)]
         users = [Session(i, numbers[i], numbers, contexts[i], url, report,
                          model_bytes if i % UPLOAD_EVERY == 0 else None) for i in range(sessions)]
@@ -280,20 +259,15 @@ def main(argv: list[str] | None = None, drive=drive, description: str = __doc__.
     parser.add_argument("--json", type=Path, help="also write the summary here")
     args = parser.parse_args(argv)
     report = Report()
-    with tempfile.TemporaryDirectory() as folder:
-        app = start_app(Path(folder))
-        sampler = MemorySampler(app.process.pid, report)
-        sampler.start()
-        start, server_cpu, machine_cpu = time.time(), busy_cpu_seconds(sampler.process), busy_cpu_seconds()
+    with tempfile.TemporaryDirectory() as folder, Server(log=Path(folder) / "streamlit.log", timeout=90) as app:
+        start, server_cpu, machine_cpu = time.time(), app.cpu_s(), busy_cpu_seconds()
         try:
-            asyncio.run(drive(app.url, args.sessions, args.seconds, report))
+            with peak_memory(app, every=0.25) as memory:
+                asyncio.run(drive(app.url, args.sessions, args.seconds, report))
         finally:
-            report.server_cpu_s = busy_cpu_seconds(sampler.process) - server_cpu
+            report.server_cpu_s = app.cpu_s() - server_cpu
             report.machine_cpu_s = busy_cpu_seconds() - machine_cpu
-            sampler.done.set()
-            sampler.join()
-            app.process.terminate()
-            app.process.wait(timeout=30)
+            report.peak_rss = round(memory["peak_mb"] * 2**20)
     result = summary(report, args.sessions, args.seconds, time.time() - start)
     print(json.dumps(result, indent=2))
     if args.json:

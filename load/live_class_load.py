@@ -1,11 +1,11 @@
 """What following a live class costs the server: N students follow one teacher through the Lesson.
 
-    python tests/load/live_class_load.py --followers 30 --steps 8
-    python tests/load/live_class_load.py --followers 90 --steps 8 --replicas 3
-    python tests/load/live_class_load.py --followers 90 --steps 8 --url http://127.0.0.1:8080 --pids 11 12 13
+    python load/live_class_load.py --followers 30 --steps 8
+    python load/live_class_load.py --followers 90 --steps 8 --replicas 3
+    python load/live_class_load.py --followers 90 --steps 8 --url http://127.0.0.1:8080 --pids 11 12 13
 
 The teacher is headless Chromium (it clicks "Start a live class", then Next every --gap seconds);
-students are protocol-level clients (tests/load/protocol_load.py's Session: Streamlit's own
+students are protocol-level clients (load/protocol_load.py's Session: Streamlit's own
 websocket protocol), each opening `/lesson?class=CODE` and then doing what the browser does for a
 `st.fragment(run_every=...)`: rerunning the follow fragment at the interval the server's auto_rerun
 message gives. Without --url the script starts --replicas `streamlit run app.py` processes on free
@@ -34,13 +34,14 @@ from pathlib import Path
 import psutil
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent.parent)]
+sys.path[:0] = [str(HERE), str(HERE.parent)]
 
-from conftest import CHROMIUM, CHROMIUM_ARGS, free_port, start_app  # noqa: E402
 from load_test import Report  # noqa: E402
 from protocol_load import Session  # noqa: E402
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg  # noqa: E402
 from websockets.asyncio.client import connect  # noqa: E402
+
+from lpos.bench.browser import Server, free_port, launch  # noqa: E402
 
 LESSON = "Lesson: the story of positions"
 
@@ -105,7 +106,7 @@ async def measure(args, urls: list[str], pids: list[int]) -> dict:
 
     report = Report()
     async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = await launch(playwright)
         teacher = await browser.new_page()
         await teacher.goto(f"{urls[0]}/lesson?presenter=1")
         await teacher.get_by_role("button", name="Start a live class").click()
@@ -163,7 +164,7 @@ def main() -> int:
             apps = []
             for i in range(args.replicas):
                 (folder / f"r{i}").mkdir()
-                apps.append(start_app(folder / f"r{i}", env=env))
+                apps.append(Server(log=folder / f"r{i}" / "streamlit.log", env=env, timeout=90))
                 started.append(apps[-1].process)
             urls, pids = [a.url for a in apps], [a.process.pid for a in apps]
         result = asyncio.run(measure(args, urls, pids))

@@ -1,7 +1,7 @@
 """A lecture hall through the proxy: the classroom (classroom.py) on several replicas behind HAProxy,
 with one replica killed in the middle (deploy/hall.py starts them, all on 127.0.0.1):
 
-    python tests/load/lecture_hall.py --students 90 --replicas 3 --uploaders 9 --kill-step 5 --json hall.json
+    python load/lecture_hall.py --students 90 --replicas 3 --uploaders 9 --kill-step 5 --json hall.json
 
 Every student opens the teacher's link through the proxy as a browser does (an HTTP request first:
 HAProxy's sticky cookie LPOS_REPLICA and Streamlit's XSRF cookie, then the websocket with both), and
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
+ROOT = HERE.parent
 sys.path[:0] = [str(HERE), str(ROOT / "deploy"), str(ROOT)]
 
 import psutil  # noqa: E402

@@ -1,6 +1,6 @@
 """A class following the Lesson in lockstep, over Streamlit's own protocol (protocol_load.py's sessions):
 
-    python tests/load/protocol_load.py --classroom 30 --seconds 600 --json classroom.json
+    python load/protocol_load.py --classroom 30 --seconds 600 --json classroom.json
 
 Every student opens the teacher's link (the Lesson, step 1, the default sentence, the shipped learned
 model). Then, for each step: the teacher says "everybody open step N" and all 30 pick it in the step

@@ -1,8 +1,8 @@
 """Server-side memory, step by step, in one process, the way the server holds its models: imports,
 the shipped models, one untrained model per scheme, then scoring 1,024 tokens.
 
-Run: python tests/load/memory_steps.py            (the server's settings)
-     python tests/load/memory_steps.py --plain    (glibc's default heap, a dense table per model)
+Run: python load/memory_steps.py            (the server's settings)
+     python load/memory_steps.py --plain    (glibc's default heap, a dense table per model)
 docs/PERFORMANCE.md quotes both.
 """
 import argparse
@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from lpos import checkpoints  # noqa: E402
 from lpos.analysis.lengths import story, token_losses  # noqa: E402
 from lpos.model import GPT, GPTConfig, initial_token_table  # noqa: E402

@@ -9,9 +9,9 @@ model and prints its peak RSS (ru_maxrss) over that baseline, against the float3
 then builds the four other schemes' untrained comparison models the scheme-comparing pages use
 (Inside, Order blindness, Stretching) and prints the RSS with them.
 
-Run: python tests/load/llama_memory.py                  (Hugging Face folder, bfloat16)
-     python tests/load/llama_memory.py --format lpos    (the converted lpos file)
-     python tests/load/llama_memory.py --layers 2       (a smoke run)
+Run: python load/llama_memory.py                  (Hugging Face folder, bfloat16)
+     python load/llama_memory.py --format lpos    (the converted lpos file)
+     python load/llama_memory.py --layers 2       (a smoke run)
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 SHAPE = dict(hidden_size=576, intermediate_size=1536, num_attention_heads=9, num_key_value_heads=3, vocab_size=49152)
 
 

@@ -1,6 +1,6 @@
 """Where a cold start's time goes (issue 24, item 4), one part at a time, each in a fresh process.
 
-    python tests/load/cold_start.py --runs 5
+    python load/cold_start.py --runs 5
 
 A server's cold start is Python starting, Streamlit's imports and its runtime start (which, since
 Streamlit 1.5x's components v2, reads the metadata of every installed distribution looking for
@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 # Each step runs after all the steps above it in the same fresh interpreter.
 STEPS = {

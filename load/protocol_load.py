@@ -1,11 +1,11 @@
 """Many users at once, without browsers: Streamlit's own client protocol over real websockets
 against `streamlit run app.py` on a local port, so the numbers measure the server alone.
 
-    python tests/load/protocol_load.py --sessions 20 --seconds 60
+    python load/protocol_load.py --sessions 20 --seconds 60
 
 Each session connects to /_stcore/stream as Streamlit 1.67's frontend does (subprotocols
 "streamlit" plus an XSRF placeholder, protobuf BackMsg/ForwardMsg frames, its ForwardMsg cache)
-and loops, like tests/load/load_test.py, until the time is up: type a new sentence (the text
+and loops, like load/load_test.py, until the time is up: type a new sentence (the text
 area's widget state), switch the position scheme (the selectbox's state: the option's label),
 visit another page (its page_script_hash), come back. Every action is timed from sending the
 BackMsg to `script_finished` and checked: no exception element, the page and query string the
@@ -13,9 +13,9 @@ action asked for, and on the Embeddings page the session's own tokens ("␣731")
 no other session's marker. No uploads: those go over HTTP, not this protocol. Prints the same
 summary as load_test.py (and --json writes it); exits 1 on any error or leak.
 
-    python tests/load/protocol_load.py --classroom 30 --seconds 600
+    python load/protocol_load.py --classroom 30 --seconds 600
 
-drives a class instead: 30 sessions follow the Lesson in lockstep (tests/load/classroom.py).
+drives a class instead: 30 sessions follow the Lesson in lockstep (load/classroom.py).
 """
 from __future__ import annotations
 
@@ -35,10 +35,11 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg  # noqa: E402
 from streamlit.proto.WidgetStates_pb2 import WidgetState  # noqa: E402
 from websockets.asyncio.client import connect  # noqa: E402
 
+from lpos.pages import default_page  # noqa: E402
 from lpos.positions import SCHEMES  # noqa: E402
 
 TIMEOUT_S = 120
-HOME = "Embeddings: token + position"
+HOME = default_page().title
 SIDEBAR_WIDGETS = ("Sentence", "Position scheme", "Model")  # labels; ids are read from each run
 
 
@@ -52,7 +53,7 @@ class Run:
     pages: dict[str, str] = field(default_factory=dict)  # page name -> page_script_hash
     page_hash: str | None = None  # the page navigation says is current
     main: dict[str, tuple[Element, str]] = field(default_factory=dict)  # label -> main-area selectbox, its fragment
-    uploader: Element | None = None  # the sidebar's file box (tests/load/lecture_hall.py uploads into it)
+    uploader: Element | None = None  # the sidebar's file box (load/lecture_hall.py uploads into it)
 
 
 class Session:
@@ -251,7 +252,7 @@ async def drive(url: str, sessions: int, seconds: float, report: Report) -> None
 
 if __name__ == "__main__":
     arguments = sys.argv[1:]
-    if "--classroom" in arguments:  # `--classroom 30`: the Lesson in lockstep (tests/load/classroom.py)
+    if "--classroom" in arguments:  # `--classroom 30`: the Lesson in lockstep (load/classroom.py)
         from classroom import drive as classroom
 
         arguments[arguments.index("--classroom")] = "--sessions"
