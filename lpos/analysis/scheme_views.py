@@ -104,13 +104,14 @@ def moved_sentence(results: list[ShuffleResult], *, trained: list[bool]) -> str:
 
 
 def baseline_caption(baseline: ShuffleResult | None) -> str:
-    """Where the position-free scheme's bar sits against the float-error line, measured."""
+    """Where the position-free scheme's bar sits against the dashed line, measured."""
+    line = f"the dashed line at {ORDER_BLIND_TOLERANCE:g}"
     if baseline is None:
-        return "Log scale, with the float-error line dashed."
+        return f"Log scale, with {line}."
     change = baseline.attention_change
     where = ("orders of magnitude below" if change < ORDER_BLIND_TOLERANCE / 100 else
              "below" if change < ORDER_BLIND_TOLERANCE else "above")
-    return f"Log scale: `{baseline.scheme}` sits {where} the dashed float-error line."
+    return f"Log scale: `{baseline.scheme}` sits {where} {line}."
 
 
 def baseline_sentence(baseline: ShuffleResult) -> str:

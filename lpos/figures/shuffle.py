@@ -26,7 +26,7 @@ def change_figure(table: pd.DataFrame) -> go.Figure:
     fig.add_hline(y=ORDER_BLIND_TOLERANCE, line=dict(color="black", dash="dash"))
     # on a log axis an annotation's y is in log10 units (add_hline's own label lands far from its line)
     fig.add_annotation(x=1, xref="paper", xanchor="right", y=np.log10(ORDER_BLIND_TOLERANCE), yanchor="top",
-                       text="below the dashed line: unchanged up to float error", showarrow=False,
+                       text="below the dashed line: tiny (the table says which moved at all)", showarrow=False,
                        bgcolor="rgba(255,255,255,0.85)")
     fig.update_yaxes(type="log", title_text="max |change| (log scale)", tickformat=".0e", dtick=2,
                      range=[np.log10(shown.min()) - 1.5, np.log10(shown.max()) + 1])

@@ -13,8 +13,8 @@ from lpos.figures.shuffle import LOG_FLOOR, attention_bars, change_figure
 from lpos.positions import SCHEMES
 from lpos.tokenizer import encode
 
-# untrained and under the tolerance at layer 1: no positions, cope's zero count tables, fire's near-zero bias
-BLIND_UNTRAINED = ("none", "cope", "fire")
+# untrained, their layer-1 change is under the dashed line: no positions, cope's zero count tables, fire's near-zero bias
+UNDER_THE_LINE_UNTRAINED = ("none", "cope", "fire")
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +34,7 @@ def test_change_figure_draws_each_scheme_on_a_log_axis_with_the_float_error_line
     np.testing.assert_allclose(bar.y, np.maximum(table.iloc[:, 1].to_numpy(float), LOG_FLOOR))
     assert fig.layout.yaxis.type == "log"
     assert fig.layout.shapes[0].y0 == ORDER_BLIND_TOLERANCE
-    assert [y < ORDER_BLIND_TOLERANCE for y in bar.y] == [s in BLIND_UNTRAINED for s in SCHEMES]
+    assert [y < ORDER_BLIND_TOLERANCE for y in bar.y] == [s in UNDER_THE_LINE_UNTRAINED for s in SCHEMES]
     assert fig.layout.title.text and fig.layout.xaxis.title.text and fig.layout.yaxis.title.text
 
 
@@ -100,7 +100,7 @@ def test_shuffled_bars_keep_each_byte_piece_label():
     shuffled = list(reversed(original[:-1])) + original[-1:]
     n = len(original)
     weights = np.full((1, n), 1.0 / n)
-    result = ShuffleResult("none", original, shuffled, 0.0, 0.0, weights, weights, None, None, 0.0)
+    result = ShuffleResult("none", original, shuffled, 0.0, 0.0, weights, weights, None, None, 0.0, 0.0)
     before, after = (list(trace.text) for trace in attention_bars(result, head=0).data)
     assert sorted(before) == sorted(after) and "‹8C of 猫›" in after and "‹8C of ヌ›" in after  # labels travel
 
@@ -112,5 +112,5 @@ def test_the_float_error_note_sits_on_its_line():
     from lpos.figures.shuffle import change_figure  # noqa: PLC0415
 
     table = pd.DataFrame({"scheme": ["learned", "none"], "layer-1 attention output, max |change|": [0.3, 1e-8]})
-    notes = [a for a in change_figure(table).layout.annotations if "float error" in a.text]
+    notes = [a for a in change_figure(table).layout.annotations if "dashed line" in a.text]
     assert len(notes) == 1 and notes[0].y == pytest.approx(np.log10(ORDER_BLIND_TOLERANCE))  # log10 units

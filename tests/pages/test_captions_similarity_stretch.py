@@ -91,11 +91,31 @@ def test_the_shift_sentence_says_which_schemes_could_not_be_shifted():
                           tokens=849, offset=64)
     assert "learned cannot be shifted this far" in long and "learned and sinusoidal" not in long
     assert "sinusoidal adds a row for each absolute position" in long and "(largest change: sinusoidal 1.99)" in long
-    assert "rope, alibi and none add nothing" in long and "at most 4.3e-06: float rounding" in long
+    assert "rope, alibi and none change at most 4.3e-06: float rounding" in long
     short = shift_sentence([("learned", 3.11), ("sinusoidal", 2.85), ("rope", 2.9e-6), ("alibi", 0.0), ("none", 0.0)],
                            tokens=5, offset=64)
     assert "learned and sinusoidal add a row" in short and "cannot be shifted" not in short
     assert "more than float rounding" in shift_sentence([("rope", 0.5)], tokens=5, offset=1)
+
+
+@pytest.mark.parametrize("offset", [8, 512])
+@pytest.mark.skipif("fire" not in checkpoints.available(), reason="checkpoints/fire.pt is not shipped")
+def test_the_shift_sentence_groups_each_scheme_by_its_measured_change(offset):
+    """FIRE adds no row, yet its normaliser max(L, i + 1) reads where the query sits once the sentence passes L
+    (about 127 trained): its group follows what the model measures at the offset, never a list of relative schemes."""
+    from lpos.analysis.stretch import ROUNDING, offset_change, shift_sentence  # noqa: PLC0415
+    from lpos.model import untrained_model  # noqa: PLC0415
+
+    ids = encode("The dog bit the man.")
+    models = {"rope": untrained_model("rope"), "fire": checkpoints.load("fire")[0], "sinusoidal": untrained_model("sinusoidal")}
+    changes = [(s, offset_change(model, ids, offset=offset)) for s, model in models.items()]
+    said = shift_sentence(changes, tokens=len(ids), offset=offset)
+    fire = dict(changes)["fire"]
+    rounding = said[said.index("Your sentence"):].split(". ")[1]
+    assert ("fire" in rounding) == (fire < ROUNDING) and "rope" in rounding and "sinusoidal" not in rounding
+    assert (fire >= ROUNDING) == (offset == 512)
+    if fire >= ROUNDING:
+        assert f"fire adds no row for an absolute position, yet its change is more than float rounding (fire {fire:.2f})" in said
 
 
 @shipped
