@@ -4,8 +4,8 @@ import math
 import numpy as np
 import pytest
 
-from lpos.analysis.embeddings import (cosine, embedding_view, lookalike_tokens, never_seen, repeated_tokens,
-                                      row_norms, rows_frame, token_counts)
+from lpos.analysis.embeddings import (cosine, embedding_view, lookalike_tokens, never_seen, repeat_sentence,
+                                      repeated_tokens, row_norms, rows_frame, token_counts)
 from lpos.model import SINUSOID_SCALE
 from lpos.positions import SCHEMES, sinusoidal_table
 from lpos.tokenizer import encode
@@ -125,3 +125,15 @@ def test_rope_step_and_repeat_sentences_say_how_small_and_how_often():
     said = repeat_sentence(RepeatedToken(summed_cosine=0.958, **fields))
     assert "occurs three times; at its first two, positions 2 and 8, its token rows are identical and its summed rows are not (cosine 0.958)" in said
     assert "summed rows are identical too" in repeat_sentence(RepeatedToken(summed_cosine=1.0, **fields))
+
+
+def test_repeat_sentence_counts_a_token_three_times(tiny_model):
+    model = tiny_model("learned")
+    ids = encode(" the dog and the cat and the man")
+    view = embedding_view(model, ids)
+    the = [r for r in repeated_tokens(view) if r.token == "␣the"][0]
+    assert the.occurrences == 3
+    text = repeat_sentence(the)
+    assert "occurs three times" in text and "twice" not in text and "at its first two, positions 0 and 3," in text
+    two = [r for r in repeated_tokens(view) if r.token == "␣and"][0]
+    assert "occurs twice; at positions 2 and 5" in repeat_sentence(two)

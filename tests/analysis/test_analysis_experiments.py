@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ import torch.nn.functional as F
 
 from lpos.analysis.lengths import (curve_reading, length_losses, length_reading, loss_along_text, loss_table,
                                    token_losses, training_length)
-from lpos.analysis.shuffle import (ORDER_BLIND_TOLERANCE, can_shuffle, moved_from, predictions_table,
+from lpos.analysis.shuffle import (ORDER_BLIND_TOLERANCE, can_shuffle, moved_from, order_blind_sentence, predictions_table,
                                    shuffle_earlier, shuffle_experiment, shuffle_table, top1_table)
 from lpos.corpus import story
 from lpos.positions import SCHEMES
@@ -260,3 +261,26 @@ def test_top5_cells_quote_each_token():
 
     top = pd.DataFrame({"token": ["␣and", ".", ","], "probability": [0.203, 0.13, 0.097]})
     assert _ranked(top) == "“␣and” 20.3% · “.” 13.0% · “,” 9.7%"
+
+
+@pytest.mark.parametrize("text", ["The dog bit the man", "The dog bit the man."])
+def test_order_blind_sentence_names_the_pair_drawn_with_its_shared_last_token(tiny_model, text):
+    model = tiny_model("none")
+    ids = encode(text)
+    result = shuffle_experiment(model, ids, shuffled=shuffle_earlier(ids, seed=0))
+    said = order_blind_sentence(result)
+    last = "␣man" if text.endswith("man") else "."
+    assert f"(both end in “{last}”)" in said and f"“{text}”" in said
+    assert result.order_blind and "cannot tell the two orders apart" in said
+    moved = float(re.search(r"moved by at most ([0-9.e+-]+)", said).group(1))
+    assert moved == pytest.approx(result.attention_change, rel=0.05) and moved < 1e-5
+    # a pair that ends in different tokens is told apart by the first layer: the drawn pair keeps the last token
+    swapped = shuffle_experiment(model, encode("The dog bit the man"), shuffled=None)
+    assert swapped.shuffled[-1] == encode("The dog bit the man")[-1]
+
+
+def test_order_blind_sentence_says_so_when_the_first_layer_moves(tiny_model):
+    model = tiny_model("learned")
+    ids = encode("The dog bit the man.")
+    result = shuffle_experiment(model, ids)
+    assert not result.order_blind and "tells the two orders apart" in order_blind_sentence(result)

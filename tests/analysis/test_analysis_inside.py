@@ -3,6 +3,7 @@ signals, hand-built attention and plain forwards."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -10,6 +11,7 @@ import pytest
 import torch
 
 from conftest import SCHEMES
+from lpos import checkpoints
 from lpos.analysis import heads, probes, streaming
 from lpos.analysis.lengths import token_losses
 from lpos.corpus import story
@@ -346,3 +348,15 @@ def test_one_token_plurals_and_the_sink_sign():
     lines = streaming.sink_reading({"rope": summary}, window=8)
     assert "(-0.100" not in lines[0] and "+0.100 nats per token" in lines[0]
     assert lines[-1].startswith("The signed number in each line is the change in loss") and "plus that the loss rises" in lines[-1]
+
+
+@pytest.mark.skipif("learned" not in checkpoints.available(), reason="the shipped learned model is not installed")
+def test_head_sentence_shares_add_up_to_100_percent_on_the_default_sentence():
+    from lpos.analysis.attention import attention_maps  # noqa: PLC0415
+
+    model = checkpoints.load("learned")[0]
+    weights = attention_maps(model, encode("The dog bit the man"), layer=0)
+    for head in range(model.config.n_head):
+        said = heads.head_sentence(np.asarray(weights), layer=1, head=head)
+        shares = [int(p) for p in re.findall(r"(\d+)% ", said)]
+        assert len(shares) == 4 and abs(sum(shares) - 100) <= 2, said  # rounding of four shares

@@ -673,3 +673,10 @@ def test_shipped_checkpoint(scheme):
         assert by_length[1024] == {"loss": None, "note": f"n/a: the table has {model.config.block_size} rows"}
     else:
         assert by_length[1024]["loss"] is not None
+
+
+def test_a_missing_checkpoint_file_is_called_a_missing_file():
+    with pytest.raises(checkpoints.CheckpointError, match=r"^model\.pt: no such file or folder"):
+        checkpoints.load("model.pt")
+    with pytest.raises(checkpoints.CheckpointError, match="no checkpoint named 'alibii'"):
+        checkpoints.load("alibii")

@@ -16,6 +16,7 @@ from lpos import checkpoints
 from lpos.cli import main, parser
 from lpos.model import untrained_model
 from lpos.positions import SCHEMES
+from lpos.tokenizer import encode
 
 ROOT = Path(__file__).resolve().parents[2]
 SENTENCE = "The dog bit the man"
@@ -255,3 +256,37 @@ def test_eval_names_the_missing_corpus_files_and_where_they_were_looked_for(tmp_
     _, meta = checkpoints.load("alibi")
     assert all(name in first for name in meta["data_files"])
     assert f"not found in {tmp_path / 'nothing here'} (set LPOS_DATA_DIR to the folder that holds them)" in first
+
+
+def test_eval_scores_the_built_in_story_when_the_corpus_is_not_here():
+    from lpos.cli.training import eval_streams  # noqa: PLC0415
+    from lpos.corpus import story  # noqa: PLC0415
+
+    for meta in ({}, {"data_files": ["no-such-corpus-file.txt"]}):
+        streams, said = eval_streams(meta, None)
+        assert list(streams) == ["the built-in story"] and streams["the built-in story"].tolist() == encode(story())
+        assert "scoring the built-in story (story.txt" in said
+    assert "trained on no-such-corpus-file.txt, not found in" in eval_streams({"data_files": ["no-such-corpus-file.txt"]}, None)[1]
+
+
+def test_eval_scores_a_one_story_file_whole_and_names_a_missing_one(tmp_path):
+    from lpos.cli.training import eval_streams  # noqa: PLC0415
+
+    one = tmp_path / "one.txt"
+    one.write_text("Once upon a time there was a dog. The dog bit the man.\n", encoding="utf-8")
+    streams, said = eval_streams({}, [str(one)])
+    assert list(streams) == ["all of one.txt"] and len(streams["all of one.txt"]) == len(encode(one.read_text().strip("\n")))
+    assert "scoring the whole of" in said
+    with pytest.raises(ValueError, match="missing.txt: no such file"):
+        eval_streams({}, [str(tmp_path / "missing.txt")])
+
+
+def test_card_keeps_the_measured_rebuild_line(tmp_path):
+    from lpos.cli.training import keep_rebuild_line  # noqa: PLC0415
+
+    old = tmp_path / "README.md"
+    old.write_text("x\nMachine: a\n`checkpoints/rebuild.sh` ran the five ... took 69.5 minutes of wall time.\n")
+    card, kept = keep_rebuild_line("# card\nMachine: b\n\n## Rebuild\n", old)
+    assert kept and card.splitlines()[2].endswith("took 69.5 minutes of wall time.")
+    fresh = "Machine: b\n`checkpoints/rebuild.sh` ran learned ... took 70.0 minutes\n"
+    assert keep_rebuild_line(fresh, old) == (fresh, False)  # a new measurement replaces the old one

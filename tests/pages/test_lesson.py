@@ -1,5 +1,6 @@
 """The Lesson page: every step draws its figure for any sentence and scheme; the URL follows; each step's
 sentences read the numbers they are written from."""
+import json
 import re
 
 import pytest
@@ -8,6 +9,9 @@ from conftest import SCHEMES, app_test
 from lpos import checkpoints
 from lpos.lesson import STEPS
 from lpos.tokenizer import encode
+
+shipped = pytest.mark.skipif(not {"alibi", "learned", "none"} <= set(checkpoints.available()),
+                             reason="the shipped checkpoints are not installed")
 
 SENTENCES = ["The dog bit the man", "🦄 <script>alert(1)</script> the the banana"]
 
@@ -159,3 +163,46 @@ def test_the_lesson_s_first_step_counts_one_token_in_the_singular():
     model = loaded_model(UNTRAINED)
     assert lesson.token_rows(model, model, encode("Hi"))[1] == "1 token, so 1 row looked up."
     assert lesson.token_rows(model, model, encode("Hi there"))[1] == "2 tokens, so 2 rows looked up."
+
+
+@shipped
+def test_lesson_step_9_reads_the_curves_it_draws_whatever_the_sidebar_model():
+    from conftest import app_test  # noqa: PLC0415
+    from lpos.lesson import STEPS  # noqa: PLC0415
+
+    assert "fall apart" not in STEPS[8].text + STEPS[8].notice
+    for model in ("learned", "learned-32"):  # learned-32 trained on 32-token windows: left out of the curves
+        at = app_test(page="pages/lesson.py", model=model, scheme="learned", step="9", timeout=300)
+        assert not at.exception, at.exception
+        text = " ".join(m.value for m in at.markdown)
+        assert "The steepest curve, **sinusoidal**, is **+1.01** nats at 1024 tokens" in text
+        assert "still **1.86** nats better than the unigram baseline" in text
+        assert "**learned-32** (trained on 32-token windows) is left out" in text
+        drawn = {trace["name"].split(":")[0] for trace in json.loads(at.get("plotly_chart")[0].proto.spec)["data"]}
+        assert "learned-32" not in drawn and {"sinusoidal", "alibi", "learned"} <= drawn
+
+
+@shipped
+def test_lesson_caption_names_the_steps_that_do_not_draw_the_sentence():
+    """The caption names the steps whose figure is not on the sidebar sentence (4, 5, 7, 8 and 9). Each step's
+    view is run on two sentences: a step the caption counts as the sentence's must change, the others must not."""
+    from lpos.ui import lesson  # noqa: PLC0415
+    from lpos.ui.models import LoadedModel, label, load_offered  # noqa: PLC0415
+
+    def loaded(name):  # through the app's loader, which names the model in every cache key
+        model, meta = load_offered(name)
+        return LoadedModel(name, label(name), model, meta)
+
+    sidebar = loaded("learned")
+    one, two = encode("The dog bit the man and the dog ran."), encode("A cat sat on the mat by a cat!")
+    same_end = encode("A cat sat on the mat by a cat.")  # ends like `one`
+
+    def spec(step, ids):
+        fig, _ = lesson.STEP_VIEWS[step - 1](sidebar, loaded(lesson.STEPS[step - 1].scheme or "learned"), ids)
+        return fig if isinstance(fig, str) else fig.to_json()
+
+    for step in range(1, len(lesson.STEPS) + 1):
+        assert (spec(step, one) != spec(step, two)) == (step in lesson.SENTENCE_STEPS), step
+        if step in lesson.SENTENCE_STEPS:
+            assert (spec(step, one) == spec(step, same_end)) == (step in lesson.LAST_TOKEN_STEPS), step
+    assert "(step 6 on its last token only) except in steps 4, 5, 7, 8 and 9" in lesson.lesson_caption()

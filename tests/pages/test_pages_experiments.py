@@ -184,3 +184,16 @@ def test_order_blindness_table_is_short_and_its_top_5_folded():
     assert all(cell.count(" · ") == 4 for cell in top5["top-5 next tokens, original order"])
     assert all(re.fullmatch(r"\d\.\d{3}", cell) for cell in top5["distribution moved (total variation)"])
     assert [e.label for e in at.expander if "top 5" in e.label] == ["The top 5 next tokens of each model, before and after"]
+
+
+def test_order_blindness_tables_say_yes_or_no_never_true_or_false():
+    """One wording for a learner: both tables say yes/no, neither True/False."""
+    from conftest import app_test  # noqa: PLC0415
+
+    at = app_test(page="pages/shuffle.py", timeout=300)
+    assert not at.exception, at.exception
+    tables = [t.value for t in at.table]
+    shown = {column: set(map(str, frame[column])) for frame in tables for column in frame.columns
+             if column in ("same top-1", "order-blind at layer 1")}
+    assert set(shown) == {"same top-1", "order-blind at layer 1"}
+    assert all(values <= {"yes", "no"} for values in shown.values()), shown
