@@ -67,6 +67,21 @@ def room(model: GPT, prompt_length: int) -> int | None:
     return None if rows is None else max(rows - prompt_length, 0)
 
 
+def writer_note(model: GPT, *, prompt_length: int, tokens: int, trained_at: int) -> str:
+    """How `model` writes `tokens` more after a prompt: one position's forward per token from a KV cache, or
+    the whole text again per token (a model that draws its positions anew: no cache can continue it), and
+    where it stops or whether it passes its training length `trained_at`."""
+    rows = room(model, prompt_length)
+    how = ("one position's forward per new token, the earlier keys and values kept in a cache"
+           if model.caches_positions else
+           "reads its whole text again for each new token: it draws its positions anew, so no cache can continue it")
+    if rows is not None and rows < tokens:
+        return f"{how}; stops at its {model.max_input_length}-row table: {rows} new tokens at most"
+    if prompt_length + tokens > trained_at:
+        return f"{how}; writes past its training length ({trained_at} tokens)"
+    return how
+
+
 class Race:
     """The exponential draws sampling reads: for the n-th token, `size` Exp(1) draws (float64) from a
     generator seeded by `seed`. Several writers of one seed and vocabulary size read the same draws

@@ -54,9 +54,10 @@ def draw(writing: generate.Writing, boxes: dict, drawn: dict[str, tuple[int, boo
         box.markdown(marked_text(writing.prompt, writing.written.get(name, []), length=writing.lengths[name]) + cursor)
 
 
-def writers(names: list[str], prompt: list[int]) -> tuple[dict[str, GPT], dict[str, str], list[str]]:
-    """The shipped models that can continue `prompt`, a note on how far each may write, and a
-    warning for each that cannot (a table whose rows the prompt already fills)."""
+def writers(names: list[str], prompt: list[int], *, tokens: int) -> tuple[dict[str, GPT], dict[str, str], list[str]]:
+    """The shipped models that can continue `prompt`, a note on how each writes `tokens` more and how far
+    (lpos.analysis.generate.writer_note), and a warning for each that cannot (a table whose rows the prompt
+    already fills)."""
     models, notes, refused = {}, {}, []
     for name in names:
         model, _ = load_offered(name)
@@ -66,8 +67,8 @@ def writers(names: list[str], prompt: list[int]) -> tuple[dict[str, GPT], dict[s
                            f"{model.max_input_length} rows, so there is no position left to write at.")
             continue
         models[name] = model
-        notes[name] = (f"stops at its {model.max_input_length}-row table: {room} new tokens at most"
-                       if room is not None else "reads its whole text, past the training length")
+        notes[name] = generate.writer_note(model, prompt_length=len(prompt), tokens=tokens,
+                                           trained_at=train_length_of(name))
     return models, notes, refused
 
 
@@ -143,7 +144,7 @@ def write_past_the_wall() -> None:
     if not prompt:
         st.info("Type a prompt to continue: any text works.", icon=":material/edit:")
         return
-    models, notes, refused = writers(names, prompt)
+    models, notes, refused = writers(names, prompt, tokens=tokens)
     for warning in refused:
         st.warning(warning, icon=":material/straighten:")
     job = writing_job(models, prompt, tokens=tokens, sampling=sampling, start=start, stop=stopped)
@@ -157,8 +158,8 @@ def write_past_the_wall() -> None:
         write(job, boxes, started=start)
         if job.state in ("stopped", "interrupted"):
             st.caption(f"{job.state.capitalize()}: the texts end where writing stopped.")
-    st.caption("Each new token costs one position's forward: the keys and values already computed stay in a cache. "
-               "The red mark is where the text reaches the training length; a sampled run repeats exactly for a seed. "
+    st.caption("The line above each text says how its model writes: from a cache of the keys and values already "
+               "computed, or reading its whole text again. The red mark is where the text reaches the training length; a sampled run repeats exactly for a seed. "
                "A model with a position table stops at its last row rather than sliding a window, which would "
                "quietly forget the prompt.")
 

@@ -127,3 +127,17 @@ def test_the_shipped_rope_model_writes_past_128_tokens_the_same_with_and_without
     cached = continue_text(model, PROMPT, max_new_tokens=160, sampling=Sampling(0.0, None))
     recomputed = continue_text(model, PROMPT, max_new_tokens=160, sampling=Sampling(0.0, None), use_cache=False)
     assert cached.new == recomputed.new and len(cached.new) == 160
+
+
+def test_each_writer_s_note_says_how_it_writes_and_how_far(tiny_model):
+    from lpos.analysis.generate import writer_note  # noqa: PLC0415
+
+    cached = writer_note(tiny_model("rope"), prompt_length=10, tokens=16, trained_at=64)
+    assert cached == "one position's forward per new token, the earlier keys and values kept in a cache"
+    randomized = tiny_model("learned", block_size=256, random_positions=256)
+    assert not randomized.caches_positions
+    note = writer_note(randomized, prompt_length=10, tokens=100, trained_at=64)
+    assert note.startswith("reads its whole text again for each new token") and "cache" in note
+    assert note.endswith("; writes past its training length (64 tokens)")
+    table = writer_note(tiny_model("learned"), prompt_length=10, tokens=100, trained_at=64)
+    assert table.endswith("; stops at its 64-row table: 54 new tokens at most")

@@ -7,6 +7,7 @@ import pytest
 from conftest import SCHEMES, app_test
 from lpos import checkpoints
 from lpos.corpus import data_dir
+from lpos.ui.models import label
 
 STRETCH = "pages/stretch.py"
 CORPUS_FILES = checkpoints.load("rope")[1].get("data_files", ["?"]) if "rope" in checkpoints.available() else ["?"]
@@ -100,6 +101,12 @@ def test_writing_streams_every_shipped_model_and_a_seed_repeats():
     randomized = [n for n in checkpoints.available() if checkpoints.load(n)[0].config.random_positions]
     # one writer per shipped scheme, and each table read at random positions (it writes past 128)
     assert len(written) == len([s for s in SCHEMES if s in checkpoints.available()]) + len(randomized)
+    notes = [m.value for m in at.markdown if m.value.startswith("**") and " · " in m.value]  # a line above each text
+    assert len(notes) == len(written)
+    for note in notes:  # the randomized table reads its whole text again; every other writer keeps a cache
+        randomized_note = any(f"**{label(name)}**" in note for name in randomized)
+        assert ("reads its whole text again for each new token" in note) == randomized_note, note
+        assert "past its training length" not in note  # the prompt and 16 tokens stay inside 128
     at.button(key="stretch_write").click().run()
     assert [m.value for m in at.markdown if m.value.startswith("Once upon a time")] == written
     at.number_input(key="stretch_seed").set_value(1).run()  # other settings: the old texts are not shown as theirs
