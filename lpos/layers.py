@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from lpos.positions import scheme_info
 
 NORMS = ("layernorm", "rmsnorm")
-MLPS = ("standard", "swiglu")  # standard: GPT-2's c_fc, activation, c_proj; swiglu: Llama's w1, w2, w3
+MLPS = ("standard", "swiglu", "geglu")  # standard: GPT-2's c_fc, activation, c_proj; swiglu: Llama's w1, w2, w3; geglu: Gemma's
 
 
 class LayerNorm(nn.Module):
@@ -63,10 +63,12 @@ class MLP(nn.Module):
 
 class SwiGLU(nn.Module):
     """Llama's feed-forward: w2(silu(w1 x) * w3 x) (Shazeer 2020), no biases; the hidden size
-    (`mlp_hidden`) is the file's (llama2.c rounds 8/3 of the width up to a multiple of 32 or 256)."""
+    (`mlp_hidden`) is the file's (llama2.c rounds 8/3 of the width up to a multiple of 32 or 256).
+    With `mlp="geglu"` the gate is GELU's tanh approximation instead of silu (Gemma)."""
 
-    def __init__(self, config):  # a GPTConfig: n_embd, mlp_hidden, dropout
+    def __init__(self, config):  # a GPTConfig: n_embd, mlp_hidden, mlp, dropout
         super().__init__()
+        self.gate = nn.GELU(approximate="tanh") if config.mlp == "geglu" else nn.SiLU()
         hidden = config.mlp_hidden or 4 * config.n_embd
         self.w1 = nn.Linear(config.n_embd, hidden, bias=False)  # the gate
         self.w2 = nn.Linear(hidden, config.n_embd, bias=False)  # back to the width
@@ -74,7 +76,7 @@ class SwiGLU(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.dropout(self.w2(F.silu(self.w1(x)) * self.w3(x)))
+        return self.dropout(self.w2(self.gate(self.w1(x)) * self.w3(x)))
 
 
 def norm_layer(config) -> nn.Module:
@@ -99,16 +101,22 @@ def check_block_fields(config) -> None:
     kv = config.n_kv_head
     if kv is not None and (kv < 1 or config.n_head % kv):
         raise ValueError(f"n_kv_head ({kv}) must divide n_head ({config.n_head})")
+    if config.head_dim is not None and config.head_dim < 1:
+        raise ValueError(f"head_dim must be a positive number, got {config.head_dim}")
+    if config.parallel_block and config.sandwich_norm:
+        raise ValueError("a block is parallel (GPT-NeoX) or has sandwich norms (Gemma), not both")
+    if any(w < 0 for w in config.sliding_windows):
+        raise ValueError(f"sliding_windows are 0 (every key) or a positive length, got {config.sliding_windows}")
 
 
 def parameter_count(config) -> int:
     """Weights of a GPTConfig's model, counted from its shapes before anything is built (the
     memory check of a file that declares its sizes): the token table(s), the blocks and what the
     position scheme adds (a learned table, a bias table)."""
-    C, hs = config.n_embd, config.n_embd // config.n_head
-    kv_width = (config.n_kv_head or config.n_head) * hs
-    attention = C * (C + 2 * kv_width) + C * C
+    C, hs = config.n_embd, config.head_size
+    q_width, kv_width = config.n_head * hs, (config.n_kv_head or config.n_head) * hs
+    attention = C * (q_width + 2 * kv_width) + q_width * C
     hidden = config.mlp_hidden or 4 * C
-    mlp = (3 if config.mlp == "swiglu" else 2) * C * hidden
+    mlp = (2 if config.mlp == "standard" else 3) * C * hidden
     table = (1 if config.tied else 2) * config.vocab_size * C
     return table + config.n_layer * (attention + mlp) + scheme_info(config.position).parameter_count(config)

@@ -1,6 +1,7 @@
 """A small GPT with a pluggable position scheme (nanoGPT's module names and maths).
 
-Pre-LayerNorm blocks, `transformer.wte` (tied to `lm_head` unless `tied=False`), the position
+A GPTConfig (`lpos.model_config`, importable from here) says its shape. Pre-norm blocks (GPT-NeoX's
+parallel ones and Gemma's sandwich norms too), `transformer.wte` (tied to `lm_head` unless `tied=False`), the position
 scheme's own modules (`transformer.wpe` for the learned table, `transformer.relative_bias` for T5's),
 and one attention path that can hand back its weights, because the app draws them
 (`lpos.self_attention`). The schemes differ only through their hooks (`lpos.positions.base`):
@@ -13,9 +14,7 @@ and the CLI show.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
@@ -23,60 +22,16 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from lpos.corpus import SHIPPED_SEED
+from lpos.model_config import GPTConfig
 from lpos.self_attention import CausalSelfAttention
 from lpos.kv_cache import KVCache, LayerCache
 from lpos.meta_device import SkipMetaInit
-from lpos.layers import MLP, SwiGLU, check_block_fields, norm_layer
-from lpos.positions import DEFAULT_SCHEME, REGISTRY, RopeScaling, check_scheme, scheme_info
+from lpos.layers import MLP, SwiGLU, norm_layer
+from lpos.positions import REGISTRY, RopeScaling, scheme_info
 from lpos.positions.sinusoidal import SINUSOID_SCALE  # noqa: F401  (public here: the sinusoid rows' scale)
 from lpos.token_table import SharedTokenTable, initial_token_table
 
 INFERENCE_LOSS_ROWS = 128  # positions scored at once by vocab_loss without gradients
-
-
-@dataclass(frozen=True)
-class GPTConfig:
-    vocab_size: int = 50257  # GPT-2 BPE
-    block_size: int = 128  # rows of the learned table; other schemes run at any length
-    n_layer: int = 4
-    n_head: int = 4
-    n_embd: int = 128  # the width the app draws
-    dropout: float = 0.0
-    bias: bool = True  # biases in Linear and LayerNorm, as GPT-2
-    position: str = DEFAULT_SCHEME  # a registered scheme (lpos.positions.SCHEMES)
-    activation: str = "gelu"  # gelu (exact) | gelu_tanh (GPT-2 checkpoints)
-    init_seed: int = 0  # seeds the token table, so rows training never touches can be rebuilt
-    tied: bool = True  # the output head is the token table (GPT-2); False: lm_head has rows of its own
-    norm: str = "layernorm"  # layernorm (GPT-2) | rmsnorm (Llama)
-    norm_eps: float = 1e-5  # the norms' epsilon (Llama: the file's norm_eps / rms_norm_eps)
-    mlp: str = "standard"  # standard: c_fc, activation, c_proj (GPT-2) | swiglu: w1, w2, w3 (Llama)
-    mlp_hidden: int | None = None  # the feed-forward's hidden size; None: 4 * n_embd
-    n_kv_head: int | None = None  # key/value heads, each shared by n_head / n_kv_head query heads; None: n_head
-    rope_base: float = 10000.0  # RoPE's base: pair i turns by base^(-2i/hs) per position (Llama: rope_theta)
-    qkv_bias: bool | None = None  # biases in the q/k/v projection; None: follow `bias` (Karpathy's lecture: False)
-    head_bias: bool = False  # the output head adds a bias per token (Karpathy's lecture's lm_head); needs tied=False
-    # what some schemes need (lpos.positions: each module says what it reads)
-    num_buckets: int = 32  # t5: distance buckets, half of them exact
-    max_distance: int = 128  # t5: the last bucket starts here
-    npos_max: int = 128  # cope: rows of each layer's count table
-    random_positions: bool = False  # learned: read the table at a sorted random subset of its rows (Ruoss et al. 2023)
-    position_seed: int = 0  # learned with random_positions: the generator of the evaluation positions
-
-    def __post_init__(self) -> None:
-        check_scheme(self.position)
-        if self.activation not in ("gelu", "gelu_tanh", "relu"):
-            raise ValueError(f"unknown activation {self.activation!r}; choose 'gelu', 'gelu_tanh' or 'relu'")
-        if self.head_bias and self.tied:
-            raise ValueError("head_bias needs an untied head (tied=False)")
-        if self.n_embd % self.n_head:
-            raise ValueError(f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
-        scheme_info(self.position).check_config(self)
-        check_block_fields(self)
-
-    @classmethod
-    def from_dict(cls, values: dict) -> GPTConfig:
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in values.items() if k in names})
 
 
 class Trace(NamedTuple):
@@ -97,14 +52,20 @@ class Block(nn.Module):
         self.ln_1 = norm_layer(config)
         self.attn = CausalSelfAttention(config, layer)
         self.ln_2 = norm_layer(config)
-        self.mlp = SwiGLU(config) if config.mlp == "swiglu" else MLP(config)
+        self.mlp = MLP(config) if config.mlp == "standard" else SwiGLU(config)
+        self.parallel, self.sandwich = config.parallel_block, config.sandwich_norm
+        if self.sandwich:  # Gemma normalises what attention and the feed-forward give before each is added
+            self.ln_attn_out = norm_layer(config)
+            self.ln_mlp_out = norm_layer(config)
 
     def forward(self, x: torch.Tensor, *, offset: int = 0, rope_scaling: RopeScaling | None = None,
                 cache: LayerCache | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         attended, weights = self.attn(self.ln_1(x), offset=offset, rope_scaling=rope_scaling, cache=cache)
-        x = x + attended
-        x = x + self.mlp(self.ln_2(x))
-        return x, weights
+        if self.parallel:  # GPT-NeoX: both read x
+            return x + attended + self.mlp(self.ln_2(x)), weights
+        x = x + (self.ln_attn_out(attended) if self.sandwich else attended)
+        fed = self.mlp(self.ln_2(x))
+        return x + (self.ln_mlp_out(fed) if self.sandwich else fed), weights
 
 
 class GPT(nn.Module):
@@ -120,7 +81,7 @@ class GPT(nn.Module):
             h=nn.ModuleList([Block(config, layer) for layer in range(config.n_layer)]),
             ln_f=norm_layer(config),
         )
-        self.scheme = scheme_info(config.position)
+        self.scheme = scheme_info(config.position).for_config(config)
         modules.update(self.scheme.model_parameters(config))  # a position table, a shared bias table
         self.transformer = nn.ModuleDict(modules)
         for block in self.transformer.h:  # every layer reads the model-wide ones (not registered twice)
@@ -248,6 +209,8 @@ class GPT(nn.Module):
         T = idx.shape[1]
         self.check_length(T, offset=offset)
         token = self.transformer.wte(idx)  # (B, T, C)
+        if self.config.embed_scale != 1.0:
+            token = token * self.config.embed_scale  # Gemma's rows enter scaled by sqrt(C)
         if not self.scheme.adds_rows:
             return EmbedParts(token, None, token)
         if positions is None:

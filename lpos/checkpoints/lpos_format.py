@@ -72,4 +72,4 @@ def read_lpos(payload: dict, label: str, max_bytes: int, *, tokenizer: Tokenizer
     config, meta["tokenizer"] = model_config(as_dict(payload.get("config"), label, "config"), label, max_bytes,
                                              tokenizer=tokenizer)
     state = as_dict(payload.get("state_dict"), label, "state_dict")
-    return build_model(config, state, label, in_place=config.mlp == "swiglu"), meta  # a Llama's weights held once
+    return build_model(config, state, label, in_place=config.mlp != "standard"), meta  # a Llama's weights held once

@@ -12,11 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from lpos.checkpoints.errors import CheckpointError
-from lpos.checkpoints.layouts import courses, gpt2, huggingface, llama, llama2c
+from lpos.checkpoints.layouts import courses, gemma, gpt2, gpt_neox, huggingface, llama, llama2c, qwen
 from lpos.checkpoints.layouts.recognised import FileLayout, FolderLayout, Recognised
 
 FILE_LAYOUTS: tuple[FileLayout, ...] = (*llama2c.FILE_LAYOUTS, *courses.FILE_LAYOUTS, *gpt2.FILE_LAYOUTS)  # llama2.c's ckpt.pt has model_args too
-FOLDER_LAYOUTS: tuple[FolderLayout, ...] = (*llama.FOLDER_LAYOUTS, *huggingface.FOLDER_LAYOUTS)
+FOLDER_LAYOUTS: tuple[FolderLayout, ...] = (*llama.FOLDER_LAYOUTS, *qwen.FOLDER_LAYOUTS, *gpt_neox.FOLDER_LAYOUTS,
+                                              *gemma.FOLDER_LAYOUTS, *huggingface.FOLDER_LAYOUTS)
 # the names a model file of these layouts ends in: a torch file (nanoGPT's ckpt.pt, a course's model.pth, a
 # trainer's .ckpt, GPT-2's pytorch_model.bin) or llama2.c's raw model.bin; the upload box, the shared folder
 # and the CLI's help are built from it

@@ -21,6 +21,7 @@ MAX_CONFIG_BYTES = 1024 * 1024  # a Hugging Face config.json is a few kB
 CONFIG_NAMES = {"vocab_size": "vocab_size", "n_positions": "block_size", "n_layer": "n_layer", "n_head": "n_head",
                 "n_embd": "n_embd"}  # config.json's -> GPTConfig's
 TANH_ACTIVATIONS = ("gelu_new", "gelu_pytorch_tanh")
+HF_MODEL_TYPES = ("gpt2", "llama", "qwen2", "qwen3", "gpt_neox", "smollm3", "gemma3_text", "gemma3 (its text model)")
 
 
 def weights_file(folder: Path) -> Path | None:
@@ -44,7 +45,8 @@ def read_gpt2_folder(folder: Path, max_bytes: int) -> Recognised:
     if not isinstance(hf, dict):
         raise CheckpointError("config.json does not hold a JSON object: it is not a GPT-2 configuration")
     if hf.get("model_type", "gpt2") != "gpt2":
-        raise CheckpointError(f"model_type {hf.get('model_type')!r} is not supported; lpos reads GPT-2 models")
+        raise CheckpointError(f"model_type {str(hf.get('model_type'))[:30]!r} is not supported; lpos reads Hugging Face "
+                              f"folders of model_type {', '.join(HF_MODEL_TYPES)}")
     if weights.suffix == ".bin":
         state = read_payload(weights, max_bytes=max_bytes)
     else:
