@@ -48,10 +48,15 @@ def explorer() -> None:
     chart(waves, name="sinusoids-wavelengths", key="sin_wavelengths")
     st.caption(f"Pair 0 repeats every 2π ≈ 6.28 positions; the last pair every {slowest:,.0f} "
                "positions (2π·base^((width−2)/width)).\nThe wavelengths are evenly spaced on a log scale: a geometric sequence. "
-               + sinusoid_words.rope_sentence(width, head_columns, base=float(base), model_base=(
-                   selection.model.model.config.rope_base if selection.model.model.scheme.shows("rotation") else None))
+               + sinusoid_words.rope_sentence(width, head_columns, base=float(base), **rotating_model(selection))
                + " [Stretching the context](stretch) shows how scaling methods move them past a training length.")
     distance(width, float(base))
+
+
+def rotating_model(selection) -> dict:
+    """The sidebar model's RoPE base and scheme for the RoPE sentence, when it rotates."""
+    model = selection.model.model
+    return dict(model_base=model.config.rope_base, model_scheme=model.config.position) if model.scheme.shows("rotation") else {}
 
 
 @st.fragment

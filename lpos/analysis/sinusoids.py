@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lpos.positions import pair_frequencies, sinusoidal_table, wavelengths
+from lpos.positions import pair_frequencies, scheme_info, sinusoidal_table, wavelengths
 
 
 @dataclass(frozen=True)
@@ -147,10 +147,12 @@ def ordinal(n: int) -> str:
     return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
-def rope_sentence(width: int, head_columns: int, *, base: float = 10000.0, model_base: float | None = None) -> str:
+def rope_sentence(width: int, head_columns: int, *, base: float = 10000.0, model_base: float | None = None,
+                  model_scheme: str | None = None) -> str:
     """How RoPE's wavelengths relate to this table's: a RoPE head of d columns uses base^(−2i/d) over its
     d/2 pairs, which are every (width/d)-th pair of a width-column table when d divides width and both use
-    the same base. `model_base`: the sidebar model's own RoPE base, when it rotates (said when it differs)."""
+    the same base. `model_base`, `model_scheme`: the sidebar model's own RoPE base and scheme, when it rotates (its
+    base said when it differs, its pairs when it turns fewer than a RoPE head)."""
     if head_columns % 2 or head_columns < 2:
         return "RoPE uses the same formula over a head's columns."
     if width == head_columns:
@@ -164,5 +166,13 @@ def rope_sentence(width: int, head_columns: int, *, base: float = 10000.0, model
     if model_base is not None and model_base != base:
         same += (f" (this model's own RoPE base is {_number(model_base)}, not the {_number(base)} set here, so its heads' "
                  "wavelengths are not these)")
+    if model_scheme is not None:
+        rotating = scheme_info(model_scheme)
+        turning = int((rotating.head_frequencies(head_columns, None, base) > 0).sum())
+        rotated = rotating.rotated_width(head_columns)
+        if turning < head_columns // 2:
+            same += (f"; this model's {rotating.label} turns only {turning} of them"
+                     + (f", by base^(−2i/{rotated}) over its first {rotated} columns" if rotated < head_columns else
+                        ", the fastest") + ", and the rest never")
     return (f"RoPE uses the same formula over one head's columns: this model's heads have {head_columns} columns, "
             f"so a RoPE head turns {head_columns // 2} pairs by base^(−2i/{head_columns}){same}.")

@@ -172,23 +172,23 @@ def pca_sentence(table: np.ndarray, projection: similarity.Projection, *, scheme
                                   "rows on average (so bunched in a small knot)"))
 
 
-def rope_kernel(length: int, head_dim: int, *, base: float) -> tuple[Recipe, Recipe, str]:
-    """RoPE's position x position kernel and the same kernel by offset at the model's base, as
+def rope_kernel(length: int, head_dim: int, *, base: float, scheme: str) -> tuple[Recipe, Recipe, str]:
+    """A rotating scheme's position x position kernel and the same kernel by offset at the model's base, as
     recipes (lpos.figures.export), and what the line shows (its range read off the drawn line)."""
     analysis = "lpos.analysis.similarity"
-    kernel = Recipe((step("kernel", f"{analysis}.rope_kernel", length, head_dim, base=base),
+    kernel = Recipe((step("kernel", f"{analysis}.rope_kernel", length, head_dim, base=base, scheme=scheme),
                      step("kernel_map", f"{analysis}.similarity_map", Ref("kernel"), title="rope kernel"),
                      step("fig", "lpos.figures.similarity.similarity_heatmaps", [Ref("kernel_map")],
                           axis_title="position")))
-    line = Recipe((step("line", f"{analysis}.rope_kernel_by_offset", length - 1, head_dim, base=base),
+    line = Recipe((step("line", f"{analysis}.rope_kernel_by_offset", length - 1, head_dim, base=base, scheme=scheme),
                    step("fig", "lpos.figures.similarity.kernel_line_figure", Ref("line"), head_dim=head_dim)))
-    return kernel, line, kernel_reading(length, head_dim, base=base)
+    return kernel, line, kernel_reading(length, head_dim, base=base, scheme=scheme)
 
 
 @st.cache_data(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)
-def kernel_reading(length: int, head_dim: int, *, base: float) -> str:
-    line = similarity.rope_kernel_by_offset(length - 1, head_dim, base=base)
-    return similarity.rope_kernel_sentence(line, head_dim=head_dim, base=base)
+def kernel_reading(length: int, head_dim: int, *, base: float, scheme: str) -> str:
+    line = similarity.rope_kernel_by_offset(length - 1, head_dim, base=base, scheme=scheme)
+    return similarity.rope_kernel_sentence(line, head_dim=head_dim, base=base, scheme=scheme)
 
 
 def rows_never_trained(loaded: LoadedModel, length: int) -> None:
@@ -238,9 +238,10 @@ def rope_kernel_section(loaded: LoadedModel, length: int) -> None:
     """RoPE adds no rows: its kernel, the cosine of one vector turned to two positions."""
     config = loaded.model.config
     head_dim = config.n_embd // config.n_head
-    kernel_map, kernel_line, kernel_reading = rope_kernel(length, head_dim, base=config.rope_base)
+    kernel_map, kernel_line, kernel_reading = rope_kernel(length, head_dim, base=config.rope_base, scheme=config.position)
     chart(kernel_map, name="similarity-position-map", model=loaded, key="sim_positions", in_place=True)
-    st.caption(similarity.rope_kernel_map_sentence(label=loaded.model.scheme.label, head_dim=head_dim, base=config.rope_base))
+    st.caption(similarity.rope_kernel_map_sentence(label=loaded.model.scheme.label, head_dim=head_dim,
+                                                   base=config.rope_base, scheme=config.position))
     chart(kernel_line, name="similarity-kernel-by-offset", model=loaded, key="sim_kernel", in_place=True)
     st.caption(kernel_reading)
 
