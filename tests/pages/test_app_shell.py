@@ -53,6 +53,15 @@ def test_every_page_runs_with_every_scheme_and_model(scheme, trained):
         assert shown(at)["sidebar"] == (SENTENCE, scheme, model), path
 
 
+@pytest.mark.parametrize("name", [declared.name for declared in lpos.pages.PAGES])
+def test_each_page_draws_the_view_it_declares(name):
+    """One AppTest run per registered page, on the view its registry entry names: no exception, a heading."""
+    declared = lpos.pages.page_named(name)
+    at = app_test(page=declared.file, timeout=300, **declared.view_query())
+    assert not at.exception, (name, [e.message for e in at.exception])
+    assert at.main.title or at.main.header, name  # the page drew, not only the sidebar
+
+
 def test_url_opens_exactly_that_view_and_switching_pages_keeps_it():
     model = trained_or_untrained("rope")
     at = app_test(text="The cat sat", scheme="rope", model=model)
