@@ -4,7 +4,8 @@ Each test builds a small LlamaForCausalLM with random weights (grouped-query or 
 untied, saved in float32 or bfloat16, in one file or in shards), saves it with save_pretrained,
 loads the folder with lpos and compares logits (1e-4). The Llama block itself: RMSNorm against
 its formula, a shift of every position leaves a RoPE model's logits unchanged, the defaults
-build GPT-2's block, and a rope_scaling lpos cannot reproduce is refused by name.
+build GPT-2's block, an older config's llama3 or dynamic rope_scaling gives the reference's logits, and a
+rope_scaling lpos cannot reproduce is refused by name.
 """
 from __future__ import annotations
 
@@ -31,13 +32,14 @@ def characters(vocab: int = VOCAB) -> CharacterTokenizer:
 
 
 def reference_llama(*, kv_heads: int = 4, tied: bool = False, seed: int = 0, rope_theta: float = 10000.0,
-                    layers: int = 2, dtype: torch.dtype = torch.float32):
+                    layers: int = 2, dtype: torch.dtype = torch.float32, max_positions: int = 64,
+                    rope_scaling: dict | None = None):
     """A LlamaForCausalLM (width 32, 4 heads, hidden 48) with weights large enough for logits that
     differ by whole units, rounded to `dtype` (so the float32 reference equals what the file holds)."""
     config = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=48,
                                       num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=kv_heads,
-                                      max_position_embeddings=64, rms_norm_eps=1e-5, rope_theta=rope_theta,
-                                      tie_word_embeddings=tied, attn_implementation="eager")
+                                      max_position_embeddings=max_positions, rms_norm_eps=1e-5, rope_theta=rope_theta,
+                                      rope_scaling=rope_scaling, tie_word_embeddings=tied, attn_implementation="eager")
     torch.manual_seed(seed)
     model = transformers.LlamaForCausalLM(config).eval()
     with torch.no_grad():
@@ -135,15 +137,29 @@ def test_gqa_config_checks():
         GPTConfig(norm="batchnorm")
 
 
-@pytest.mark.parametrize("scaling", [{"rope_type": "llama3", "factor": 8.0}, {"type": "dynamic", "factor": 2.0}])
-def test_rope_scaling_lpos_cannot_reproduce_is_refused_by_name(tmp_path, scaling):
+@pytest.mark.parametrize("scaling", [
+    {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+     "original_max_position_embeddings": 8},
+    {"type": "dynamic", "factor": 2.0},
+])
+def test_an_older_config_s_rope_scaling_gives_the_reference_logits(tmp_path, scaling):
+    reference = reference_llama(rope_theta=500.0, max_positions=16, rope_scaling=scaling)
+    reference.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config.pop("rope_parameters", None)
+    config["rope_scaling"], config["rope_theta"] = scaling, 500.0
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    model, _ = checkpoints.load(tmp_path, tokenizer=characters())
+    torch.testing.assert_close(lpos_logits(model, IDS), reference_logits(reference, IDS), atol=1e-4, rtol=1e-4)
+
+
+def test_rope_scaling_lpos_cannot_reproduce_is_refused_by_name(tmp_path):
     reference_llama().save_pretrained(tmp_path)
     config = json.loads((tmp_path / "config.json").read_text())
     config.pop("rope_parameters", None)
-    config["rope_scaling"], config["rope_theta"] = scaling, 10000.0
+    config["rope_scaling"], config["rope_theta"] = {"rope_type": "longrope", "factor": 2.0}, 10000.0
     (tmp_path / "config.json").write_text(json.dumps(config))
-    kind = scaling.get("rope_type") or scaling.get("type")
-    with pytest.raises(CheckpointError, match=f"rope_scaling '{kind}'"):
+    with pytest.raises(CheckpointError, match="rope_type 'longrope', which lpos does not reproduce"):
         checkpoints.load(tmp_path, tokenizer=characters())
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from lpos.checkpoints.errors import CheckpointError
+from lpos.checkpoints.layouts.hf_rope import rope_values
 from lpos.checkpoints.layouts.recognised import FolderLayout, Recognised
 from lpos.layers import parameter_count
 from lpos.model import GPTConfig
@@ -145,14 +146,8 @@ def is_hf_llama(folder: Path) -> bool:
 
 
 def hf_values(hf: dict, label: str) -> dict:
-    """GPTConfig values from a Llama config.json; what lpos cannot reproduce is refused by name."""
-    rope = hf.get("rope_parameters") if isinstance(hf.get("rope_parameters"), dict) else {}
-    scaling = hf.get("rope_scaling") or {}
-    kind = rope.get("rope_type", "default") if not scaling else \
-        (scaling.get("rope_type") or scaling.get("type")) if isinstance(scaling, dict) else scaling
-    if kind != "default":
-        raise CheckpointError(f"{label} rescales RoPE with rope_scaling {str(kind)[:30]!r}, which lpos does not "
-                              "reproduce exactly, so its logits would not be the model's")
+    """GPTConfig values from a Llama config.json, its RoPE read as lpos.checkpoints.layouts.hf_rope reads
+    every family's (Llama 3.1 and 3.2 rescale with llama3); what lpos cannot reproduce is refused by name."""
     if hf.get("hidden_act", "silu") != "silu":
         raise CheckpointError(f"{label} uses hidden_act {str(hf.get('hidden_act'))[:20]!r}; a Llama's SwiGLU uses silu")
     if hf.get("attention_bias") or hf.get("mlp_bias"):
@@ -161,13 +156,15 @@ def hf_values(hf: dict, label: str) -> dict:
     if hf.get("head_dim") is not None and isinstance(heads, int) and isinstance(width, int) and heads \
             and hf["head_dim"] != width // heads:
         raise CheckpointError(f"{label} has head_dim {hf['head_dim']}, not its width over its heads; lpos cannot read it")
-    base = rope.get("rope_theta", hf.get("rope_theta", 10000.0))
-    return llama_values(vocab_size=hf.get("vocab_size"), dim=width, hidden_dim=hf.get("intermediate_size"),
-                        n_layers=hf.get("num_hidden_layers"), n_heads=heads,
-                        n_kv_heads=hf.get("num_key_value_heads") or heads,
-                        max_seq_len=hf.get("max_position_embeddings", 2048),
-                        norm_eps=as_float(hf.get("rms_norm_eps", 1e-6)),
-                        tied=bool(hf.get("tie_word_embeddings", False)), rope_base=as_float(base))
+    layers = hf.get("num_hidden_layers")
+    rope = rope_values(hf, ["full_attention"] * (layers if isinstance(layers, int) and 0 < layers <= MAX_SIZE else 1),
+                       label=label)
+    values = llama_values(vocab_size=hf.get("vocab_size"), dim=width, hidden_dim=hf.get("intermediate_size"),
+                          n_layers=layers, n_heads=heads, n_kv_heads=hf.get("num_key_value_heads") or heads,
+                          max_seq_len=hf.get("max_position_embeddings", 2048),
+                          norm_eps=as_float(hf.get("rms_norm_eps", 1e-6)),
+                          tied=bool(hf.get("tie_word_embeddings", False)), rope_base=rope.pop("rope_base"))
+    return {**values, **rope}
 
 
 def as_float(value):
