@@ -2,8 +2,8 @@
 import streamlit as st
 
 from lpos import ui
-from lpos.analysis.lengths import (curve_caption, curve_reading, length_reading, output_count, training_length,
-                                   uniform_guess_sentence, wrong_tokenizer_sentence)
+from lpos.analysis.lengths import (curve_caption, curve_reading, length_reading, output_count, rotation_variants_reading,
+                                   training_length, uniform_guess_sentence, window_rows, wrong_tokenizer_sentence)
 from lpos.corpus import story
 from lpos.positions import SCHEMES
 from lpos.ui import coverage, lengths
@@ -37,6 +37,11 @@ else:
     reading_column.markdown("**What the numbers say**")
     reading_column.markdown(length_reading(tables, train_length=cards.train_length))
     reading_column.caption(f"Measured on held-out stories, non-overlapping windows. Reference: {PRESS_2021}")
+    if variants := rotation_variants_reading(tables, train_length=cards.train_length):
+        st.markdown("**Today's RoPE practice, side by side.** These schemes rotate only part of what RoPE rotates: "
+                    "does that cost or buy anything here?\n\n" + variants)
+        st.caption("One model per scheme, trained once with one seed: how far another seed would move these numbers "
+                   "is not measured here.")
     missing = [s for s in SCHEMES if s not in tables and s not in cards.left_out]
     if missing:
         st.caption(f"Not shipped yet: {', '.join(missing)}.")
@@ -92,7 +97,8 @@ def live() -> None:
             curve, model.model, source=str(model.meta.get("source", "")))):
         st.warning(doubt, icon=":material/warning:")
     reading_column.markdown(curve_reading(curve, train_length=trained_at,
-                                          baseline=lengths.window_baseline(model, ids, window=trained_at)))
+                                          baseline=lengths.window_baseline(model, ids, window=trained_at),
+                                          rows=window_rows(model.model, trained_at)))
     if not model.trained:
         reading_column.caption(f"An untrained model guesses uniformly over its {output_count(model.model):,} tokens, so its "
                                f"loss sits near {uniform_guess_sentence(model.model)} "

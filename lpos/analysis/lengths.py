@@ -133,11 +133,25 @@ def sliding_losses(model: GPT, ids: list[int], *, window: int, batch_size: int =
     return np.concatenate(out)
 
 
-def sliding_sentence(window: int) -> str:
-    """What the sliding baseline reads, for a window of `window` tokens."""
+def window_rows(model: GPT, window: int) -> tuple[int, int] | None:
+    """The first and last table row a `window`-token input reads, when those are not its positions
+    0..window-1 (a table read at random positions); None when they are, or when nothing is added."""
+    if not model.scheme.adds_rows:
+        return None
+    read = model.scheme.input_positions(model.config, window, 0)  # (window,)
+    if torch.equal(read, torch.arange(window)):
+        return None
+    return int(read[0]), int(read[-1])
+
+
+def sliding_sentence(window: int, *, rows: tuple[int, int] | None = None) -> str:
+    """What the sliding baseline reads, for a window of `window` tokens; `rows` (window_rows) when its
+    table rows are not its positions."""
     before = window - 1
+    where = (f"its tokens at table rows {rows[0]:,} to {rows[1]:,}: this table is read at random positions"
+             if rows is not None else f"so no position past {before:,}")
     return (f"each read with only the {before:,} token{'s' if before != 1 else ''} before it (a sliding "
-            f"{window:,}-token window, so no position past {before:,})")
+            f"{window:,}-token window, {where})")
 
 
 def training_length(meta: dict, model: GPT) -> int:
@@ -163,11 +177,13 @@ def _signed(change: float) -> str:
     return f"{change:+.2f}" if round(change, 2) != 0 else "0.00"
 
 
-def curve_reading(curve: LossCurve, *, train_length: int, baseline: np.ndarray | None = None) -> str:
+def curve_reading(curve: LossCurve, *, train_length: int, baseline: np.ndarray | None = None,
+                  rows: tuple[int, int] | None = None) -> str:
     """What the live curve shows, in numbers. Past the training length the same tokens are compared two
     ways: read with the whole text before them, and read with a sliding window of the training length
     (`baseline`, sliding_losses): the difference is what reading past the training length costs or gains.
-    Without a baseline only the two parts of the text are compared, and the sentence says they differ."""
+    Without a baseline only the two parts of the text are compared, and the sentence says they differ.
+    `rows`: the table rows a window reads, when they are not its positions (window_rows)."""
     within, beyond = _mean(curve.losses[:train_length]), _mean(curve.losses[train_length:])
     if within is None:
         return ("No token of this text can be predicted: the model's softmax covers only the tokens it saw in "
@@ -178,7 +194,7 @@ def curve_reading(curve: LossCurve, *, train_length: int, baseline: np.ndarray |
         fresh = _mean(baseline[train_length : len(curve.losses)]) if baseline is not None else None
         if fresh is not None:
             lines.append(f"The {later} predictions past the training length ({train_length} tokens), read with the "
-                         f"whole text before them: **{beyond:.2f}**; the same tokens {sliding_sentence(train_length)}: "
+                         f"whole text before them: **{beyond:.2f}**; the same tokens {sliding_sentence(train_length, rows=rows)}: "
                          f"**{fresh:.2f}**. Reading past the training length changes their loss by "
                          f"**{_signed(beyond - fresh)}**.")
         else:
@@ -254,6 +270,36 @@ def length_reading(tables: dict[str, dict[int, dict]], *, train_length: int) -> 
     return "\n".join(lines)
 
 
+def rotation_variants_reading(tables: dict[str, dict[int, dict]], *, train_length: int) -> str:
+    """Markdown: each shipped model whose scheme rotates only part of what RoPE rotates (a share of columns, of pairs,
+    of layers) against the model that rotates everything, at the training length and the longest measured, beside
+    what its paper reports; "" when the cards hold no such pair."""
+    def loss(name: str, length: int) -> float | None:
+        return tables.get(name, {}).get(length, {}).get("loss")
+
+    schemes = {name: REGISTRY[name] for name in tables if name in REGISTRY and REGISTRY[name].shows("rotation")}
+    full = next((name for name, scheme in schemes.items() if scheme.rotates_fully), None)
+    if full is None or loss(full, train_length) is None:
+        return ""
+    longest = max(length for length in tables[full] if loss(full, length) is not None)
+    lines = []
+    for name, scheme in schemes.items():
+        if name == full or loss(name, train_length) is None or loss(name, longest) is None:
+            continue
+        near, far = loss(name, train_length) - loss(full, train_length), loss(name, longest) - loss(full, longest)
+        at_train = ("matches it (within 0.01)" if abs(near) <= 0.01 else
+                    f"beats it by {-near:.3f}" if near < 0 else f"trails it by {near:.3f}")
+        at_longest = ("the same as it (within 0.01)" if abs(far) <= 0.01 else
+                      f"{-far:.3f} below it" if far < 0 else f"{far:.3f} above it")
+        lines.append(f"- **{scheme.label}** ({scheme.hint}): {loss(name, train_length):.3f} at {train_length} tokens, "
+                     f"so it {at_train}; {loss(name, longest):.3f} at {longest:,}, {at_longest}."
+                     + (f" {scheme.finding}." if scheme.finding else ""))
+    if not lines:
+        return ""
+    return (f"Against **{schemes[full].label}** ({loss(full, train_length):.3f} at {train_length}, "
+            f"{loss(full, longest):.3f} at {longest:,}), trained the same way:\n" + "\n".join(lines))
+
+
 def worst_curve_sentence(tables: dict[str, dict[int, dict]], *, train_length: int, unigram: float | None) -> str:
     """Markdown: what the steepest curve does at the longest length measured, against the training length
     and the unigram baseline (word frequencies alone), and which curves stop; "" when none goes past."""
@@ -296,7 +342,7 @@ def curve_caption(curve: LossCurve, model: GPT, *, train_length: int) -> str:
     if len(curve.losses) > train_length:
         edge = " ".join(filter(None, (
             "Past the dashed training length, compare the dark line with the dotted one: the same tokens, "
-            f"{sliding_sentence(train_length)}. Both lines give every token at least {train_length - 1:,} tokens of "
+            f"{sliding_sentence(train_length, rows=window_rows(model, train_length))}. Both lines give every token at least {train_length - 1:,} tokens of "
             "context; only the dark one reads past the training length.", wall)))
     elif wall:
         edge = wall

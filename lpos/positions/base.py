@@ -66,6 +66,7 @@ class PositionScheme:
     hint: str = ""  # one line for the sidebar
     explanation: str = ""  # one paragraph: what it does and where it acts
     paper: Paper | None = None
+    finding: str = ""  # what its paper reports about it, set beside lpos's own numbers (Length extrapolation)
     views: frozenset[str] = frozenset()  # what it does, as the views that apply to it (VIEWS)
     # How much faster than the rest of the model this scheme's own weights (`model_parameters`,
     # `layer_parameters`) learn; 1.0: the same rate and decay as every other weight. Any other value also

@@ -25,6 +25,8 @@ class PartialFrequencyRope(Rope):
     paper = Paper("Round and Round We Go! What makes Rotary Positional Encodings useful?", "Barbero et al. 2025",
                   "https://arxiv.org/abs/2410.06205")
     turning_share = 0.75
+    finding = ("Barbero et al. 2025 (Table 2, Gemma 2B trained from scratch) report 0.75-RoPE slightly ahead of RoPE: "
+               "4.441 against 4.463 Wiki perplexity")
 
 
 SCHEME = PartialFrequencyRope()

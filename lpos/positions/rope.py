@@ -48,6 +48,11 @@ class Rope(PositionScheme):
     nope_every: int | None = None  # every n-th layer (the n-th, 2n-th, ...) rotates nothing
     nope_layers: frozenset[int] | None = None  # the blocks that rotate nothing, as a model's config lists them
 
+    @property
+    def rotates_fully(self) -> bool:
+        """Every column of every head in every layer turns, as RoFormer's RoPE."""
+        return self.rotated_share == 1.0 and self.turning_share == 1.0 and self.nope_every is None
+
     def rotated_width(self, head_size: int) -> int:
         """How many of a head's columns rotate (the first ones): the rest pass through."""
         return int(head_size * self.rotated_share)

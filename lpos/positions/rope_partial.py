@@ -26,6 +26,8 @@ class PartialRope(Rope):
     paper = Paper("GPT-NeoX-20B: An Open-Source Autoregressive Language Model", "Black et al. 2022",
                   "https://arxiv.org/abs/2204.06745")
     rotated_share = 0.25
+    finding = ("Black et al. 2022 rotate a quarter, as GPT-J did, to balance quality against compute; they report no "
+               "comparison past the training length")
 
 
 SCHEME = PartialRope()

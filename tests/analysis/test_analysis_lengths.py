@@ -27,8 +27,8 @@ def curve(n: int, *, wall: int | None = None) -> lengths.LossCurve:
     return lengths.LossCurve(losses=losses, rolling=losses, window=32, text_tokens=(wall or n) + 12, wall=wall)
 
 
-def test_the_caption_names_the_sliding_line_and_the_wall_together():
-    said = lengths.curve_caption(curve(128, wall=128), GPT.__new__(GPT), train_length=32)
+def test_the_caption_names_the_sliding_line_and_the_wall_together(tiny_model):
+    said = lengths.curve_caption(curve(128, wall=128), tiny_model("learned", block_size=128), train_length=32)
     assert "compare the dark line with the dotted one" in said and "a sliding 32-token window" in said
     assert "The red line is where this model's table ends (128 rows)" in said
 
@@ -146,3 +146,31 @@ def test_worst_curve_sentence_says_how_far_the_steepest_curve_is_from_the_unigra
     assert "no better than the unigram baseline" in lengths.worst_curve_sentence(tables, train_length=128, unigram=6.0)
     flat = {"alibi": tables["alibi"]}
     assert lengths.worst_curve_sentence(flat, train_length=128, unigram=6.0).startswith("No curve climbs")
+
+
+def test_the_sliding_window_names_the_table_rows_a_randomized_table_reads(tiny_model):
+    randomized = tiny_model("learned", block_size=256, random_positions=True)
+    first, last = lengths.window_rows(randomized, 32)
+    read = randomized.scheme.input_positions(randomized.config, 32, 0)
+    assert (first, last) == (int(read[0]), int(read[-1])) and last > 31
+    assert lengths.window_rows(tiny_model("learned"), 32) is None and lengths.window_rows(tiny_model("rope"), 32) is None
+    losses = np.full(40, 4.0, dtype=np.float32)
+    curve = lengths.LossCurve(losses=losses, rolling=losses, window=32, text_tokens=41, wall=None)
+    said = lengths.curve_reading(curve, train_length=32, baseline=losses, rows=(first, last))
+    assert f"its tokens at table rows {first:,} to {last:,}: this table is read at random positions" in said
+    assert "no position past" not in said
+    caption = lengths.curve_caption(curve, randomized, train_length=32)
+    assert f"table rows {first:,} to {last:,}" in caption and "no position past" not in caption
+
+
+def test_rotation_variants_are_read_against_the_model_that_rotates_everything():
+    from lpos.analysis.lengths import rotation_variants_reading
+
+    tables = {"rope": {128: {"loss": 2.9}, 1024: {"loss": 3.5}}, "p-rope": {128: {"loss": 2.95}, 1024: {"loss": 3.2}},
+              "rnope": {128: {"loss": 2.905}, 1024: {"loss": 3.6}}, "alibi": {128: {"loss": 2.8}, 1024: {"loss": 2.8}}}
+    said = rotation_variants_reading(tables, train_length=128)
+    assert said.startswith("Against **RoPE** (2.900 at 128, 3.500 at 1,024)")
+    assert "**p-RoPE**" in said and "trails it by 0.050" in said and "0.300 below it" in said and "Barbero" in said
+    assert "**RNoPE**" in said and "matches it (within 0.01)" in said and "0.100 above it" in said
+    assert "ALiBi" not in said  # only schemes that rotate are compared with RoPE
+    assert rotation_variants_reading({"alibi": tables["alibi"]}, train_length=128) == ""
