@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lpos.pages import page_named
 from lpos.positions import REGISTRY, schemes_with
 
 NO_POSITIONS = "no positions"  # a step about the scheme with no rows and nothing inside attention
@@ -113,7 +114,7 @@ STEPS: tuple[Step, ...] = (
         "bucket ends; FIRE's is a learned curve of the log distance. Those two are learned: an untrained model's are "
         "close to zero.",
         "bias",
-        further=("pages/attention.py", "Every scheme that acts inside attention, on your sentence"),
+        further=(page_named("attention").file, "Every scheme that acts inside attention, on your sentence"),
     ),
     Step(
         "What training learned",
@@ -140,6 +141,6 @@ STEPS: tuple[Step, ...] = (
         "Under “none”, the full model's next-token probabilities shift after the shuffle, though layer 1 did not "
         "move; the top guess may or may not change.",
         NO_POSITIONS,
-        further=("pages/inside.py", "Inside the model: where that order ends up, layer by layer"),
+        further=(page_named("inside").file, "Inside the model: where that order ends up, layer by layer"),
     ),
 )

@@ -13,12 +13,13 @@ from dataclasses import dataclass
 from lpos.analysis import embeddings
 from lpos.figures.export import Recipe, Ref, step
 from lpos.figures.embeddings import embedding_heatmaps, token_chips_html
+from lpos.pages import page_named
 from lpos.positions import PositionScheme
 from lpos.ui.caching import cache_data, cache_resource
 from lpos.ui.models import LoadedModel
 
-ATTENTION_PAGE = "pages/attention.py"  # every scheme that acts inside attention has its section there
-ORDER_PAGE = "pages/shuffle.py"
+ATTENTION_PAGE = page_named("attention").file  # every scheme that acts inside attention has its section there
+ORDER_PAGE = page_named("shuffle").file
 SENTENCE_FIGURES = 32  # per-sentence figures: worth keeping because a class opens the same link, few because larger
 
 

@@ -28,6 +28,7 @@ from lpos.classroom import (ENDED, Broadcast, ClassEnded, ClassError, GuessLimit
                             parse_code, shown_code)
 from lpos.checkpoints import ModelRef
 from lpos.lesson import STEPS
+from lpos.pages import page_named
 from lpos.positions import DEFAULT_SCHEME, SCHEMES
 from lpos.ui.models import UNTRAINED, label, offered
 from lpos.ui.selection import MAX_CHARS
@@ -36,7 +37,7 @@ from lpos.ui.text import literal
 
 POLL_S = 1.0  # a follower asks for the class's version this often: the step latency's upper part
 COUNT_S = 3.0  # the teacher's count of followers (and the word that keeps the class alive)
-LESSON_PATH = "lesson"  # pages/lesson.py's URL path
+LESSON_PATH = page_named("lesson").url_path
 
 
 @st.cache_resource(show_spinner=False)
