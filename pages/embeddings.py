@@ -1,7 +1,7 @@
 """Embeddings: the sentence's token rows, position rows and their sum."""
 import streamlit as st
 
-from lpos.analysis.embeddings import never_seen, position_share, repeated_tokens, rows_frame
+from lpos.analysis.embeddings import never_seen, position_share, positions_said, repeated_tokens, rows_frame
 from lpos.figures.embeddings import (NEVER_SEEN, PANEL_NAMES, REPEAT_EXAMPLE, heatmaps_title, lookalike_difference,
                                      lookalike_pair, repeat_example)
 from lpos.ui import embeddings
@@ -40,10 +40,9 @@ else:
 st.subheader("Same word, two positions")
 repeats = repeated_tokens(view)
 for repeat in repeats[:3]:
-    i, j = repeat.positions
     word = literal(repeat.token)
-    at = (f"“{word}” at positions {i} and {j}" if repeat.occurrences == 2 else
-          f"“{word}” occurs {repeat.occurrences} times; at the first two, positions {i} and {j}")
+    at = (f"“{word}” at {positions_said(repeat)}" if repeat.occurrences == 2 else
+          f"“{word}” occurs {repeat.occurrences} times; at the first two, {positions_said(repeat)}")
     if view.position_rows is None:
         st.info(f"{at}: identical token rows, and with {selection.scheme!r} "
                 f"nothing is added, so the summed rows are identical too (cosine {repeat.summed_cosine:.4f}). "

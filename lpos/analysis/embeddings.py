@@ -21,6 +21,7 @@ class EmbeddingView:
     summed_rows: np.ndarray  # (T, C)
     counts: list[int | None]  # training count per token; None when the model has no counts
     tokenizer_name: str = "GPT-2"  # whose ids these are (a learner's model has its own vocabulary)
+    table_rows: list[int] | None = None  # the table row each position reads, where that is not the position itself
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class RepeatedToken:
     token_rows_max_difference: float  # 0.0: the same row looked up twice
     summed_cosine: float  # cosine similarity of the two summed rows (1.0 when nothing is added)
     occurrences: int = 2  # how many times the token occurs in the sentence
+    table_rows: tuple[int, int] | None = None  # the table rows added at the two positions, where they are not the positions
 
 
 class TokenCounts(Mapping):
@@ -69,6 +71,7 @@ def token_counts(meta: dict) -> Mapping[int, int] | None:
 def embedding_view(model: GPT, ids: list[int], *, counts: dict[int, int] | None = None,
                    tokenizer: Tokenizer = GPT2) -> EmbeddingView:
     parts = model.embed_parts(torch.tensor([ids], dtype=torch.long))
+    read = model.scheme.input_positions(model.config, len(ids), 0) if parts.position is not None else None  # (T,)
     return EmbeddingView(
         ids=list(ids),
         tokens=[visible(t) for t in tokenizer.token_strings(ids)],
@@ -77,6 +80,7 @@ def embedding_view(model: GPT, ids: list[int], *, counts: dict[int, int] | None 
         summed_rows=parts.total[0].numpy(),
         counts=[counts.get(i, 0) for i in ids] if counts is not None else [None] * len(ids),
         tokenizer_name=tokenizer.name,
+        table_rows=None if read is None or torch.equal(read, torch.arange(len(ids))) else read.tolist(),
     )
 
 
@@ -99,6 +103,7 @@ def repeated_tokens(view: EmbeddingView) -> list[RepeatedToken]:
                     token_rows_max_difference=float(np.abs(view.token_rows[i] - view.token_rows[j]).max()),
                     summed_cosine=cosine(view.summed_rows[i], view.summed_rows[j]),
                     occurrences=view.ids.count(token_id),
+                    table_rows=(view.table_rows[i], view.table_rows[j]) if view.table_rows else None,
                 )
             )
         first.setdefault(token_id, position)
@@ -111,11 +116,17 @@ def times(count: int) -> str:
     return words.get(count, f"{count} times")
 
 
+def positions_said(repeat: RepeatedToken) -> str:
+    """"positions 2 and 6", with the table rows added there when they are not the positions."""
+    i, j = repeat.positions
+    rows = f" (table rows {repeat.table_rows[0]:,} and {repeat.table_rows[1]:,})" if repeat.table_rows else ""
+    return f"positions {i} and {j}{rows}"
+
+
 def repeat_sentence(repeat: RepeatedToken, *, literal=lambda text: text) -> str:
     """The lesson's sentence about a repeated token, with its real count (`literal` escapes the token
     text for Markdown). With nothing added to the input the summed rows are identical too."""
-    where = (f"at positions {repeat.positions[0]} and {repeat.positions[1]}," if repeat.occurrences == 2 else
-             f"at its first two, positions {repeat.positions[0]} and {repeat.positions[1]},")
+    where = (f"at {positions_said(repeat)}," if repeat.occurrences == 2 else f"at its first two, {positions_said(repeat)},")
     summed = ("its summed rows are identical too (cosine 1.000: nothing is added at the input)"
               if repeat.summed_cosine > 0.9995 else f"its summed rows are not (cosine {repeat.summed_cosine:.3f})")
     return (f"“{literal(repeat.token)}” occurs {times(repeat.occurrences)}; {where} its token rows are identical and "

@@ -277,6 +277,22 @@ def shift_sentence(changes: list[tuple[str, float | None]], *, tokens: int, offs
     return " ".join(said)
 
 
+def shifted_rows_sentence(name: str, model: GPT, *, tokens: int, offset: int) -> str | None:
+    """Which table rows `model` adds to a `tokens`-token sentence at offset 0 and at `offset`, when those are not
+    its positions (a table read at random positions); None when they are, or when nothing is added."""
+    if not model.scheme.adds_rows:
+        return None
+    rows = lambda at: model.scheme.input_positions(model.config, tokens, at)  # noqa: E731  (tokens,)
+    at_zero = rows(0)
+    if torch.equal(at_zero, torch.arange(tokens)):
+        return None
+    shown = lambda read: f"rows {int(read[0]):,} to {int(read[-1]):,}"  # noqa: E731
+    shifted = (f"and {shown(rows(offset))} at offset {offset}" if model.max_input_length is None
+               or offset + tokens <= model.max_input_length else f"and none at offset {offset}")
+    return (f"{name} reads its table at random positions, not at the sentence's positions: {shown(at_zero)} at "
+            f"offset 0 {shifted}.")
+
+
 def wavelength_reading(frame: pd.DataFrame, *, original_length: int, factor: float) -> str:
     """Markdown: YaRN's three regions for this head size, with their pairs and turns."""
     lines = []

@@ -192,5 +192,8 @@ def shift_section(selection: Selection) -> None:
              f"n/a: the table has {m.model.max_input_length} rows; the sentence would end at position {offset + len(ids) - 1}"}
             for m, c in zip(models, changes)]
     st.table(pd.DataFrame(rows).set_index("scheme"))
-    st.caption(stretch.shift_sentence([(m.scheme, c) for m, c in zip(models, changes)], tokens=len(ids), offset=offset,
-                                      table_rows={m.scheme: m.model.max_input_length for m in models}))
+    st.caption(" ".join(filter(None, (
+        stretch.shift_sentence([(m.scheme, c) for m, c in zip(models, changes)], tokens=len(ids), offset=offset,
+                               table_rows={m.scheme: m.model.max_input_length for m in models}),
+        *(stretch.shifted_rows_sentence(m.label, m.model, tokens=len(ids), offset=offset)
+          for m in models)))))

@@ -54,6 +54,15 @@ def test_a_repeated_token_gets_identical_token_rows_and_different_sums():
     assert "at positions 3 and 6" in note and "largest difference 0)" in note and "cosine similarity" in note
 
 
+@pytest.mark.skipif("learned-rand" not in checkpoints.available(), reason="checkpoints/learned-rand.pt is not shipped")
+def test_a_table_read_at_random_positions_names_the_rows_it_adds():
+    at = typed(app_test(scheme="learned", model="learned-rand"), "The dog saw the cat and the man")
+    model = checkpoints.load("learned-rand")[0]
+    rows = model.scheme.input_positions(model.config, 8, 0).tolist()
+    note = at.success[0].value
+    assert f"at positions 3 and 6 (table rows {rows[3]:,} and {rows[6]:,})" in note, note
+
+
 def test_without_positions_the_repeat_is_identical_and_the_page_links_to_where_rope_acts():
     at = typed(app_test(scheme="rope", model="untrained"), "The dog saw the cat and the man")
     assert "nothing is added, so the summed rows are identical too (cosine 1.0000)" in at.info[0].value

@@ -183,3 +183,13 @@ def test_stretch_page_says_what_it_rescales_and_what_it_leaves_off():
     assert ("The learned model has no row past" in text) == (learned is not None)
     options = [at.radio(key="stretch_factor").format_func(f) for f in (2, 4, 8)]
     assert options[-1] == "×8 (1,024 tokens)" or "losses read to 1,024" in options[-1]
+
+
+@pytest.mark.skipif("learned-rand" not in checkpoints.available(), reason="checkpoints/learned-rand.pt is not shipped")
+def test_the_shift_names_the_rows_a_table_read_at_random_positions_adds():
+    at = app_test(page=STRETCH, scheme="learned", model="learned-rand", timeout=300)
+    model = checkpoints.load("learned-rand")[0]
+    rows = model.scheme.input_positions(model.config, 5, 0)  # the sidebar's five tokens at offset 0
+    said = next(c.value for c in at.caption if "at offset 0 and at offset 64" in c.value)
+    assert (f"learned-rand (trained, shipped) reads its table at random positions, not at the sentence's "
+            f"positions: rows {int(rows[0]):,} to {int(rows[-1]):,} at offset 0") in said and not at.exception
