@@ -12,6 +12,10 @@ test sets it first), and a value that does not parse reads as the default, never
 | `LPOS_FULL_GC_SECONDS` | seconds between the app's full garbage collections | 30 |
 | `LPOS_DATA_DIR` | the training corpus | `shared/data` beside the checkout |
 | `LPOS_PLOTLY_REACT` | `1`: the Embeddings and Similarity charts are updated in place (lpos/ui/plotly_react.py); `0`: st.plotly_chart | `PLOTLY_REACT_DEFAULT` below |
+| `LPOS_LAB_WORKERS` | lab runs trained at once by worker processes the server starts (more wait in a queue); with `LPOS_REDIS_URL`, `rq worker` processes train them instead | 1 |
+| `LPOS_LAB_MAX_STEPS` | the most steps a lab run trains | 5000 |
+| `LPOS_LAB_MAX_SECONDS` | the longest a lab run trains, in seconds | 300 |
+| `LPOS_LAB_MAX_MB` | the most memory a lab run's process may hold, in MB | 2048 |
 """
 from __future__ import annotations
 
@@ -27,6 +31,10 @@ PROFILE = "LPOS_PROFILE"
 FULL_GC_SECONDS = "LPOS_FULL_GC_SECONDS"
 DATA_DIR = "LPOS_DATA_DIR"
 PLOTLY_REACT = "LPOS_PLOTLY_REACT"
+LAB_WORKERS = "LPOS_LAB_WORKERS"
+LAB_MAX_STEPS = "LPOS_LAB_MAX_STEPS"
+LAB_MAX_SECONDS = "LPOS_LAB_MAX_SECONDS"
+LAB_MAX_MB = "LPOS_LAB_MAX_MB"
 PLOTLY_REACT_DEFAULT = True  # in place wins: `python -m lpos bench --plotly-react` (docs/PERFORMANCE.md)
 DEFAULT_UPLOAD_MB = 1024  # the same number as server.maxUploadSize in .streamlit/config.toml
 
@@ -84,3 +92,12 @@ def plotly_react() -> bool:
     """Whether pages that opt in draw their charts with lpos.ui.plotly_react (`1`) or st.plotly_chart (`0`)."""
     value = os.environ.get(PLOTLY_REACT, "").strip()
     return value == "1" if value in ("0", "1") else PLOTLY_REACT_DEFAULT
+
+
+def lab_workers() -> int:
+    return _number(LAB_WORKERS, 1)
+
+
+def lab_caps() -> tuple[int, float, int]:
+    """(steps, seconds, MB): where a lab run is stopped."""
+    return _number(LAB_MAX_STEPS, 5000), _number(LAB_MAX_SECONDS, 300.0, float), _number(LAB_MAX_MB, 2048)

@@ -12,12 +12,13 @@ read back with the same `torch.load(weights_only=True)` as the weights.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
 from lpos.model import GPT
-from lpos.tokenizer import encode
+from lpos.tokenizer import GPT2, Tokenizer
 
 SNAPSHOT_COUNT = 16
 FIRST_SNAPSHOT = 25  # the first step after 0; the rest are spaced evenly in log(step)
@@ -34,6 +35,23 @@ PROBE_WORDS = (
 )
 
 
+@dataclass(frozen=True)
+class Probe:
+    """What a snapshot reads the model on: a sentence holding a repeated token, and words (one token each)
+    whose nearest tokens it keeps, all in the model's own tokenizer."""
+    sentence: str
+    repeated: str  # a token that occurs in `sentence` more than once
+    words: tuple[str, ...]
+    tokenizer: Tokenizer
+
+    def ids(self) -> list[int]:
+        """Ids of the probe words that are one token each."""
+        return [ids[0] for ids in map(self.tokenizer.encode, self.words) if len(ids) == 1]
+
+
+STORY_PROBE = Probe(PROBE_SENTENCE, REPEATED_WORD, PROBE_WORDS, GPT2)  # the shipped models' (GPT-2 tokens)
+
+
 def snapshot_steps(total: int, *, count: int = SNAPSHOT_COUNT, first: int = FIRST_SNAPSHOT) -> list[int]:
     """0, then `count - 1` steps evenly spaced in log from `first` to `total` (fewer if they collide)."""
     if total <= first:
@@ -45,7 +63,7 @@ def snapshot_steps(total: int, *, count: int = SNAPSHOT_COUNT, first: int = FIRS
 
 def probe_ids() -> list[int]:
     """Ids of the probe words that are one GPT-2 token each (all of PROBE_WORDS are)."""
-    return [ids[0] for ids in map(encode, PROBE_WORDS) if len(ids) == 1]
+    return STORY_PROBE.ids()
 
 
 def eval_windows(stream: torch.Tensor, block_size: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -96,16 +114,16 @@ def bias_rows(model: GPT) -> tuple[list[int], torch.Tensor] | None:
 
 
 @torch.no_grad()
-def take(model: GPT, step: int, x: torch.Tensor, y: torch.Tensor) -> dict:
+def take(model: GPT, step: int, x: torch.Tensor, y: torch.Tensor, *, probe: Probe = STORY_PROBE) -> dict:
     """One snapshot of `model` at `step` (it is put back in the mode it was in)."""
     was_training = model.training
     model.eval()
-    sentence = torch.tensor([encode(PROBE_SENTENCE)[: model.config.block_size]])
+    sentence = torch.tensor([probe.tokenizer.encode(probe.sentence)[: model.config.block_size]])
     _, _, attention = model(sentence, return_attention=True)
     total = F.normalize(model.embed_parts(sentence).total[0], dim=-1)  # (T, C)
-    where = [i for i, t in enumerate(sentence[0].tolist()) if t == encode(REPEATED_WORD)[0]]
+    where = [i for i, t in enumerate(sentence[0].tolist()) if t == probe.tokenizer.encode(probe.repeated)[0]]
     kind, rows = position_rows(model, x)
-    neighbours, neighbour_cos = nearest(model, probe_ids())
+    neighbours, neighbour_cos = nearest(model, probe.ids())
     snapshot = {
         "step": step,
         "val_loss": round(float(model.vocab_loss(x, y)), 4),
@@ -123,7 +141,7 @@ def take(model: GPT, step: int, x: torch.Tensor, y: torch.Tensor) -> dict:
     return snapshot
 
 
-def timeline(snapshots: list[dict], eval_tokens: int) -> dict:
+def timeline(snapshots: list[dict], eval_tokens: int, *, probe: Probe = STORY_PROBE) -> dict:
     """Stack snapshots into the dict stored as meta["timeline"]."""
     stack = lambda key: torch.stack([s[key] for s in snapshots])  # noqa: E731
     return {
@@ -132,13 +150,13 @@ def timeline(snapshots: list[dict], eval_tokens: int) -> dict:
         "eval_tokens": eval_tokens,
         "position_kind": snapshots[0]["position_kind"],
         "position_rows": stack("position_rows"),  # (S, T, C) float16
-        "probe_words": [w.strip() for w in PROBE_WORDS],
-        "probe_ids": probe_ids(),
+        "probe_words": [w.strip() for w in probe.words],
+        "probe_ids": probe.ids(),
         "neighbours": stack("neighbours"),  # (S, W, k) int32
         "neighbour_cos": stack("neighbour_cos"),  # (S, W, k) float16
-        "probe_sentence": PROBE_SENTENCE,
+        "probe_sentence": probe.sentence,
         "attention": stack("attention"),  # (S, nh, T, T) float16
-        "repeated_word": REPEATED_WORD.strip(),
+        "repeated_word": probe.repeated.strip(),
         "repeated_cos": stack("repeated_cos"),  # (S, n, n) float16
     } | ({"bias_queries": snapshots[0]["bias_queries"], "bias": stack("bias")}  # (S, nh, Q, T) float16
          if all("bias" in s for s in snapshots) else {})

@@ -1,4 +1,4 @@
-"""`python -m lpos inspect|shuffle|generate|convert|train|eval|card|extend|probe|bench`.
+"""`python -m lpos inspect|shuffle|generate|convert|train|eval|card|extend|probe|lab|bench`.
 
 One module per group of subcommands (models, training, experiments, bench), each adding its
 parsers with `add_commands`; the model flags inspect, shuffle and probe share, and the one
@@ -9,13 +9,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lpos.cli import bench, experiments, models, training
+from lpos.cli import bench, experiments, lab, models, training
 
 
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="python -m lpos", description="inspect, train and measure lpos models")
     commands = root.add_subparsers(dest="command", required=True)
-    for group in (models, training, experiments, bench):
+    for group in (models, training, experiments, lab, bench):
         group.add_commands(commands)
     return root
 
