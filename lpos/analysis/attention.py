@@ -144,8 +144,9 @@ def rotation_sentence(model: GPT) -> str:
     frequencies = scheme.head_frequencies(head_dim, None, config.rope_base)
     turning = int((frequencies > 0).sum())
     pairs = head_dim // 2
+    still = [layer + 1 for layer in range(config.n_layer) if not scheme.rotates_layer(layer)]
     if turning == pairs:
-        said = f"Every one of the {pairs} pairs of each head turns"
+        said = ("In the layers that rotate, every" if still else "Every") + f" one of the {pairs} pairs of each head turns"
     elif scheme.rotated_width(head_dim) < head_dim:
         said = (f"Only the first {scheme.rotated_width(head_dim)} of each head's {head_dim} columns turn ({turning} "
                 f"pairs, with speeds spread over those columns alone); the other {pairs - turning} pairs never turn and "
@@ -153,7 +154,6 @@ def rotation_sentence(model: GPT) -> str:
     else:
         said = (f"{turning} of each head's {pairs} pairs turn, the fastest; the slowest {pairs - turning} have "
                 "frequency 0, never turn and compare content alone at any distance")
-    still = [layer + 1 for layer in range(config.n_layer) if not scheme.rotates_layer(layer)]
     if still:
         named = ", ".join(map(str, still))
         said += (f". Layer{'s' if len(still) > 1 else ''} {named} rotate{'s' if len(still) == 1 else ''} nothing: "
