@@ -80,6 +80,7 @@ PAGES: tuple[Page, ...] = (
     Page("inside", "Inside the model", ":material/neurology:", "Experiments", view="scheme=learned&model=untrained"),
     Page("stretch", "Stretching the context", ":material/open_in_full:", "Experiments", view="scheme=rope&model=rope"),
     Page("timeline", "Training timeline", ":material/history:", "Experiments"),
+    Page("lab", "Lab: train your own", ":material/science:", "Experiments"),
 )
 
 

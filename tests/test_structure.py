@@ -328,7 +328,7 @@ def test_pages_are_short():
 
 
 TEST_FOLDERS = {"positions", "model", "checkpoints", "tokenizer", "analysis", "figures", "pages", "browser",
-                "training", "cli", "tools", "deploy"}
+                "training", "cli", "tools", "deploy", "lab"}
 
 
 def test_the_tests_mirror_the_package():

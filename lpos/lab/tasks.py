@@ -54,10 +54,11 @@ class Task:
         return [self.characters.index(c) for c in text]
 
     def batch(self, count: int, length: int, g: torch.Generator, *, exact: bool = False) -> Batch:
-        """`count` samples in windows of `length` tokens: inputs, targets and which targets are scored."""
+        """`count` samples of at most `length` characters, each in a window of `length` tokens: inputs, targets
+        (the sample shifted by one, padded) and which targets are scored."""
         xs, ys, scored = [], [], []
         for _ in range(count):
-            text, marks = self.write(length + 1, g, exact=exact)
+            text, marks = self.write(length, g, exact=exact)
             pad = length + 1 - len(text)
             ids = self.encode(text + PAD * pad)
             marks = marks + [False] * pad
