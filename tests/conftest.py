@@ -29,14 +29,20 @@ DATA_DIR = data_dir()  # the corpus folder: LPOS_DATA_DIR, else shared/data besi
 
 # Two tiers. `python -m pytest` runs the fast one (the maths, model, analysis, figures, tokenizers,
 # checkpoint files, CLI, structure, pinned numbers, one AppTest run per page) in minutes;
-# `python -m pytest --all` adds the heavy one. A test is heavy where it stands in HEAVY (a folder or a
-# file of tests/, with the marker its tests carry) or when it is marked `slow` itself.
+# `python -m pytest --all` adds the heavy one. A test is heavy when the deepest folder or file of tests/
+# named in HEAVY that holds it gives a marker (None: fast), or when it is marked `slow` itself.
 ALL_OPTION = "--all"
 HEAVY = {
     "browser": "browser",  # the real app in headless Chromium
     "deploy": "deploy",  # the proxy, the container, the live class store, load runs
     "training": "training",  # training runs
     "test_tour_notebook.py": "notebook",  # examples/tour.ipynb in a Jupyter kernel
+    "pages": "apptest",  # each page's AppTest runs under its schemes, models, inputs and states
+    "pages/test_app_shell.py": None,  # the shell, and one AppTest run per page
+    "pages/test_page_registry.py": None,  # the registry's structure
+    "figures/test_export.py": "apptest",  # every page's downloads
+    "tools/test_precomputed_views.py": "apptest",  # every precomputed view against the page's live one
+    "test_offline.py": "apptest",  # every page with the network refused
 }
 
 
@@ -47,7 +53,7 @@ def pytest_addoption(parser):
 
 
 def heavy_kind(path: Path) -> str | None:
-    """The marker of the HEAVY folder or file that holds the test file at `path`, if any."""
+    """The marker HEAVY gives the test file at `path` (its deepest entry that holds it), None for the fast tier."""
     parts = path.relative_to(Path(__file__).parent).parts
     for depth in range(len(parts), 0, -1):
         if "/".join(parts[:depth]) in HEAVY:
@@ -56,16 +62,17 @@ def heavy_kind(path: Path) -> str | None:
 
 
 def pytest_collection_modifyitems(config, items):
-    """Mark each test of a HEAVY place with its kind and `slow`; skip the slow ones unless --all is given."""
+    """Mark each heavy test with its kind and `slow`; skip the slow ones unless --all is given."""
     run_all = config.getoption(ALL_OPTION)
+    kinds = {kind for kind in HEAVY.values() if kind}
     for item in items:
         kind = heavy_kind(Path(item.fspath))
         if kind is not None:
             item.add_marker(kind)
             item.add_marker("slow")
         if item.get_closest_marker("slow") and not run_all:
-            kinds = sorted({mark.name for mark in item.iter_markers()} & set(HEAVY.values())) or ["slow"]
-            item.add_marker(pytest.mark.skip(reason=f"heavy tier ({', '.join(kinds)}): "
+            named = sorted({mark.name for mark in item.iter_markers()} & kinds) or ["slow"]
+            item.add_marker(pytest.mark.skip(reason=f"heavy tier ({', '.join(named)}): "
                                                     f"`python -m pytest {ALL_OPTION}` runs it"))
 
 
@@ -97,6 +104,15 @@ def small_stories(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("stories") / "stories.txt"
     path.write_text("\n<|endoftext|>\n".join(stories) + "\n", encoding="utf-8")
     return path
+
+
+@pytest.fixture(autouse=True, scope="session")
+def own_view_cache(tmp_path_factory):
+    """Shared-folder models' views kept in this run's own folder (LPOS_VIEW_CACHE, the apps the tests start
+    included): views another version of the code wrote to ~/.cache/lpos/views are never read back here."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LPOS_VIEW_CACHE", str(tmp_path_factory.mktemp("views")))
+        yield
 
 
 @pytest.fixture(autouse=True, scope="session")
