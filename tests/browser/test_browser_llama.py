@@ -1,13 +1,13 @@
 """A small Llama in a real browser: a Hugging Face LlamaForCausalLM (4 layers, 8 query heads, 2
 key/value heads, RoPE base 500,000, GPT-2's vocabulary so no page needs a tokenizer) with random
-weights, converted with `python -m lpos convert` into LPOS_CHECKPOINT_DIR, draws every page without
-an exception; Stretching the context and Similarity use its own base and training length."""
+weights, converted with `python -m lpos convert` into LPOS_CHECKPOINT_DIR, draws Positions in
+attention and Inside the model, screenshots taken. Every page with a Llama: tests/model/test_llama.py."""
 from __future__ import annotations
 
 import urllib.parse
 
 import pytest
-from conftest import model_box_text, open_url, start_app, walk_every_page
+from conftest import open_url, start_app
 
 from lpos.cli import main
 from lpos.tokenizer import VOCAB_SIZE
@@ -38,20 +38,6 @@ def llama_app(tmp_path_factory):
     yield app
     app.process.terminate()
     app.process.wait(timeout=20)
-
-
-def test_every_page_draws_with_the_llama(llama_app, page):
-    open_url(page, f"{llama_app.url}/?{QUERY}", timeout=300_000)
-    assert "llama.pt (shared folder)" in model_box_text(page)
-    texts = walk_every_page(page, "llama.pt (shared folder)")
-    titles = list(texts)
-    assert "RoPE adds no position rows: it rotates queries and keys by their position inside attention" in texts[titles[0]]  # nothing added to the input
-    stretch = next(text for title, text in texts.items() if title.startswith("Stretching"))
-    assert f"llama.pt (shared folder) was trained on {TRAINED_ON}-token windows (RoPE base {BASE:,g})" in stretch
-    assert "Sections 1 to 3 rescale llama.pt (shared folder)" in stretch
-    similarity = next(text for title, text in texts.items() if title.startswith("Similarity"))
-    assert f"base {BASE:,g}, this model's" in similarity
-    assert not [e for e in page.console_errors if "favicon" not in e], page.console_errors
 
 
 @pytest.mark.parametrize("path", ["attention", "inside"])

@@ -1,6 +1,6 @@
 """The upload box in a real browser: a nanoGPT file made here goes in, its token rows come out on
-the Embeddings page; the seed trainer's file at its real size is read and every page draws with
-it; a bad file is refused with the model kept; another session never sees it; the server's
+the Embeddings page; the seed trainer's file at its real size is read (every page with it:
+tests/checkpoints/test_upload.py); a bad file is refused with the model kept; another session never sees it; the server's
 memory is given back when the session ends; HTML typed as a sentence stays text."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 import psutil
 import pytest
 import torch
-from conftest import model_box_text, start_app, wait_for_app, walk_every_page
+from conftest import model_box_text, start_app, wait_for_app
 from test_upload import hf_files, nanogpt_bytes, seed_bytes
 
 from lpos.tokenizer import encode
@@ -83,11 +83,11 @@ def test_uploaded_nanogpt_file_drives_the_embeddings_page(running_app, page, bro
     other.context.close()
 
 
-def test_seed_trainer_file_of_the_real_size_draws_every_page(running_app, page, tmp_path):
+def test_seed_trainer_file_of_the_real_size_is_read_through_the_box(running_app, page, tmp_path):
     """The model learners build first: the Tiny Children Stories trainer's dict (blocks ln1/ln2, its
     own GPTConfig object) at its real size, 6 layers, 8 heads, width 512, block 1024 (45M
-    parameters, 181 MB; its optimizer state left out here). The sidebar says how it was read, and
-    every page of the navigation draws with it."""
+    parameters, 181 MB; its optimizer state left out here). The sidebar says how it was read, and the
+    Embeddings page draws its token rows."""
     data, source = seed_bytes()
     (tmp_path / "best_model.pt").write_bytes(data)  # Playwright takes buffers up to 50 MB only
     del data
@@ -102,7 +102,6 @@ def test_seed_trainer_file_of_the_real_size_draws_every_page(running_app, page, 
             f"{source.num_params() / 1e6:,.1f}M parameters") in sidebar
     expected = source.transformer.wte.weight.detach()[encode(SENTENCE)]
     torch.testing.assert_close(first_token_rows(page), expected, rtol=0, atol=1e-6)
-    walk_every_page(page, "best_model.pt (your upload)")
     page.screenshot(path="/tmp/lpos_browser_seed_upload.png", full_page=True)
     assert not [e for e in page.console_errors if "favicon" not in e], page.console_errors
 

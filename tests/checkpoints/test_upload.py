@@ -27,6 +27,7 @@ from test_checkpoints import SeedConfig, importable_from_trainer_module
 from lpos.corpus import story
 from lpos.checkpoints import CheckpointError, uploads
 from lpos.model import GPT, GPTConfig
+from lpos.pages import PAGES
 from lpos.tokenizer import GPT2, encode
 from lpos.ui import upload
 from lpos.ui.models import label, offered, shared_dir_files
@@ -434,16 +435,16 @@ def test_every_page_works_with_an_upload(size, text):
     upload_through_sidebar(at, ("ckpt.pt", data, "application/octet-stream"))
     assert "uploads" in at.session_state, [e.value for e in at.error]
     cut = []
-    for page in sorted((ROOT / "pages").glob("*.py")):
-        at.switch_page(f"pages/{page.name}").run()
+    for declared in PAGES:
+        at.switch_page(declared.file).run()
         if any(toggle.key == "truncate_learned" for toggle in at.toggle):
             at.toggle(key="truncate_learned").set_value(True).run()
             assert "1024 rows" in at.warning[0].value
-            cut.append(page.stem)
-        assert not at.exception, (page.name, [e.value for e in at.exception])
-        assert at.title and at.title[0].value, page.name  # the page drew, not only the sidebar
+            cut.append(declared.name)
+        assert not at.exception, (declared.name, [e.value for e in at.exception])
+        assert at.title and at.title[0].value, declared.name  # the page drew, not only the sidebar
         # (AppTest drops the sidebar from its tree after switch_page; the selection is still there)
-        assert at.session_state["selection"].model.label == "ckpt.pt (your upload)", page.name
+        assert at.session_state["selection"].model.label == "ckpt.pt (your upload)", declared.name
     assert bool(cut) == (len(encode(text)) > 1024), cut  # the long text met the table's end on the token-level pages
 
 
