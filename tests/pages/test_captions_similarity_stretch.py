@@ -1,4 +1,4 @@
-"""Issue 25 on the Similarity and Stretching pages: the RoPE kernel caption is read off the drawn
+"""The Similarity and Stretching pages' captions: the RoPE kernel caption is read off the drawn
 line (for the shipped 32-column heads and a Llama's 64-column ones at base 500,000), and section 4
 shows written text as text: user markup literal, the end-of-text token a visible label."""
 from __future__ import annotations
@@ -84,7 +84,7 @@ def test_section_4_shows_user_markup_literally_and_no_raw_end_of_text():
 
 
 def test_the_shift_sentence_says_which_schemes_could_not_be_shifted():
-    """A 849-token story cannot sit at offset 64 in a 128-row table: the old caption still said learned's change "is not" zero."""
+    """A 849-token story cannot sit at offset 64 in a 128-row table: the caption says learned cannot be shifted, not how much it changed."""
     from lpos.analysis.stretch import shift_sentence  # noqa: PLC0415
 
     long = shift_sentence([("learned", None), ("sinusoidal", 1.99), ("rope", 4.3e-6), ("alibi", 0.0), ("none", 0.0)],
@@ -126,12 +126,12 @@ def test_the_shift_caption_on_a_long_story():
     caption = next(c.value for c in at.caption if c.value.startswith("Your sentence"))
     tokens = int(re.search(r"\((\d+) tokens\)", caption).group(1))
     assert tokens > 600 and "learned cannot hold your sentence even at offset 0" in caption and not at.exception
-    assert "shifted this far" not in caption  # issue 37: it cannot hold the text at all, shift or no shift
+    assert "shifted this far" not in caption  # it cannot hold the text at all, shift or no shift
 
 
 @pytest.mark.skipif("learned-32" not in checkpoints.available(), reason="needs the learned-32 checkpoint")
 def test_the_pca_caption_of_a_short_window_table_names_its_random_rows():
-    """learned-32's rows 32-127 never trained: the old caption said "trained rows drift in position order" of all 128."""
+    """learned-32's rows 32-127 never trained: the caption reads the trained rows and the random ones apart."""
     at = app_test(page="pages/similarity.py", scheme="learned", model="learned-32")
     text = "\n".join(c.value for c in at.caption)
     assert "Rows 0–31, trained: on the path" in text and "Rows 32–127, never trained and still random" in text
