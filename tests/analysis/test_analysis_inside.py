@@ -360,3 +360,40 @@ def test_head_sentence_shares_add_up_to_100_percent_on_the_default_sentence():
         said = heads.head_sentence(np.asarray(weights), layer=1, head=head)
         shares = [int(p) for p in re.findall(r"(\d+)% ", said)]
         assert len(shares) == 4 and abs(sum(shares) - 100) <= 2, said  # rounding of four shares
+
+
+def sink_test_with_gain(gain: float, spread: float, *, window: int = 64, scored: int = 497) -> streaming.SinkTest:
+    """A SinkTest whose per-token differences past the window have exactly this mean and standard deviation."""
+    rng = np.random.default_rng(0)
+    noise = rng.normal(size=scored)
+    difference = gain + spread * (noise - noise.mean()) / noise.std(ddof=1)
+    alone = 4 + rng.normal(0, 0.5, window + scored)
+    kept = alone.copy()
+    kept[window:] -= difference
+    return streaming.SinkTest(window=window, sink=4, alone=alone, with_sink=kept)
+
+
+def test_a_gain_inside_its_noise_band_is_within_noise():
+    """The shipped rope model at W = 64: 0.012 nats per token, standard error 0.005 over 497 predictions.
+    Two standard errors (0.010) would call it a help; it is inside the noise band of three (0.015)."""
+    summary = streaming.sink_summary(sink_test_with_gain(0.0122, 0.0050 * np.sqrt(497)))
+    assert abs(summary["gain"] - 0.0122) < 1e-12
+    assert 2 * summary["error"] < summary["gain"] < summary["noise"] == streaming.NOISE_ERRORS * summary["error"]
+    assert streaming.sink_verdict(summary) == "no clear change"
+    text = " ".join(streaming.sink_reading({"rope": summary, "alibi": streaming.sink_summary(
+        sink_test_with_gain(0.0038, 0.0036 * np.sqrt(497)))}, window=64))
+    assert "helps only" not in text
+    assert "the gain nearest to leaving its band, rope's 0.012 nats per token, is within noise (± 0.015)" in text
+    assert "**rope**: " in text and "noise band ± 0.015 over 497 predictions): **no clear change** (within noise)" in text
+
+
+def test_a_gain_beyond_its_noise_band_says_the_band():
+    summary = streaming.sink_summary(sink_test_with_gain(0.05, 0.0050 * np.sqrt(497)))
+    assert streaming.sink_verdict(summary) == "helps"
+    assert ("helps only **rope**, by 0.050 nats per token, beyond its noise band of ± 0.015"
+            in " ".join(streaming.sink_reading({"rope": summary}, window=64)))
+
+
+def test_no_gain_at_all_is_said_so():
+    text = " ".join(streaming.sink_reading({"rope": streaming.sink_summary(sink_test_with_gain(-0.01, 0.3))}, window=8))
+    assert "no scheme gains at all" in text and "within noise" not in text.split("Keeping")[1]

@@ -9,6 +9,7 @@ import pytest
 from conftest import SCHEMES, app_test, seeded_model
 from test_lesson import loaded_model
 from lpos import checkpoints
+from lpos.ui.inside import Text, first_tokens, windows_used
 
 INSIDE = "pages/inside.py"
 TABS = ("Where position lives", "Head portraits", "The sink, tested")
@@ -199,3 +200,21 @@ def test_inside_probes_of_a_model_on_its_own_tokenizer_say_its_untrained_rows(tm
     ids = tuple(loaded.tokenizer.encode_known(TEXT * 12)[0])
     reading = " ".join(_own_probe_view(loaded, Text((("text", ids),))).reading)
     assert "trained on windows of at most 16 tokens" in reading and "positions 16–63 never trained" in reading
+
+
+STORY_AND_HELD_OUT = Text((("the built-in story", tuple(range(1399))), ("held-out stories", tuple(range(3072)))))
+
+
+def test_the_streamed_tokens_are_named_by_the_part_they_come_from():
+    """577 streamed tokens of "the built-in story + held-out stories" all come from the story."""
+    assert first_tokens(STORY_AND_HELD_OUT, 577) == "the first 577 tokens of the built-in story"
+    assert first_tokens(STORY_AND_HELD_OUT, 1500) == ("all 1,399 tokens of the built-in story and the first 101 of "
+                                                      "held-out stories")
+    assert first_tokens(Text((("held-out stories", tuple(range(40))),)), 577) == "all 40 tokens of held-out stories"
+
+
+def test_the_probe_windows_are_named_by_the_part_they_come_from():
+    """34 windows of 128: 10 from the story's 1,399 tokens, 24 from the held-out 3,072; a wide, deep
+    model affords 7, all from the story."""
+    assert windows_used(STORY_AND_HELD_OUT, windows=34, length=128) == "10 of the built-in story and 24 of held-out stories"
+    assert windows_used(STORY_AND_HELD_OUT, windows=7, length=128) == "7 of the built-in story"
