@@ -16,6 +16,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from lpos.analysis.counts import listed
 from lpos.analysis.lengths import output_count, token_losses, uniform_guess_sentence
 from lpos.analysis.scheme_views import crossing_chance
 from lpos.model import GPT
@@ -147,8 +148,11 @@ def sink_reading(summaries: dict[str, dict], *, window: int, sink: int = SINK_TO
             lines.append(f"Keeping the first {sink} tokens helps only **{best}**, by {measured[best]['gain']:.3f} "
                          f"nats per token, {band}.")
         else:
-            lines.append(f"Keeping the first {sink} tokens helps {', '.join(helped)}; most of all **{best}**, by "
-                         f"{measured[best]['gain']:.3f} nats per token, {band}.")
+            tied = [s for s in helped if f"{measured[s]['gain']:.3f}" == f"{measured[best]['gain']:.3f}"]  # as printed
+            most = (f"most of all **{best}**, by {measured[best]['gain']:.3f} nats per token, {band}" if len(tied) == 1
+                    else f"most of all {listed([f'**{s}**' for s in tied])}, tied at {measured[best]['gain']:.3f} nats "
+                         "per token each, beyond their noise bands")
+            lines.append(f"Keeping the first {sink} tokens helps {listed(helped)}; {most}.")
     else:
         best = max(measured, key=lambda s: measured[s]["gain"] / max(measured[s]["noise"], 1e-12))  # nearest its band
         nearest = measured[best]
@@ -182,4 +186,5 @@ def noise_sentence(compared: int) -> str:
     return (f"A gain counts only outside its noise band, {NOISE_ERRORS} standard errors of the "
             f"mean per-token difference: {compared} schemes are compared at once, and if none had an effect, at "
             f"least one would cross a band of two standard errors by chance {crossing_chance(2, compared):.0%} of "
-            f"the time, one of {NOISE_ERRORS} {crossing_chance(NOISE_ERRORS, compared):.0%}.")
+            f"the time, and a band of {NOISE_ERRORS} standard errors {crossing_chance(NOISE_ERRORS, compared):.0%} of "
+            "the time.")

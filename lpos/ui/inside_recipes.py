@@ -10,6 +10,9 @@ from collections.abc import Callable
 
 import plotly.graph_objects as go
 
+from lpos.analysis.heads import head_portraits
+from lpos.analysis.probes import position_probes, probe_text
+from lpos.analysis.streaming import sink_summary, sink_test, streamed_ids
 from lpos.figures.export import Recipe, Ref, Step, step
 from lpos.ui.export import model_steps, run_recipe
 from lpos.ui.inside import Text, text_steps
@@ -21,22 +24,22 @@ Draw = Callable[[dict[str, Ref]], list[Step]]  # each line's measure -> the step
 
 def probed(name: str, model: Ref, parts: dict[str, Ref]) -> list[Step]:
     """A model's position probes on the text (lpos.precomputed.PROBES)."""
-    return [step(f"{name}_text", "lpos.analysis.probes.probe_text", parts, model=model),
-            step(f"{name}_probes", "lpos.analysis.probes.position_probes", model, Ref(f"{name}_text"))]
+    return [step(f"{name}_text", probe_text, parts, model=model),
+            step(f"{name}_probes", position_probes, model, Ref(f"{name}_text"))]
 
 
 def portrayed(name: str, model: Ref, parts: dict[str, Ref]) -> list[Step]:
     """A model's head portraits on the text (lpos.precomputed.PORTRAITS)."""
-    return [step(f"{name}_text", "lpos.analysis.probes.probe_text", parts, model=model),
-            step(f"{name}_portraits", "lpos.analysis.heads.head_portraits", model, Ref(f"{name}_text"))]
+    return [step(f"{name}_text", probe_text, parts, model=model),
+            step(f"{name}_portraits", head_portraits, model, Ref(f"{name}_text"))]
 
 
 def streamed(window: int) -> Measure:
     """A model's sink test through windows of `window` tokens (lpos.precomputed.SINK), summed up."""
     def measure(name: str, model: Ref, parts: dict[str, Ref]) -> list[Step]:
-        return [step(f"{name}_ids", "lpos.analysis.streaming.streamed_ids", model, parts, window=window),
-                step(f"{name}_test", "lpos.analysis.streaming.sink_test", model, Ref(f"{name}_ids"), window=window),
-                step(f"{name}_summary", "lpos.analysis.streaming.sink_summary", Ref(f"{name}_test"))]
+        return [step(f"{name}_ids", streamed_ids, model, parts, window=window),
+                step(f"{name}_test", sink_test, model, Ref(f"{name}_ids"), window=window),
+                step(f"{name}_summary", sink_summary, Ref(f"{name}_test"))]
     return measure
 
 
@@ -50,6 +53,7 @@ def compared(models: list[tuple[str, str, LoadedModel]], measured: dict[str, obj
     read, parts = text_steps(chosen, tokens)
     steps, lines, given, loadable = [], {}, {}, True
     for name, line, model in models:
+        name = name.replace("-", "_")  # a Python name in the snippet: rope-partial_model would not be one
         bound = model_steps(model, name, opened=opened)
         loadable &= bound is not None
         loads, gpt, _ = bound or ([], Ref(f"{name}_model"), None)  # never printed: the recipe is not shown

@@ -62,6 +62,14 @@ class LoadedModel:
         return self.model.config.position
 
     @property
+    def name(self) -> str:
+        """The name its results carry: its scheme for the scheme's own shipped or untrained model, else the model's
+        own (a shipped variant such as learned-rand, or "scheme (label)" for a file)."""
+        if self.ref.is_untrained or self.key == self.scheme:
+            return self.scheme
+        return self.key if self.ref.is_shipped else f"{self.scheme} ({self.label})"
+
+    @property
     def tokenizer(self) -> Tokenizer:
         """The tokenizer the model speaks: its file's own (meta["tokenizer"]), else GPT-2's."""
         return self.meta.get("tokenizer") or GPT2

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import streamlit as st
+import torch
 
 from lpos.analysis import similarity, timeline
 from lpos.analysis.lengths import training_length
@@ -132,9 +133,10 @@ def pca_reading(model: LoadedModel, length: int) -> tuple[int, str]:
 def step_ratio(points: np.ndarray) -> float:
     """Mean distance between consecutive rows over the mean distance between any two rows of
     `points` (n, k): about 1 for a random cloud, 3/(n+1) for evenly spaced points on a line."""
-    n = len(points)
-    steps = np.linalg.norm(np.diff(points, axis=0), axis=1).mean()
-    pairs = np.linalg.norm(points[:, None] - points[None], axis=-1).sum() / (n * (n - 1))  # (n, n) summed
+    x = torch.as_tensor(np.asarray(points), dtype=torch.float64)  # (n, k)
+    n = len(x)
+    steps = torch.diff(x, dim=0).norm(dim=1).mean()
+    pairs = torch.cdist(x, x).sum() / (n * (n - 1))  # (n, n) distances summed, never an (n, n, k) array
     return float(steps / pairs)
 
 
@@ -145,16 +147,17 @@ def order_sentence(points: np.ndarray, *, rows: str) -> str:
     score = (1 - ratio) / (1 - line)  # 1: as orderly as a line; 0: a random cloud
     verdict = ("they run in position order" if score >= 0.6 else "a cloud with no order" if score <= 0.2 else
                "partly in position order")
-    return (f"{rows}: on the path, neighbouring positions sit {ratio:.2f}× as far apart as two of these rows picked at random "
+    return (f"{rows}: in the whole rows (all {points.shape[1]} dimensions, not only the three drawn), neighbouring "
+            f"positions sit {ratio:.2f}× as far apart as two of these rows picked at random "
             f"(about 1 for a random cloud, {line:.2f} for evenly spaced points on a line): {verdict}.")
 
 
 def pca_sentence(table: np.ndarray, projection: similarity.Projection, *, scheme: str, trained: bool,
                  limit: int | None) -> str:
-    """The PCA caption for the rows drawn: the variance explained, how orderly the path is in the
-    three components (measured), and which rows are random (untrained, or past a short-window
-    model's `limit`)."""
-    n, points = len(table), projection.coordinates
+    """The PCA caption for the rows drawn: the variance explained, how orderly the rows are (measured in the
+    whole rows: three components may hold little of their variance), and which rows are random (untrained, or
+    past a short-window model's `limit`)."""
+    n, points = len(table), np.asarray(table)
     said = f"The first three components explain {projection.explained.sum():.0%} of the variance of these {n} rows. "
     if n <= 4:  # n centred rows span at most n - 1 directions: three components hold them all
         said = (f"{n} rows, once centred, span at most {n - 1} direction{'s' if n != 2 else ''}, so three components "

@@ -9,6 +9,7 @@ import streamlit as st
 from lpos import precomputed
 from lpos.analysis import streaming
 from lpos.figures.export import Recipe, Ref, step
+from lpos.figures.inside import sink_gain_figure, streaming_figure
 from lpos.model import GPT
 from lpos.ui.coverage import trained_rows
 from lpos.ui.export import chart, run_recipe
@@ -39,14 +40,14 @@ def sink_test(model: LoadedModel, chosen: Text, *, window: int) -> streaming.Sin
 def streaming_recipe(model: LoadedModel, chosen: Text, *, window: int, label: str) -> Recipe:
     """One model's two streams over the text, as a recipe (lpos.figures.export)."""
     steps, parts = text_steps(chosen, streaming.streamed_tokens(model.model, window=window))
-    return Recipe((*steps, step("ids", "lpos.analysis.streaming.streamed_ids", Ref("model"), parts, window=window),
-                   step("test", "lpos.analysis.streaming.sink_test", Ref("model"), Ref("ids"), window=window),
-                   step("fig", "lpos.figures.inside.streaming_figure", Ref("test"), label=label)))
+    return Recipe((*steps, step("ids", streaming.streamed_ids, Ref("model"), parts, window=window),
+                   step("test", streaming.sink_test, Ref("model"), Ref("ids"), window=window),
+                   step("fig", streaming_figure, Ref("test"), label=label)))
 
 
 def sink_tests(models: list[LoadedModel], chosen: Text, *, window: int) -> dict[str, streaming.SinkTest | str]:
     with st.spinner(f"Streaming the text through windows of {window} tokens, {len(models)} models…"):
-        return {m.scheme: sink_test(m, chosen, window=window) for m in models}
+        return {m.name: sink_test(m, chosen, window=window) for m in models}
 
 
 @st.fragment
@@ -71,7 +72,7 @@ def sink_tested(selection: Selection, models: list[LoadedModel], chosen: Text, s
                          f"{window + streaming.SINK_TOKENS - 1}, so table rows {limit}–"
                          f"{window + streaming.SINK_TOKENS - 1} never trained.")
         right.markdown("**The mean past the first window**")
-        for line in streaming.sink_reading({selection.scheme: streaming.sink_summary(mine)}, window=window)[:1]:
+        for line in streaming.sink_reading({sidebar_model.name: streaming.sink_summary(mine)}, window=window)[:1]:
             right.markdown(f"- {line}")
         if not selection.model.trained:
             right.caption(streaming.untrained_sentence(selection.model.model))
@@ -88,12 +89,12 @@ def every_scheme(models: list[LoadedModel], chosen: Text, sidebar_model: LoadedM
     results = sink_tests(models, chosen, window=window)
     summaries = {s: streaming.sink_summary(r) for s, r in results.items() if not isinstance(r, str)}
     left, right = st.columns([2, 3])
-    streamed_models = [m for m in models if m.scheme in summaries]
-    figure, recipe = compared([(m.scheme, m.scheme, m) for m in streamed_models], summaries, chosen=chosen,
+    streamed_models = [m for m in models if m.name in summaries]
+    figure, recipe = compared([(m.scheme, m.name, m) for m in streamed_models], summaries, chosen=chosen,
                               tokens=max((streaming.streamed_tokens(m.model, window=window) for m in streamed_models),
                                          default=0),
                               measure=streamed(window), opened=sidebar_model,
-                              draw=lambda found: [step("fig", "lpos.figures.inside.sink_gain_figure", found,
+                              draw=lambda found: [step("fig", sink_gain_figure, found,
                                                        sink=streaming.SINK_TOKENS)])
     chart(figure, recipe=recipe, name="inside-sink-gain-every-scheme", where=left, model=sidebar_model,
           key="inside_sink_gain")
@@ -102,5 +103,5 @@ def every_scheme(models: list[LoadedModel], chosen: Text, sidebar_model: LoadedM
                  "above; a bar is the mean loss saved per prediction past the first window, with its noise band.")
     for line in streaming.sink_reading(summaries, window=window):
         right.markdown(f"- {line}")
-    for scheme, note in ((s, r) for s, r in results.items() if isinstance(r, str)):
-        right.caption(f"{scheme}: {note}")
+    for name, note in ((s, r) for s, r in results.items() if isinstance(r, str)):
+        right.caption(f"{name}: {note}")

@@ -262,7 +262,22 @@ def test_sink_summary_and_reading_count_only_clear_gains():
     text = " ".join(streaming.sink_reading(summaries, window=10))
     assert "helps only **rope**, by 0.200 nats per token" in text
     summaries["alibi"] = streaming.sink_summary(streaming.SinkTest(window=10, sink=4, alone=alone, with_sink=alone - 0.3))
-    assert "helps rope, alibi; most of all **alibi**, by 0.300" in " ".join(streaming.sink_reading(summaries, window=10))
+    assert "helps rope and alibi; most of all **alibi**, by 0.300" in " ".join(streaming.sink_reading(summaries, window=10))
+
+
+def test_a_tie_in_the_sink_gain_is_said_as_a_tie():
+    alone = 5 + np.random.default_rng(0).normal(0, 0.1, 300)
+    gained = lambda gain: streaming.sink_summary(  # noqa: E731
+        streaming.SinkTest(window=10, sink=4, alone=alone, with_sink=alone - gain))
+    summaries = {"rope": gained(0.008), "t5": gained(0.008), "fire": gained(0.008), "alibi": gained(0.004)}
+    text = " ".join(streaming.sink_reading(summaries, window=10))
+    assert "most of all **rope**, **t5** and **fire**, tied at 0.008 nats per token each" in text, text
+    assert "most of all **rope**, by" not in text
+
+
+def test_the_noise_sentence_names_both_bands():
+    said = streaming.noise_sentence(11)
+    assert f"a band of {streaming.NOISE_ERRORS} standard errors " in said and "one of 3" not in said
 
 
 def test_streamed_tokens_shrink_for_large_models_only():

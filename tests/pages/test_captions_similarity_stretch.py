@@ -134,7 +134,7 @@ def test_the_pca_caption_of_a_short_window_table_names_its_random_rows():
     """learned-32's rows 32-127 never trained: the caption reads the trained rows and the random ones apart."""
     at = app_test(page="pages/similarity.py", scheme="learned", model="learned-32")
     text = "\n".join(c.value for c in at.caption)
-    assert "Rows 0–31, trained: on the path" in text and "Rows 32–127, never trained and still random" in text
+    assert "Rows 0–31, trained: in the whole rows" in text and "Rows 32–127, never trained and still random" in text
     ratio = float(re.search(r"random, ([0-9.]+)× as long", text).group(1))
     model, _ = checkpoints.load("learned-32")
     rows = similarity.position_rows(model, 128)
@@ -143,6 +143,22 @@ def test_the_pca_caption_of_a_short_window_table_names_its_random_rows():
     trained, untrained = text.split("Rows 32–127")[0], text.split("Rows 32–127")[1]
     assert "they run in position order" in trained and "a cloud with no order" in untrained.split("\n")[0]
     assert "The second map is this model's own table at step 0" in text and "or a random draw" not in text
+
+
+@pytest.mark.skipif("learned-rand" not in checkpoints.available(), reason="needs the learned-rand checkpoint")
+def test_the_pca_caption_measures_order_in_the_whole_rows_not_the_three_drawn_components():
+    """learned-rand's three components hold about 63% of its 1,024 rows' variance: the path drawn looks more
+    orderly than the rows are."""
+    from lpos.ui.models import LoadedModel  # noqa: PLC0415
+    from lpos.ui.similarity import pca_reading, step_ratio  # noqa: PLC0415
+
+    model, meta = checkpoints.load("learned-rand")
+    rows = similarity.position_rows(model, 1024)
+    _, said = pca_reading(LoadedModel("learned-rand", "learned-rand", model, meta), 1024)
+    ratio = float(re.search(r"sit ([0-9.]+)× as far apart", said).group(1))
+    assert ratio == pytest.approx(step_ratio(rows), abs=0.005)
+    assert ratio > step_ratio(similarity.pca(rows, components=3).coordinates) + 0.1  # the drawn path looks tidier
+    assert f"in the whole rows (all {rows.shape[1]} dimensions, not only the three drawn)" in said
 
 
 def test_the_pca_caption_measures_the_order_of_the_path():

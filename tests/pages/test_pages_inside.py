@@ -202,6 +202,20 @@ def test_inside_probes_of_a_model_on_its_own_tokenizer_say_its_untrained_rows(tm
     assert "trained on windows of at most 16 tokens" in reading and "positions 16–63 never trained" in reading
 
 
+@pytest.mark.skipif("learned-rand" not in checkpoints.available(), reason="checkpoints/learned-rand.pt is not shipped")
+def test_each_sink_result_carries_its_own_model_s_name():
+    at = app_test(page=INSIDE, scheme="learned", model="learned-rand", timeout=LOADED)
+    at.session_state["inside_tab"] = TABS[2]
+    at.session_state["inside_window"] = 8
+    at.session_state["inside_every_scheme"] = True
+    open_tab(at, TABS[2])
+    assert not at.exception
+    said = text_of(at)
+    assert "**learned-rand**:" in said and "**learned**:" not in said  # the learned row is the sidebar's learned-rand
+    bars = charts(at)["inside_sink_gain"]["data"][0]["x"]
+    assert "learned-rand" in bars and "learned" not in bars
+
+
 STORY_AND_HELD_OUT = Text((("the built-in story", tuple(range(1399))), ("held-out stories", tuple(range(3072)))))
 
 
