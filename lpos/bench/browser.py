@@ -221,7 +221,7 @@ class Tab(Runs):
     def open(self, url: str, *, began: float | None = None, timeout: float = 120) -> dict:
         """Go to `url` and wait until its first run through app.py is drawn."""
         before, start = self.mark(), time.perf_counter()
-        self.page.goto(url)
+        self.page.goto(url, timeout=timeout * 1000)  # a cold server serves its first page slowly
         return {**self.wait_drawn(before, start if began is None else began, timeout=timeout),
                 "ws_bytes": self.ws_bytes, "http_bytes": self.http_bytes()}
 

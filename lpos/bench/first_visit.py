@@ -51,7 +51,7 @@ def first_visit(browser, server: Server, url: str) -> dict:
     tab = Tab(browser)
     try:
         before, began = tab.finished, time.perf_counter()
-        tab.page.goto(url)
+        tab.page.goto(url, timeout=600_000)
         tab.page.wait_for_selector(f'{FIRST_CONTENT}, {PAGE_ERROR}', timeout=600_000)  # an error ends the wait too
         first = (time.perf_counter() - began) * 1000
         drawn = tab.wait_drawn(before, began, timeout=600)

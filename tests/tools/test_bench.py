@@ -10,9 +10,10 @@ import pytest
 import torch
 
 from conftest import ROOT
+from lpos.pages import PAGES
 from lpos import bench
 
-PAGE_NAMES = {p.stem for p in (ROOT / "pages").glob("*.py")}
+PAGE_NAMES = {page.name for page in PAGES}  # the bench keys its results by page name
 
 
 def test_spread_is_median_and_range():
@@ -163,7 +164,7 @@ def test_quick_first_visit_sections_run_alone():
 def test_the_memory_walk_visits_every_page_with_a_shared_folder_model():
     """`bench --memory-walk --tiny-model`: the walk's smoke test (a 2-layer model; no figure asserted)."""
     walk = bench_json("--memory-walk", "--tiny-model", timeout=1500)["first_visit"]["big_model"]
-    assert len(walk["pages"]) == len(list((ROOT / "pages").glob("*.py")))
+    assert list(walk["pages"]) == sorted(PAGE_NAMES)
     for name, page in walk["pages"].items():
         assert page["errors"] == 0 and page["rss_after_mb"] > 0, name
     peaks = [page["peak_so_far_mb"] for page in walk["pages"].values()]
