@@ -25,7 +25,7 @@ from lpos.train import TrainArgs, window_positions
 
 REBUILD = "bash checkpoints/rebuild.sh ../shared/data/*.txt"
 # Not written from any file's meta: the layouts and tokenizers lpos reads, kept in the card so that
-# `python -m lpos card` keeps the section (tests/pages/test_own_vocab_sentences.py checks the card holds it).
+# `python -m lpos card` keeps the section (tests/pages/test_pages_own_vocab.py checks the card holds it).
 OTHER_MODELS = """## Other models: the layouts lpos reads
 
 Besides these files, `checkpoints.load`, `python -m lpos convert` and the app's upload read (see the

@@ -1,8 +1,8 @@
 """The Embeddings page's sentences about tokens hold for a model on its own vocabulary.
 
-With no repeated token the page compares two tokens that read as the same word. That sentence used
-to say "GPT-2 keeps case and the leading space" for every model; a character model's "T" and "t"
-differ in case only, and no leading space is in any of its tokens. Here the sentence and the "Try ..."
+With no repeated token the page compares two tokens that read as the same word, and says how they
+differ in the model's own tokens: a character model's "T" and "t" differ in case only, and no leading
+space is in any of its tokens, where GPT-2 keeps case and the leading space. The sentence and the "Try ..."
 suggestion are checked, in AppTest runs over a temporary LPOS_CHECKPOINT_DIR, against what the
 model's own tokenizer does: a character vocabulary (the lecture's), and a small byte-level BPE of
 its own (Hugging Face `tokenizers`, 300 tokens) under a random-weight lpos GPT.
