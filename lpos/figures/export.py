@@ -1,16 +1,18 @@
 """Figures to take away: a figure's numbers as a table, its download name, and the recipe that
 redraws it in Python.
 
-A Recipe is the call a page makes to get a figure, written down as data: the dotted names of lpos
-functions (an analysis, then a figure builder) with their arguments, run in order. The page runs
-it (`Recipe.run`) and prints it (`Recipe.snippet`), so the code a learner copies is the code that
-drew the figure on the page.
+A Recipe is the call a page makes to get a figure, written down as data: lpos functions (an
+analysis, then a figure builder) with their arguments, run in order. A step is made from the
+function itself, so a renamed function fails where the page imports it, and keeps the dotted name
+a learner imports it by (`public_name`). The page runs the recipe (`Recipe.run`) and prints it
+(`Recipe.snippet`), so the code a learner copies is the code that drew the figure on the page.
 """
 from __future__ import annotations
 
 import base64
 import importlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,6 +20,9 @@ import pandas as pd
 import plotly.graph_objects as go
 
 FILE_PATH = "path/to/your/model.pt"
+# Packages of topic modules, each of whose functions a snippet imports from its topic (lpos.analysis.sinusoids);
+# the package's own re-exports are for notebooks. Elsewhere the package is the public path: lpos.checkpoints.load.
+TOPIC_PACKAGES = ("lpos.analysis", "lpos.figures")
 
 
 @dataclass(frozen=True)
@@ -30,13 +35,31 @@ class Ref:
 @dataclass(frozen=True)
 class Step:
     target: str  # the name the snippet binds the result to
-    function: str  # dotted: "lpos.analysis.sinusoids.frequency_bands"
+    function: str  # public_name: "lpos.analysis.sinusoids.frequency_bands"
     args: tuple = ()
     kwargs: tuple[tuple[str, object], ...] = ()
 
 
-def step(target: str, function: str, *args, **kwargs) -> Step:
-    return Step(target, function, tuple(plain(a) for a in args), tuple((k, plain(v)) for k, v in kwargs.items()))
+def step(target: str, function: Callable, *args, **kwargs) -> Step:
+    """`target = function(*args, **kwargs)` as a Step."""
+    return Step(target, public_name(function), tuple(plain(a) for a in args),
+                tuple((k, plain(v)) for k, v in kwargs.items()))
+
+
+def public_name(function: Callable) -> str:
+    """The dotted name a learner imports `function` by: the shortest module on its module's path that holds it
+    under its own name, from lpos's packages down (lpos.checkpoints.load, defined in lpos.checkpoints.reading;
+    lpos.model.untrained_model, though `lpos` re-exports it) or from the topic modules of TOPIC_PACKAGES down
+    (lpos.analysis.sinusoids.frequency_bands). A function no such module holds (a lambda, a nested function, a
+    method) has no name to print and is refused."""
+    parts, name = function.__module__.split("."), function.__qualname__
+    depth = 3 if function.__module__.startswith(tuple(f"{package}." for package in TOPIC_PACKAGES)) else 2
+    for end in range(min(depth, len(parts)), len(parts) + 1):
+        module = ".".join(parts[:end])
+        if getattr(importlib.import_module(module), name, None) is function:
+            return f"{module}.{name}"
+    raise ValueError(f"{function.__module__}.{name} cannot be imported by its name; a recipe step needs a "
+                     "module-level function")
 
 
 def plain(value):
@@ -52,7 +75,8 @@ def plain(value):
     return value
 
 
-def function_of(dotted: str):
+def function_of(dotted: str) -> Callable:
+    """The function a public_name names."""
     module, name = dotted.rsplit(".", 1)
     return getattr(importlib.import_module(module), name)
 

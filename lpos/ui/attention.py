@@ -17,7 +17,8 @@ from lpos.analysis import attention
 from lpos.analysis.attention import key_head_sentence, rope_query_sentence, rope_speed_sentence, rotating_pair
 from lpos.analysis.biases import has_fixed_bias
 from lpos.analysis.heads import head_sentence
-from lpos.figures.attention import matrix_panels, offset_scores_figure, rope_arrow_figure, rotation_map_figure
+from lpos.figures.attention import (matrix_panels, offset_scores_figure, rope_angle_figure, rope_arrow_figure,
+                                   rotation_map_figure)
 from lpos.figures.export import Recipe, Ref, step
 from lpos.model import GPT
 from lpos.ui.biases import alibi_section, bias_curves_section, own_bias_section
@@ -72,8 +73,8 @@ def offset_scores_view(query: torch.Tensor, key: torch.Tensor, *, offsets: list[
 
 def rope_angles_chart(head_dim: int, *, base: float = 10000.0, scheme: str = "rope") -> Recipe:
     """The angle each pair of a head turns per position, as a recipe (lpos.figures.export)."""
-    return Recipe((step("angles", "lpos.analysis.attention.rope_angle_frame", head_dim, base=base, scheme=scheme),
-                   step("fig", "lpos.figures.attention.rope_angle_figure", Ref("angles"))))
+    return Recipe((step("angles", attention.rope_angle_frame, head_dim, base=base, scheme=scheme),
+                   step("fig", rope_angle_figure, Ref("angles"))))
 
 
 def rotation_map_section(loaded: LoadedModel) -> None:
@@ -87,7 +88,7 @@ def rotation_map_section(loaded: LoadedModel) -> None:
 def rope_section(loaded: LoadedModel, ids: list[int], tokens: list[str], *, own: bool, layer: int, head: int) -> None:
     """RoPE on one token's query, with its own token, pair and length controls; `own`: the model rotates it."""
     model, config = loaded.model, loaded.model.config
-    head_dim = config.n_embd // config.n_head
+    head_dim, base = config.head_size, model.transformer.h[layer].attn.rope_base  # this layer's (Gemma 3: local or global)
     if head_dim % 2:
         st.info(f"RoPE needs an even head size; this model's heads have {head_dim} columns.", icon=":material/info:")
         return
@@ -101,15 +102,15 @@ def rope_section(loaded: LoadedModel, ids: list[int], tokens: list[str], *, own:
                 "arrow below would stand still. Pick another layer to see its rotation.", icon=":material/info:")
         return
     query, key = query_and_key(model, ids, layer=layer, head=head, position=position)
-    chart(rope_arrow_figure(rotating_pair(query, pair=pair, positions=steps, base=config.rope_base, scheme=scheme),
+    chart(rope_arrow_figure(rotating_pair(query, pair=pair, positions=steps, base=base, scheme=scheme),
                             pair=pair, token=tokens[position]), name="attention-rope-arrow", model=loaded, key="ra_arrow")
     st.caption(rope_query_sentence(rotates=own, layer=layer, head=head, pair=pair, head_dim=head_dim,
-                                   base=config.rope_base, steps=steps, scheme=scheme))
+                                   base=base, steps=steps, scheme=scheme))
     if grouped := key_head_sentence(model, layer=layer, head=head):  # grouped-query attention (Llama)
         st.caption(grouped)
-    chart(rope_angles_chart(head_dim, base=config.rope_base, scheme=scheme), name="attention-rope-angles", model=loaded,
+    chart(rope_angles_chart(head_dim, base=base, scheme=scheme), name="attention-rope-angles", model=loaded,
           key="ra_angles")
-    st.caption(rope_speed_sentence(head_dim, n_embd=config.n_embd, base=config.rope_base, scheme=scheme))
+    st.caption(rope_speed_sentence(head_dim, n_embd=config.n_embd, base=base, scheme=scheme))
     length = max(len(ids), 64)
     offsets = [offset for offset in (0, 1, 4, 16) if offset < length]
     flat, _ = offset_scores_view(query, key, offsets=offsets, length=length, scheme=scheme)

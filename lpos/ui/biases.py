@@ -14,6 +14,7 @@ from lpos.analysis import attention, biases
 from lpos.analysis.attention import alibi_slopes_sentence
 from lpos.analysis.biases import bias_curves_sentence, look_back_sentence
 from lpos.figures.attention import BIAS_COLOURS, alibi_slopes_figure, matrix_panels
+from lpos.figures.biases import bias_curves_figure
 from lpos.figures.common import DIVERGING
 from lpos.figures.export import Recipe, Ref, step
 from lpos.positions import alibi_slopes
@@ -31,8 +32,8 @@ TILT = "First: softmax of the same query·key scores without the bias. Then with
 
 def bias_curves_recipe(*, layer: int, label: str, colour: str) -> Recipe:
     """A bias scheme's bias per head against distance, as a recipe (lpos.figures.export) on the model."""
-    return Recipe((step("curves", "lpos.analysis.biases.bias_curves", Ref("model"), layer=layer),
-                   step("fig", "lpos.figures.biases.bias_curves_figure", Ref("curves"), label=label, colour=colour)))
+    return Recipe((step("curves", biases.bias_curves, Ref("model"), layer=layer),
+                   step("fig", bias_curves_figure, Ref("curves"), label=label, colour=colour)))
 
 
 @st.cache_resource(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)

@@ -10,7 +10,7 @@ import streamlit as st
 from lpos.analysis import counts
 from lpos.analysis.counts import count_heatmap_sentence, count_table_sentence, units_so_far
 from lpos.corpus import story
-from lpos.figures.counts import running_count_figure
+from lpos.figures.counts import count_heatmap, running_count_figure
 from lpos.figures.export import Recipe, Ref, step
 from lpos.ui.caching import cache_data
 from lpos.ui.export import chart
@@ -30,8 +30,8 @@ def count_table(loaded: LoadedModel, ids: list[int], *, layer: int) -> counts.Co
 
 def counts_recipe(ids: list[int], *, layer: int, tokens: list[str]) -> Recipe:
     """Each head's count of every earlier token from the last one, as a recipe (lpos.figures.export)."""
-    return Recipe((step("found", "lpos.analysis.counts.contextual_counts", Ref("model"), list(ids), layer=layer),
-                   step("fig", "lpos.figures.counts.count_heatmap", Ref("found"), tokens=list(tokens))))
+    return Recipe((step("found", counts.contextual_counts, Ref("model"), list(ids), layer=layer),
+                   step("fig", count_heatmap, Ref("found"), tokens=list(tokens))))
 
 
 def counts_section(loaded: LoadedModel, ids: list[int], tokens: list[str], *, layer: int) -> None:

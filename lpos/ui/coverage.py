@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 
 from lpos import checkpoints, precomputed
 from lpos.analysis import coverage
-from lpos.figures.coverage import row_drift_figure
+from lpos.figures.coverage import position_loss_figure, row_drift_figure
 from lpos.figures.export import Recipe, Ref, step
 from lpos.ui.caching import cache_resource
 from lpos.ui.export import model_steps, run_recipe
@@ -84,11 +84,11 @@ def position_losses_recipe(short: LoadedModel, full: LoadedModel, *,
         loads, gpt, meta = bound or ([], Ref(f"{name}_model"), Ref(f"{name}_meta"))  # never printed
         steps += loads
         if model is short:
-            steps.append(step("stream, text", "lpos.analysis.coverage.position_loss_text", meta, length=window))
-        steps.append(step(f"{name}_losses", "lpos.analysis.coverage.loss_by_position", gpt, Ref("stream"),
+            steps.append(step("stream, text", coverage.position_loss_text, meta, length=window))
+        steps.append(step(f"{name}_losses", coverage.loss_by_position, gpt, Ref("stream"),
                           length=window, max_windows=WINDOWS))
         curves[model.key] = Ref(f"{name}_losses")
-    return Recipe((*steps, step("fig", "lpos.figures.coverage.position_loss_figure", curves,
+    return Recipe((*steps, step("fig", position_loss_figure, curves,
                                 limit=trained_rows(short), window=window))), loadable
 
 

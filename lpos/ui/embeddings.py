@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from lpos.analysis import embeddings
 from lpos.figures.export import Recipe, Ref, step
-from lpos.figures.embeddings import embedding_heatmaps, token_chips_html
+from lpos.figures.embeddings import embedding_heatmaps, embedding_panels, token_chips_html
 from lpos.pages import page_named
 from lpos.positions import PositionScheme
 from lpos.ui.caching import cache_data, cache_resource
@@ -40,10 +40,10 @@ def embedding_figures(model: LoadedModel, ids: list[int]) -> tuple[str, go.Figur
 def embedding_panel_figures(model: LoadedModel, ids: list[int]) -> list[Recipe]:
     """The three tables as three figures' recipes (lpos.figures.export), for columns a phone stacks
     (embedding_figures' one figure of three subplots is the download)."""
-    steps = (step("counts", "lpos.analysis.embeddings.token_counts", Ref("meta")),
-             step("view", "lpos.analysis.embeddings.embedding_view", Ref("model"), list(ids), counts=Ref("counts"),
+    steps = (step("counts", embeddings.token_counts, Ref("meta")),
+             step("view", embeddings.embedding_view, Ref("model"), list(ids), counts=Ref("counts"),
                   tokenizer=Ref("tokenizer")),
-             step("panels", "lpos.figures.embeddings.embedding_panels", Ref("view"),
+             step("panels", embedding_panels, Ref("view"),
                   scheme=model.model.config.position))
     return [Recipe(steps, pick=panel) for panel in range(3)]
 

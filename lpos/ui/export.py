@@ -13,7 +13,8 @@ import streamlit as st
 
 from lpos import checkpoints
 from lpos.checkpoints.reference import SHIPPED
-from lpos.figures.export import Recipe, Ref, Step, figure_csv, file_name, step
+from lpos.figures.export import Recipe, Ref, Step, figure_csv, file_name, public_name, step
+from lpos.model import untrained_model
 from lpos.ui.caching import cache_resource
 from lpos.ui.models import LoadedModel, load_offered, untrained
 from lpos.ui.plotly_react import in_place as drawn_in_place
@@ -46,9 +47,9 @@ def model_steps(model: LoadedModel, name: str, *,
     if opened is not None and (model.key, model.scheme) == (opened.key, opened.scheme):
         return [], Ref("model"), Ref("meta")
     if model.ref.is_untrained and model.tokenizer.is_gpt2:
-        return [step(f"{name}_model", "lpos.model.untrained_model", model.scheme)], Ref(f"{name}_model"), None
+        return [step(f"{name}_model", untrained_model, model.scheme)], Ref(f"{name}_model"), None
     if model.ref.is_shipped:
-        return ([step(f"{name}_model, {name}_meta", "lpos.checkpoints.load", model.ref.name)], Ref(f"{name}_model"),
+        return ([step(f"{name}_model, {name}_meta", checkpoints.load, model.ref.name)], Ref(f"{name}_model"),
                 Ref(f"{name}_meta"))
     return None
 
@@ -59,9 +60,9 @@ def held(recipe: Recipe, given: set[str]) -> dict:
     the page does not read it again."""
     found = {}
     for s in recipe.needed(given):
-        if s.function == "lpos.checkpoints.load" and s.args and s.args[0] in checkpoints.available():
+        if s.function == public_name(checkpoints.load) and s.args and s.args[0] in checkpoints.available():
             found.update(zip(s.target.split(", "), load_offered(s.args[0])))
-        elif s.function == "lpos.model.untrained_model":
+        elif s.function == public_name(untrained_model):
             found[s.target] = untrained(s.args[0])
     return found
 

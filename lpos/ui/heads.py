@@ -12,6 +12,7 @@ import streamlit as st
 from lpos import precomputed
 from lpos.analysis import heads
 from lpos.figures.export import Recipe, Ref, step
+from lpos.figures.inside import distance_profile_figure, head_grid_figure, head_layer_figure
 from lpos.model import GPT
 from lpos.ui.attention import grouping_sentence, head_label
 from lpos.ui.coverage import trained_rows
@@ -59,11 +60,11 @@ def head_grid(models: list[LoadedModel], chosen: Text, *, sidebar: str, layer: i
     """The head grid of every model, the `sidebar` scheme's line marked, built once per text: every
     layer, or only `layer` (1-based) of each model when given; and the recipe that redraws it."""
     shown = portraits(models, chosen)
-    grid = "head_grid_figure" if layer is None else "head_layer_figure"
+    grid = head_grid_figure if layer is None else head_layer_figure
     options = {} if layer is None else {"layer": layer}
     return compared_heads(models, chosen, shown, sidebar=sidebar,
                           lines={s: f"{s} (sidebar)" if s == sidebar else s for s in shown},
-                          draw=lambda found: [step("fig", f"lpos.figures.inside.{grid}", found, **options)])
+                          draw=lambda found: [step("fig", grid, found, **options)])
 
 
 def in_layer(portraits: heads.HeadPortraits, layer: int | None) -> heads.HeadPortraits:
@@ -131,8 +132,8 @@ def head_profile(models: list[LoadedModel], chosen: Text, shown: dict[str, heads
     mine = shown[sidebar_model.scheme]
     profile, recipe = compared_heads(
         models, chosen, shown, sidebar=sidebar_model.scheme, lines={s: s for s in shown},
-        draw=lambda found: [step("profiles", "lpos.analysis.heads.distance_profiles", found, layer=layer - 1, head=head),
-                            step("fig", "lpos.figures.inside.distance_profile_figure", Ref("profiles"), layer=layer,
+        draw=lambda found: [step("profiles", heads.distance_profiles, found, layer=layer - 1, head=head),
+                            step("fig", distance_profile_figure, Ref("profiles"), layer=layer,
                                  head=head, window=mine.window)])
     chart(profile, recipe=recipe, name="inside-distance-profile", model=sidebar_model, key="inside_profile")
     st.caption("Mean weight a query puts on the key that many tokens back, over every query that has one; the dotted "

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from lpos import checkpoints, precomputed
+from lpos.analysis.probes import held_out_ids, story_ids
 from lpos.figures.export import Ref, Step, step
 from lpos.tokenizer import decode
 from lpos.ui.caching import HASH_FUNCS
@@ -121,10 +122,10 @@ def text_steps(chosen: Text, tokens: int) -> tuple[list[Step], dict[str, Ref]]:
         if left <= 0:
             break
         if name == STORY:
-            steps.append(step("story", "lpos.analysis.probes.story_ids", tokenizer=Ref("tokenizer")))
+            steps.append(step("story", story_ids, tokenizer=Ref("tokenizer")))
         else:  # the held-out stories of the shipped models' corpus (texts())
-            steps += [step("corpus_model, corpus_meta", "lpos.checkpoints.load", checkpoints.available()[0]),
-                      step("held_out", "lpos.analysis.probes.held_out_ids", Ref("corpus_meta"), tokenizer=Ref("tokenizer"))]
+            steps += [step("corpus_model, corpus_meta", checkpoints.load, checkpoints.available()[0]),
+                      step("held_out", held_out_ids, Ref("corpus_meta"), tokenizer=Ref("tokenizer"))]
         parts[name] = Ref(steps[-1].target)
         left -= len(ids)
     return steps, parts

@@ -96,10 +96,10 @@ def length_curves_recipe(names: list[str], *, train_length: int, unigram: float 
     steps, tables = [], {}
     for name in names:
         var = re.sub(r"\W", "_", name)
-        steps += [step(f"{var}_model, {var}_card", "lpos.checkpoints.load", name),
-                  step(f"{var}_losses", "lpos.analysis.lengths.loss_table", Ref(f"{var}_card"))]
+        steps += [step(f"{var}_model, {var}_card", checkpoints.load, name),
+                  step(f"{var}_losses", lengths.loss_table, Ref(f"{var}_card"))]
         tables[name] = Ref(f"{var}_losses")
-    return Recipe((*steps, step("fig", "lpos.figures.lengths.length_curves_figure", tables, train_length=train_length,
+    return Recipe((*steps, step("fig", length_curves_figure, tables, train_length=train_length,
                                 unigram=unigram)))
 
 

@@ -4,10 +4,19 @@ pair the shuffle steps read.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from lpos import checkpoints
+from lpos.analysis.attention import offset_scores, query_and_key
+from lpos.analysis.biases import bias_lines
+from lpos.analysis.embeddings import embedding_view, token_counts
 from lpos.analysis.lengths import training_length
-from lpos.analysis.shuffle import can_shuffle, shuffle_earlier
+from lpos.analysis.shuffle import can_shuffle, shuffle_earlier, shuffle_experiment
+from lpos.figures.attention import offset_scores_figure
+from lpos.figures.embeddings import embedding_heatmaps
 from lpos.figures.export import Recipe, Ref, step
+from lpos.figures.scheme_views import bias_lines_figure
+from lpos.figures.shuffle import attention_bars, prediction_bars
 from lpos.positions import schemes_with
 from lpos.tokenizer import GPT2, Tokenizer
 from lpos.ui import coverage, lengths, similarity, sinusoids
@@ -26,24 +35,24 @@ def shuffle_pair(ids: list[int], *, tokenizer: Tokenizer = GPT2) -> tuple[list[i
     return tokenizer.encode_known(PRESETS[0])[0], tokenizer.encode_known(PRESETS[1])[0]
 
 
-def shuffle_recipe(model: LoadedModel, ids: list[int], figure: str, **options) -> Recipe:
+def shuffle_recipe(model: LoadedModel, ids: list[int], figure: Callable, **options) -> Recipe:
     """The shuffle experiment on `model` and one of lpos.figures.shuffle's figures of it, as a recipe
     (lpos.figures.export)."""
     original, shuffled = shuffle_pair(ids, tokenizer=model.tokenizer)
-    return Recipe((step("result", "lpos.analysis.shuffle.shuffle_experiment", Ref("model"), original, shuffled=shuffled,
+    return Recipe((step("result", shuffle_experiment, Ref("model"), original, shuffled=shuffled,
                         tokenizer=Ref("tokenizer")),
-                   step("fig", f"lpos.figures.shuffle.{figure}", Ref("result"), **options)))
+                   step("fig", figure, Ref("result"), **options)))
 
 
 def order_blind_recipe(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Recipe:
-    return shuffle_recipe(model, ids, "attention_bars", head=0, tokenizer=Ref("tokenizer"))
+    return shuffle_recipe(model, ids, attention_bars, head=0, tokenizer=Ref("tokenizer"))
 
 
 def position_rows_recipe(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Recipe:
-    return Recipe((step("counts", "lpos.analysis.embeddings.token_counts", Ref("meta")),
-                   step("view", "lpos.analysis.embeddings.embedding_view", Ref("model"), list(ids), counts=Ref("counts"),
+    return Recipe((step("counts", token_counts, Ref("meta")),
+                   step("view", embedding_view, Ref("model"), list(ids), counts=Ref("counts"),
                         tokenizer=Ref("tokenizer")),
-                   step("fig", "lpos.figures.embeddings.embedding_heatmaps", Ref("view"), scheme=model.scheme)))
+                   step("fig", embedding_heatmaps, Ref("view"), scheme=model.scheme)))
 
 
 def sinusoid_distance_recipe(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Recipe:
@@ -51,11 +60,11 @@ def sinusoid_distance_recipe(sidebar: LoadedModel, model: LoadedModel, ids: list
 
 
 def rope_offsets_recipe(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Recipe:
-    return Recipe((step("query, key", "lpos.analysis.attention.query_and_key", Ref("model"), list(ids), layer=0, head=0,
+    return Recipe((step("query, key", query_and_key, Ref("model"), list(ids), layer=0, head=0,
                         position=len(ids) - 1),
-                   step("scores", "lpos.analysis.attention.offset_scores", Ref("query"), Ref("key"),
+                   step("scores", offset_scores, Ref("query"), Ref("key"),
                         offsets=[0, 1, 4, 16], length=64),
-                   step("fig", "lpos.figures.attention.offset_scores_figure", Ref("scores"))))
+                   step("fig", offset_scores_figure, Ref("scores"))))
 
 
 def bias_models(sidebar: LoadedModel) -> tuple[list[LoadedModel], int]:
@@ -75,10 +84,10 @@ def relative_bias_recipe(sidebar: LoadedModel, model: LoadedModel, ids: list[int
         if (bound := model_steps(other, other.scheme, opened=model)) is None:
             return None
         loads, source, _ = bound
-        steps += [*loads, step(f"{other.scheme}_bias", "lpos.analysis.biases.bias_lines", source, layer=0, query=reach,
+        steps += [*loads, step(f"{other.scheme}_bias", bias_lines, source, layer=0, query=reach,
                                max_distance=reach)]
         curves[other.model.scheme.label] = Ref(f"{other.scheme}_bias")
-    return Recipe((*steps, step("fig", "lpos.figures.scheme_views.bias_lines_figure", curves,
+    return Recipe((*steps, step("fig", bias_lines_figure, curves,
                                 title=f"Each head's bias against distance, layer 1, query at position {reach}")))
 
 
@@ -104,4 +113,4 @@ def train_short_recipe(sidebar: LoadedModel, model: LoadedModel, ids: list[int])
 
 
 def mask_leaks_recipe(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Recipe:
-    return shuffle_recipe(model, ids, "prediction_bars")
+    return shuffle_recipe(model, ids, prediction_bars)

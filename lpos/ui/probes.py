@@ -83,7 +83,7 @@ def _probe_view(shipped: tuple[str, ...], extra: LoadedModel | None, chosen: Tex
     frames = probe_panels(models, chosen)
     trained, fresh = frames.get("trained", {}), frames["untrained"]
     drawn = [compared(panel, frames[name], chosen=chosen, tokens=whole_text(chosen), measure=probed, opened=extra,
-                      draw=lambda lines, name=name: [step("figs", "lpos.figures.inside.probe_figures", {name: lines})],
+                      draw=lambda lines, name=name: [step("figs", probe_figures, {name: lines})],
                       pick=0) for name, panel in models.items()]
     sample = next(iter(fresh.values())).iloc[0]
     limit = coverage.trained_rows(extra.meta, extra.model) if extra is not None else None

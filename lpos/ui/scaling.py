@@ -22,8 +22,10 @@ from lpos import checkpoints, corpus, precomputed
 from lpos.analysis import stretch
 from lpos.analysis.lengths import training_length
 from lpos.figures.export import Recipe, Ref, Step, step
+from lpos.figures.stretch import (attention_profile_figure, division_figure, scaled_loss_figure,
+                                 wavelength_methods_figure)
 from lpos.model import GPT
-from lpos.positions import REGISTRY, ROPE_METHODS, schemes_with
+from lpos.positions import REGISTRY, ROPE_METHODS, RopeScaling, schemes_with
 from lpos.ui.caching import cache_resource
 from lpos.ui.export import chart, run_recipe
 from lpos.ui.models import LoadedModel, label, load_offered
@@ -107,7 +109,7 @@ def scaling_step(method: str, factor: float, train_length: int) -> tuple[list[St
     """The step that builds `method`'s RopeScaling (none for "none"), and the keyword that hands it to a model."""
     if method == "none":
         return [], {}
-    return ([step(f"{method}_scaling", "lpos.positions.RopeScaling", method, factor, train_length)],
+    return ([step(f"{method}_scaling", RopeScaling, method, factor, train_length)],
             {"rope_scaling": Ref(f"{method}_scaling")})
 
 
@@ -115,19 +117,19 @@ def loss_steps(rope: LoadedModel, factor: float, *, text: str) -> tuple[list[Ste
     """The steps that score every curve of one loss figure (lpos.figures.export): `rope` under each method at
     `factor`, then the shipped references when they read the same tokens; and by curve name, the step's name, the
     model, the method and the factor."""
-    analysis, train_length = "lpos.analysis.stretch", rope_length(rope)
-    steps = [step("chunks", f"{analysis}.story_chunk", tokenizer=Ref("tokenizer")) if text == STORY else
-             step("chunks", f"{analysis}.held_out_chunks", Ref("meta"))]
+    train_length = rope_length(rope)
+    steps = [step("chunks", stretch.story_chunk, tokenizer=Ref("tokenizer")) if text == STORY else
+             step("chunks", stretch.held_out_chunks, Ref("meta"))]
     curves = {}
     for method in ROPE_METHODS:
         scaled = factor if method != "none" else 1.0
         made, scaling = scaling_step(method, scaled, train_length)
-        steps += [*made, step(f"{method}_losses", f"{analysis}.chunk_losses", Ref("model"), Ref("chunks"), **scaling)]
+        steps += [*made, step(f"{method}_losses", stretch.chunk_losses, Ref("model"), Ref("chunks"), **scaling)]
         curves[stretch.curve_name(rope.model.config.position, method, scaled)] = (f"{method}_losses", rope.model, method, scaled)
     for name in references() if speaks_gpt2(rope) else []:
         var = re.sub(r"\W", "_", name)
-        steps += [step(f"{var}_model, {var}_card", "lpos.checkpoints.load", name),
-                  step(f"{var}_losses", f"{analysis}.chunk_losses", Ref(f"{var}_model"), Ref("chunks"))]
+        steps += [step(f"{var}_model, {var}_card", checkpoints.load, name),
+                  step(f"{var}_losses", stretch.chunk_losses, Ref(f"{var}_model"), Ref("chunks"))]
         curves[stretch.curve_name(name)] = (f"{var}_losses", load_offered(name)[0], "none", 1.0)
     return steps, curves
 
@@ -140,9 +142,9 @@ def _loss_view(rope: LoadedModel, shipped: tuple[str, ...], factor: float, text:
     with progress(len(curves), "curve") as bar:
         tables = {curve: _losses(gpt, method, scaled, text, rope, bar) for curve, (_, gpt, method, scaled) in curves.items()}
     frame, train_length = stretch.loss_frame(tables, text=text), rope_length(rope)
-    recipe = Recipe((*steps, step("frame", "lpos.analysis.stretch.loss_frame",
+    recipe = Recipe((*steps, step("frame", stretch.loss_frame,
                                   {curve: Ref(name) for curve, (name, *_) in curves.items()}, text=text),
-                     step("fig", "lpos.figures.stretch.scaled_loss_figure", Ref("frame"), train_length=train_length,
+                     step("fig", scaled_loss_figure, Ref("frame"), train_length=train_length,
                           title=f"{text}: {int(frame['tokens'].max()):,} predictions at every length")))
     figure = run_recipe(recipe, rope, frame=frame)  # the scores precomputed: only the figure is built here
     return figure, recipe, stretch.loss_reading(frame, train_length=train_length, factor=factor)
@@ -158,9 +160,9 @@ def wavelength_view(head: int, *, factor: int, train_length: int, base: float, s
     """Section 2: each pair's wavelength under every method at RoPE base `base` for a head of the rotating `scheme`,
     as a recipe (lpos.figures.export), and YaRN's regions in words."""
     waves = stretch.wavelength_frame(head, base, factor=factor, original_length=train_length, scheme=scheme)
-    return (Recipe((step("waves", "lpos.analysis.stretch.wavelength_frame", head, base, factor=factor,
+    return (Recipe((step("waves", stretch.wavelength_frame, head, base, factor=factor,
                          original_length=train_length, scheme=scheme),
-                    step("fig", "lpos.figures.stretch.wavelength_methods_figure", Ref("waves"),
+                    step("fig", wavelength_methods_figure, Ref("waves"),
                          original_length=train_length, factor=factor))),
             stretch.wavelength_reading(waves, original_length=train_length, factor=factor))
 
@@ -168,9 +170,9 @@ def wavelength_view(head: int, *, factor: int, train_length: int, base: float, s
 def division_view(head: int, *, factor: int, train_length: int, base: float, scheme: str) -> tuple[Recipe, str]:
     """Section 2's second figure: which pairs each method leaves, divides or blends, as a recipe, and in words."""
     frame = stretch.division_frame(head, base, factor=factor, original_length=train_length, scheme=scheme)
-    return (Recipe((step("shares", "lpos.analysis.stretch.division_frame", head, base, factor=factor,
+    return (Recipe((step("shares", stretch.division_frame, head, base, factor=factor,
                          original_length=train_length, scheme=scheme),
-                    step("fig", "lpos.figures.stretch.division_figure", Ref("shares"), factor=factor))),
+                    step("fig", division_figure, Ref("shares"), factor=factor))),
             stretch.division_reading(frame, factor=factor))
 
 
@@ -189,13 +191,12 @@ def attention_profiles(rope: LoadedModel, factor: float) -> dict[str, pd.DataFra
 
 def attention_recipe(rope: LoadedModel, factor: float, *, layer: int, measure: str) -> Recipe:
     """Section 3's figure as a recipe (lpos.figures.export): the story read under every method."""
-    analysis, train_length, steps = "lpos.analysis.stretch", rope_length(rope), [
-        step("ids", "lpos.analysis.stretch.story_window", tokenizer=Ref("tokenizer"))]
+    train_length, steps = rope_length(rope), [step("ids", stretch.story_window, tokenizer=Ref("tokenizer"))]
     for method in ROPE_METHODS:
         made, scaling = scaling_step(method, factor if method != "none" else 1.0, train_length)
-        steps += [*made, step(f"{method}_profile", f"{analysis}.attention_profile", Ref("model"), Ref("ids"), **scaling)]
+        steps += [*made, step(f"{method}_profile", stretch.attention_profile, Ref("model"), Ref("ids"), **scaling)]
     profiles = {stretch.curve_name(rope.scheme, method, factor): Ref(f"{method}_profile") for method in ROPE_METHODS}
-    return Recipe((*steps, step("fig", "lpos.figures.stretch.attention_profile_figure", profiles, layer=layer,
+    return Recipe((*steps, step("fig", attention_profile_figure, profiles, layer=layer,
                                 measure=measure, train_length=train_length)))
 
 
@@ -274,7 +275,7 @@ def wavelengths(rope: LoadedModel, factor: int, train_length: int) -> None:
     """Section 2: which RoPE pairs turn fully inside the training window, under each method."""
     config = rope.model.config
     st.subheader("2. Which pairs turn fully inside the training window")
-    head = config.n_embd // config.n_head
+    head = config.head_size
     recipe, reading = wavelength_view(head, factor=factor, train_length=train_length, base=config.rope_base,
                                       scheme=config.position)
     chart(recipe, name="stretch-wavelengths", model=rope, key="stretch_wavelengths")

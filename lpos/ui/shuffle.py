@@ -12,7 +12,7 @@ from lpos.analysis import shuffle
 from lpos.analysis.scheme_views import (baseline_caption, baseline_sentence, mask_sentence, moved_sentence,
                                         positionless_scheme, ties_sentence, weight_change, weights_sentence)
 from lpos.figures.export import Recipe, Ref, step
-from lpos.figures.shuffle import change_figure
+from lpos.figures.shuffle import attention_bars, change_figure
 from lpos.ui.attention import head_label
 from lpos.ui.caching import cache_data
 from lpos.ui.export import chart
@@ -41,9 +41,9 @@ def shuffle_results(models: list[LoadedModel], original: list[int], shuffled: li
 def bars_recipe(result: shuffle.ShuffleResult, *, head: int) -> Recipe:
     """The attention bars of one model's shuffle result, as the recipe that reruns the experiment
     (lpos.figures.export): drawn with that model, shown as Python."""
-    return Recipe((step("result", "lpos.analysis.shuffle.shuffle_experiment", Ref("model"), list(result.original),
+    return Recipe((step("result", shuffle.shuffle_experiment, Ref("model"), list(result.original),
                         shuffled=list(result.shuffled), tokenizer=Ref("tokenizer")),
-                   step("fig", "lpos.figures.shuffle.attention_bars", Ref("result"), head=head, tokenizer=Ref("tokenizer"))))
+                   step("fig", attention_bars, Ref("result"), head=head, tokenizer=Ref("tokenizer"))))
 
 
 def next_shuffle() -> None:

@@ -16,6 +16,8 @@ from lpos.analysis import similarity, timeline
 from lpos.analysis.lengths import training_length
 from lpos.analysis.scheme_views import names
 from lpos.figures.export import Recipe, Ref, step
+from lpos.figures.similarity import kernel_line_figure, pca_figure, similarity_heatmaps, similarity_panels
+from lpos.figures.timeline import band_figure
 from lpos.positions import scheme_info, schemes_with
 from lpos.ui import embeddings
 from lpos.ui.caching import cache_data
@@ -34,20 +36,20 @@ def position_maps(model: LoadedModel, length: int, *, with_untrained: bool, apar
     its own step-0 snapshot when it kept one, else a random N(0, 0.02) draw (seed 0), titled as such,
     as a recipe (lpos.figures.export). `apart`: one recipe per map
     (lpos.figures.similarity.similarity_panels), for columns a phone stacks; else the maps as one figure."""
-    gpt, analysis = model.model, "lpos.analysis.similarity"
-    steps = [step("rows", f"{analysis}.position_rows", Ref("model"), length),
-             step("trained", f"{analysis}.similarity_map", Ref("rows"), title=f"{model.label}: {gpt.config.position} rows")]
+    gpt = model.model
+    steps = [step("rows", similarity.position_rows, Ref("model"), length),
+             step("trained", similarity.similarity_map, Ref("rows"), title=f"{model.label}: {gpt.config.position} rows")]
     if with_untrained:
         shown = len(similarity.position_rows(gpt, length))  # a table stops at its last row
         if timeline.starting_rows(model.meta, shown) is not None:
-            steps += [step("start", "lpos.analysis.timeline.starting_rows", Ref("meta"), shown),
-                      step("start_map", f"{analysis}.similarity_map", Ref("start"), title="the same table at step 0")]
+            steps += [step("start", timeline.starting_rows, Ref("meta"), shown),
+                      step("start_map", similarity.similarity_map, Ref("start"), title="the same table at step 0")]
         else:
-            steps += [step("start", f"{analysis}.initial_position_rows", shown, gpt.config.n_embd),
-                      step("start_map", f"{analysis}.similarity_map", Ref("start"), title="a random N(0, 0.02) table")]
+            steps += [step("start", similarity.initial_position_rows, shown, gpt.config.n_embd),
+                      step("start_map", similarity.similarity_map, Ref("start"), title="a random N(0, 0.02) table")]
     maps = [Ref("trained")] + ([Ref("start_map")] if with_untrained else [])
-    builder = "similarity_panels" if apart else "similarity_heatmaps"
-    steps.append(step("maps" if apart else "fig", f"lpos.figures.similarity.{builder}", maps, axis_title="position"))
+    builder = similarity_panels if apart else similarity_heatmaps
+    steps.append(step("maps" if apart else "fig", builder, maps, axis_title="position"))
     if apart:
         return [Recipe(tuple(steps), pick=number) for number in range(len(maps))]
     return Recipe(tuple(steps))
@@ -66,14 +68,14 @@ def position_band(model: LoadedModel, length: int) -> tuple[Recipe, dict]:
     recipe (lpos.figures.export), and the table's structure figures (lpos.analysis.timeline.table_structure)."""
     gpt = model.model
     rows = similarity.position_rows(gpt, length)
-    steps = [step("rows", "lpos.analysis.similarity.position_rows", Ref("model"), length),
-             step("band", "lpos.analysis.similarity.cosine_by_distance", Ref("rows"))]
+    steps = [step("rows", similarity.position_rows, Ref("model"), length),
+             step("band", similarity.cosine_by_distance, Ref("rows"))]
     bands = {f"{gpt.config.position} rows": Ref("band")}
     if scheme_info(gpt.config.position).has_table and timeline.starting_rows(model.meta, len(rows)) is not None:
-        steps += [step("start", "lpos.analysis.timeline.starting_rows", Ref("meta"), len(rows)),
-                  step("start_band", "lpos.analysis.similarity.cosine_by_distance", Ref("start"))]
+        steps += [step("start", timeline.starting_rows, Ref("meta"), len(rows)),
+                  step("start_band", similarity.cosine_by_distance, Ref("start"))]
         bands["the same table at step 0"] = Ref("start_band")
-    steps.append(step("fig", "lpos.figures.timeline.band_figure", bands,
+    steps.append(step("fig", band_figure, bands,
                       title=f"The band, measured: mean cosine by distance ({len(rows)} rows)"))
     return Recipe(tuple(steps)), band_structure(model, length)
 
@@ -115,9 +117,9 @@ def position_pca(model: LoadedModel, length: int) -> tuple[Recipe, Recipe, str]:
     (lpos.figures.export), and what they show."""
     shown, reading = pca_reading(model, length)
     name = f"{shown} {model.model.config.position} position rows"
-    steps = (step("rows", "lpos.analysis.similarity.position_rows", Ref("model"), length),
-             step("projection", "lpos.analysis.similarity.pca", Ref("rows"), components=3))
-    return tuple(Recipe((*steps, step("fig", "lpos.figures.similarity.pca_figure", Ref("projection"), dimensions=d,
+    steps = (step("rows", similarity.position_rows, Ref("model"), length),
+             step("projection", similarity.pca, Ref("rows"), components=3))
+    return tuple(Recipe((*steps, step("fig", pca_figure, Ref("projection"), dimensions=d,
                                       title=f"{name}, {d}-D"))) for d in (2, 3)) + (reading,)
 
 
@@ -178,13 +180,12 @@ def pca_sentence(table: np.ndarray, projection: similarity.Projection, *, scheme
 def rope_kernel(length: int, head_dim: int, *, base: float, scheme: str) -> tuple[Recipe, Recipe, str]:
     """A rotating scheme's position x position kernel and the same kernel by offset at the model's base, as
     recipes (lpos.figures.export), and what the line shows (its range read off the drawn line)."""
-    analysis = "lpos.analysis.similarity"
-    kernel = Recipe((step("kernel", f"{analysis}.rope_kernel", length, head_dim, base=base, scheme=scheme),
-                     step("kernel_map", f"{analysis}.similarity_map", Ref("kernel"), title="rope kernel"),
-                     step("fig", "lpos.figures.similarity.similarity_heatmaps", [Ref("kernel_map")],
+    kernel = Recipe((step("kernel", similarity.rope_kernel, length, head_dim, base=base, scheme=scheme),
+                     step("kernel_map", similarity.similarity_map, Ref("kernel"), title="rope kernel"),
+                     step("fig", similarity_heatmaps, [Ref("kernel_map")],
                           axis_title="position")))
-    line = Recipe((step("line", f"{analysis}.rope_kernel_by_offset", length - 1, head_dim, base=base, scheme=scheme),
-                   step("fig", "lpos.figures.similarity.kernel_line_figure", Ref("line"), head_dim=head_dim)))
+    line = Recipe((step("line", similarity.rope_kernel_by_offset, length - 1, head_dim, base=base, scheme=scheme),
+                   step("fig", kernel_line_figure, Ref("line"), head_dim=head_dim)))
     return kernel, line, kernel_reading(length, head_dim, base=base, scheme=scheme)
 
 
@@ -240,7 +241,7 @@ def position_maps_section(loaded: LoadedModel, length: int) -> None:
 def rope_kernel_section(loaded: LoadedModel, length: int) -> None:
     """RoPE adds no rows: its kernel, the cosine of one vector turned to two positions."""
     config = loaded.model.config
-    head_dim = config.n_embd // config.n_head
+    head_dim = config.head_size
     kernel_map, kernel_line, kernel_reading = rope_kernel(length, head_dim, base=config.rope_base, scheme=config.position)
     chart(kernel_map, name="similarity-position-map", model=loaded, key="sim_positions", in_place=True)
     st.caption(similarity.rope_kernel_map_sentence(label=loaded.model.scheme.label, head_dim=head_dim,

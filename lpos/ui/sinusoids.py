@@ -10,8 +10,7 @@ import streamlit as st
 
 from lpos.analysis import sinusoids
 from lpos.figures.export import Recipe, Ref, step
-
-ANALYSIS, FIGURE = "lpos.analysis.sinusoids", "lpos.figures.sinusoids"
+from lpos.figures.sinusoids import band_figure, offset_dot_figure, table_heatmap, wavelength_figure
 
 FIGURES = 64  # per function: a figure of the largest map holds about 1 MB
 LIFETIME = 3600  # seconds; figures nobody asked for in an hour go
@@ -25,14 +24,14 @@ def table_view(length: int, width: int, base: float) -> sinusoids.TableView:
 def sinusoid_table(length: int, width: int, base: float, *, title: str,
                    highlight_rows: int | None = None) -> tuple[Recipe, int]:
     """The table's heatmap and how many rows one shown row averages."""
-    return Recipe((step("view", f"{ANALYSIS}.table_view", length, width, base=base),
-                   step("fig", f"{FIGURE}.table_heatmap", Ref("view"), title=title, highlight_rows=highlight_rows))), \
+    return Recipe((step("view", sinusoids.table_view, length, width, base=base),
+                   step("fig", table_heatmap, Ref("view"), title=title, highlight_rows=highlight_rows))), \
         table_view(length, width, base).row_block
 
 
 def sinusoid_bands(length: int, width: int, pairs: tuple[int, ...], base: float) -> Recipe:
-    return Recipe((step("bands", f"{ANALYSIS}.frequency_bands", length, width, pairs=list(pairs), base=base),
-                   step("fig", f"{FIGURE}.band_figure", Ref("bands"))))
+    return Recipe((step("bands", sinusoids.frequency_bands, length, width, pairs=list(pairs), base=base),
+                   step("fig", band_figure, Ref("bands"))))
 
 
 @st.cache_data(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)
@@ -42,12 +41,12 @@ def slowest_wavelength(width: int, base: float) -> float:
 
 def sinusoid_wavelengths(width: int, base: float) -> tuple[Recipe, float]:
     """The wavelength ladder and the slowest wavelength."""
-    return Recipe((step("waves", f"{ANALYSIS}.wavelength_frame", width, base=base),
-                   step("fig", f"{FIGURE}.wavelength_figure", Ref("waves"), base=base))), slowest_wavelength(width, base)
+    return Recipe((step("waves", sinusoids.wavelength_frame, width, base=base),
+                   step("fig", wavelength_figure, Ref("waves"), base=base))), slowest_wavelength(width, base)
 
 
 def offset_dots_recipe(width: int, starts: tuple[int, ...], max_offset: int, base: float) -> Recipe:
     """row t · row t+k for each start t: one curve, whatever t."""
-    return Recipe((step("dots", f"{ANALYSIS}.offset_dot_products", width, starts=list(starts), max_offset=max_offset,
+    return Recipe((step("dots", sinusoids.offset_dot_products, width, starts=list(starts), max_offset=max_offset,
                         base=base),
-                   step("fig", f"{FIGURE}.offset_dot_figure", Ref("dots"))))
+                   step("fig", offset_dot_figure, Ref("dots"))))

@@ -17,14 +17,14 @@ from lpos.analysis import timeline
 from lpos.analysis.similarity import neighbour_sentence
 from lpos.analysis.coverage import split_band
 from lpos.figures.export import Recipe, Ref, step
-from lpos.figures.timeline import attention_figures
+from lpos.figures.timeline import (attention_figures, band_figure, bias_figure, loss_curve_figure, position_map_animation,
+                                   position_map_figure, repeated_figure)
 from lpos.ui.caching import cache_resource
 from lpos.ui.export import chart, run_recipe
 from lpos.ui.models import LoadedModel
 from lpos.ui.stored import computed
 
 STEP_FIGURES = 64  # 16 snapshots of a few models
-ANALYSIS = "lpos.analysis.timeline"
 
 
 @dataclass(frozen=True)
@@ -54,24 +54,24 @@ class StepFigures:
 
 def step_recipes(model: LoadedModel, found: ModelTimeline, index: int) -> dict[str, Recipe]:
     """Each figure of snapshot `index` as a recipe (lpos.figures.export) on the model's timeline."""
-    line, steps, figures = found.timeline, found.timeline.steps, "lpos.figures.timeline"
-    read = step("line", f"{ANALYSIS}.timeline_of", Ref("meta"), tokenizer=Ref("tokenizer"))
-    maps = step("maps", f"{ANALYSIS}.cosine_maps", Ref("line"))
+    line, steps = found.timeline, found.timeline.steps
+    read = step("line", timeline.timeline_of, Ref("meta"), tokenizer=Ref("tokenizer"))
+    maps = step("maps", timeline.cosine_maps, Ref("line"))
     recipes = {
-        "loss": Recipe((read, step("fig", f"{figures}.loss_curve_figure", Ref("line"), index))),
-        "position-map": Recipe((read, maps, step("fig", f"{figures}.position_map_figure", Ref("maps"), Ref("line"), index))),
-        "band": Recipe((read, step("band", f"{ANALYSIS}.band_over_time", Ref("line")),
-                        step("bands", f"{ANALYSIS}.bands_at", Ref("band"), [steps[0], steps[index]]),
-                        step("fig", f"{figures}.band_figure", Ref("bands"), title="The band, measured: mean cosine by distance",
+        "loss": Recipe((read, step("fig", loss_curve_figure, Ref("line"), index))),
+        "position-map": Recipe((read, maps, step("fig", position_map_figure, Ref("maps"), Ref("line"), index))),
+        "band": Recipe((read, step("band", timeline.band_over_time, Ref("line")),
+                        step("bands", timeline.bands_at, Ref("band"), [steps[0], steps[index]]),
+                        step("fig", band_figure, Ref("bands"), title="The band, measured: mean cosine by distance",
                              of="the rows" if line.position_kind == "table" else "what block 1 adds"))),
-        "repeated-token": Recipe((read, step("repeated", f"{ANALYSIS}.repeated_similarity", Ref("line")),
-                                  step("fig", f"{figures}.repeated_figure", Ref("repeated"), word=line.repeated_word,
+        "repeated-token": Recipe((read, step("repeated", timeline.repeated_similarity, Ref("line")),
+                                  step("fig", repeated_figure, Ref("repeated"), word=line.repeated_word,
                                        index=index))),
-        **{f"attention-head-{head + 1}": Recipe((read, step("panels", f"{figures}.attention_figures", Ref("line"), index)),
+        **{f"attention-head-{head + 1}": Recipe((read, step("panels", attention_figures, Ref("line"), index)),
                                                 pick=head) for head in range(line.attention.shape[1])}}
     if line.bias is not None:
-        recipes["bias"] = Recipe((read, step("bias", f"{ANALYSIS}.bias_over_distance", Ref("line"), index),
-                                  step("fig", f"{figures}.bias_figure", Ref("bias"), step=steps[index],
+        recipes["bias"] = Recipe((read, step("bias", timeline.bias_over_distance, Ref("line"), index),
+                                  step("fig", bias_figure, Ref("bias"), step=steps[index],
                                        label=model.model.scheme.label)))
     return recipes
 
@@ -102,9 +102,9 @@ def step_figures(model: LoadedModel, index: int) -> StepFigures:
 @cache_resource(max_entries=8, show_spinner=False)
 def animation(model: LoadedModel) -> tuple[go.Figure, Recipe]:
     """All 16 maps as one animation, and its recipe (lpos.figures.export)."""
-    recipe = Recipe((step("line", f"{ANALYSIS}.timeline_of", Ref("meta"), tokenizer=Ref("tokenizer")),
-                     step("maps", f"{ANALYSIS}.cosine_maps", Ref("line")),
-                     step("fig", "lpos.figures.timeline.position_map_animation", Ref("maps"), Ref("line"))))
+    recipe = Recipe((step("line", timeline.timeline_of, Ref("meta"), tokenizer=Ref("tokenizer")),
+                     step("maps", timeline.cosine_maps, Ref("line")),
+                     step("fig", position_map_animation, Ref("maps"), Ref("line"))))
     return run_recipe(recipe, model, **results(model_timeline(model))), recipe
 
 

@@ -15,8 +15,10 @@ from conftest import ROOT, app_test
 from lpos import checkpoints, precomputed
 from lpos.pages import PAGES as REGISTERED
 from lpos.pages import page_named
-from lpos.analysis import attention, biases, heads, probes, streaming, stretch, timeline
+from lpos.analysis import attention, biases, heads, probes, similarity, streaming, stretch, timeline
+from lpos.analysis.sinusoids import frequency_bands
 from lpos.figures.export import Recipe, Ref, array_of, figure_csv, figure_frame, file_name, step
+from lpos.figures.sinusoids import band_figure
 
 # Each registered page once, on its view (a model that draws its central figures: lpos.pages), then more cases
 # of some pages: Similarity with RoPE's kernel, the other schemes in attention, Inside's tabs, the Lesson's steps.
@@ -155,15 +157,16 @@ def test_every_csv_holds_the_figures_numbers(pages, page):
 
 
 def test_a_recipe_runs_what_it_prints(tiny_model):
-    recipe = Recipe((step("bands", "lpos.analysis.sinusoids.frequency_bands", 16, 8, pairs=[0, 1], base=100.0),
-                     step("fig", "lpos.figures.sinusoids.band_figure", Ref("bands"))))
+    recipe = Recipe((step("bands", frequency_bands, 16, 8, pairs=[0, 1], base=100.0),
+                     step("fig", band_figure, Ref("bands"))))
     fig = recipe.run()
     namespace = {}
     exec(recipe.snippet().replace("fig.show()", ""), namespace)
     assert namespace["fig"].to_json() == fig.to_json()
     frame = figure_frame(fig)
     assert len(frame) == sum(len(trace.x) for trace in fig.data)
-    assert "checkpoints.load('path/to/your/model.pt')" in Recipe((step("x", "f.g", Ref("model")),)).snippet()
+    own_file = Recipe((step("rows", similarity.position_rows, Ref("model"), 8),)).snippet()
+    assert "checkpoints.load('path/to/your/model.pt')" in own_file
 
 
 @pytest.mark.skipif("learned" not in checkpoints.available(), reason="checkpoints/learned.pt is not shipped")
