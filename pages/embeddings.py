@@ -1,7 +1,7 @@
 """Embeddings: the sentence's token rows, position rows and their sum."""
 import streamlit as st
 
-from lpos.analysis.embeddings import never_seen, position_share, positions_said, repeated_tokens, rows_frame
+from lpos.analysis.embeddings import never_seen, position_share, repeat_sentence, repeated_tokens, rows_frame
 from lpos.figures.embeddings import (NEVER_SEEN, PANEL_NAMES, REPEAT_EXAMPLE, heatmaps_title, lookalike_difference,
                                      lookalike_pair, repeat_example)
 from lpos.ui import embeddings
@@ -40,18 +40,12 @@ else:
 st.subheader("Same word, two positions")
 repeats = repeated_tokens(view)
 for repeat in repeats[:3]:
-    word = literal(repeat.token)
-    at = (f"“{word}” at {positions_said(repeat)}" if repeat.occurrences == 2 else
-          f"“{word}” occurs {repeat.occurrences} times; at the first two, {positions_said(repeat)}")
+    said = repeat_sentence(repeat, literal=literal)
     if view.position_rows is None:
-        st.info(f"{at}: identical token rows, and with {selection.scheme!r} "
-                f"nothing is added, so the summed rows are identical too (cosine {repeat.summed_cosine:.4f}). "
-                + (f"{scheme.label} tells them apart only inside attention." if scheme.in_attention else
-                   "Only what comes before each copy can tell them apart: nothing says where a token sits."))
+        st.info(f"{said} " + (f"{scheme.label} tells them apart only inside attention." if scheme.in_attention else
+                              "Only what comes before each copy can tell them apart: nothing says where a token sits."))
     else:
-        st.success(f"{at}: identical token rows (largest difference "
-                   f"{repeat.token_rows_max_difference:g}), different summed rows: cosine similarity "
-                   f"{repeat.summed_cosine:.4f}. The position row is what tells them apart.")
+        st.success(said)
 if len(repeats) > 3:
     st.caption(f"{len(repeats) - 3} more tokens occur more than once; the same holds for each of them.")
 if not repeats:  # what is said of the tokens is computed from the model's own tokenizer, GPT-2's or not

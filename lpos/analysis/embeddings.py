@@ -124,13 +124,16 @@ def positions_said(repeat: RepeatedToken) -> str:
 
 
 def repeat_sentence(repeat: RepeatedToken, *, literal=lambda text: text) -> str:
-    """The lesson's sentence about a repeated token, with its real count (`literal` escapes the token
-    text for Markdown). With nothing added to the input the summed rows are identical too."""
-    where = (f"at {positions_said(repeat)}," if repeat.occurrences == 2 else f"at its first two, {positions_said(repeat)},")
-    summed = ("its summed rows are identical too (cosine 1.000: nothing is added at the input)"
-              if repeat.summed_cosine > 0.9995 else f"its summed rows are not (cosine {repeat.summed_cosine:.3f})")
-    return (f"“{literal(repeat.token)}” occurs {times(repeat.occurrences)}; {where} its token rows are identical and "
-            f"{summed}.")
+    """A repeated token in words, as the Embeddings page and the lesson say it: its real count, its first two
+    positions, its identical token rows, and its summed rows, identical too where nothing is added at the input
+    (`literal` escapes the token text for Markdown)."""
+    where = f"at {positions_said(repeat)}" if repeat.occurrences == 2 else f"at its first two, {positions_said(repeat)}"
+    summed = (f"and nothing is added, so the summed rows are identical too (cosine {repeat.summed_cosine:.4f})"
+              if repeat.summed_cosine > 0.9995 else
+              f"different summed rows: cosine similarity {repeat.summed_cosine:.4f}. The position row is what tells "
+              "them apart")
+    return (f"“{literal(repeat.token)}” occurs {times(repeat.occurrences)}; {where}: identical token rows (largest "
+            f"difference {repeat.token_rows_max_difference:g}), {summed}.")
 
 
 def never_seen(view: EmbeddingView) -> list[int]:

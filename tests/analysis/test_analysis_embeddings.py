@@ -123,8 +123,11 @@ def test_rope_step_and_repeat_sentences_say_how_small_and_how_often():
     assert "too little" not in rope_step_sentence(0, 32)
     fields = dict(token="␣Anna", positions=(2, 8), token_rows_max_difference=0.0, occurrences=3)
     said = repeat_sentence(RepeatedToken(summed_cosine=0.958, **fields))
-    assert "occurs three times; at its first two, positions 2 and 8, its token rows are identical and its summed rows are not (cosine 0.958)" in said
-    assert "summed rows are identical too" in repeat_sentence(RepeatedToken(summed_cosine=1.0, **fields))
+    assert said == ("“␣Anna” occurs three times; at its first two, positions 2 and 8: identical token rows (largest "
+                    "difference 0), different summed rows: cosine similarity 0.9580. The position row is what tells "
+                    "them apart.")
+    assert repeat_sentence(RepeatedToken(summed_cosine=1.0, **fields)).endswith(
+        "and nothing is added, so the summed rows are identical too (cosine 1.0000).")
 
 
 def test_repeat_sentence_counts_a_token_three_times(tiny_model):
@@ -134,6 +137,6 @@ def test_repeat_sentence_counts_a_token_three_times(tiny_model):
     the = [r for r in repeated_tokens(view) if r.token == "␣the"][0]
     assert the.occurrences == 3
     text = repeat_sentence(the)
-    assert "occurs three times" in text and "twice" not in text and "at its first two, positions 0 and 3," in text
+    assert "occurs three times" in text and "twice" not in text and "at its first two, positions 0 and 3:" in text
     two = [r for r in repeated_tokens(view) if r.token == "␣and"][0]
     assert "occurs twice; at positions 2 and 5" in repeat_sentence(two)

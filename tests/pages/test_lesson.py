@@ -106,6 +106,18 @@ def loaded_model(key: str):
     return LoadedModel(key, label(key), model, meta)
 
 
+def test_step_3_says_a_repeated_token_as_the_embeddings_page_does():
+    """One sentence for a repeated token (lpos.analysis.embeddings.repeat_sentence), in the lesson and on Embeddings."""
+    from lpos.ui import lesson  # noqa: PLC0415
+
+    text, model = "The dog saw the cat and the man", loaded_model("untrained")
+    _, said = lesson.position_rows(model, model, encode(text))
+    assert said.startswith("“␣the” occurs twice; at positions 3 and 6: identical token rows (largest difference 0), "
+                           "different summed rows: cosine similarity ")
+    page = app_test(page="pages/embeddings.py", text=text, scheme="learned", model="untrained")
+    assert [box.value for box in page.success] == [said]
+
+
 @pytest.mark.skipif("learned-32" not in checkpoints.available(), reason="learned-32 is not installed")
 def test_step_8_says_which_rows_never_trained_and_how_alike_the_rows_are():
     from lpos.ui import lesson  # noqa: PLC0415

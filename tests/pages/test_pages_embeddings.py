@@ -113,8 +113,8 @@ def test_html_is_shown_as_text_never_rendered():
     assert [c.text for c in chips(at).chips][:3] == ["<", "script", ">"] and "␣<" in [c.text for c in chips(at).chips]
     assert all(not m.proto.allow_html for m in at.markdown)
     quoted = [s.value for s in at.success]  # "script" and ">" repeat; ">" is quoted with a Markdown escape
-    assert quoted[0].startswith("“script” occurs 3 times; at the first two, positions 1 and 7")
-    assert quoted[1].startswith("“\\>” occurs 3 times; at the first two, positions 2 and 8")
+    assert quoted[0].startswith("“script” occurs three times; at its first two, positions 1 and 7")
+    assert quoted[1].startswith("“\\>” occurs three times; at its first two, positions 2 and 8")
 
 
 def test_special_token_spelling_emoji_and_non_latin_text_work():
