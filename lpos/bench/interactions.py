@@ -8,6 +8,7 @@ does (a key press on a slider, a click on a button or an option): with the contr
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from lpos.bench.browser import Server, Tab, peak_memory
@@ -67,8 +68,8 @@ def measure_controls(browser, server: Server, runs: int) -> dict:
     return results
 
 
-def measure_walk(browser, log_dir: Path) -> dict:
-    """A fresh server, one session: every page with every scheme's shipped model, then the
+def measure_walk(browser, log_dir: Path, *, schemes: Sequence[str] = tuple(SCHEMES)) -> dict:
+    """A fresh server, one session: every page with each of `schemes`' shipped model, then the
     Similarity map at 1,024 positions and the Length extrapolation page scoring 1,024 tokens."""
     server = Server(ROOT / "app.py", log_dir / "walk.log")
     try:
@@ -76,7 +77,7 @@ def measure_walk(browser, log_dir: Path) -> dict:
             paths = url_paths()
             tab = Tab(browser)
             began = time.perf_counter()
-            for scheme in SCHEMES:
+            for scheme in schemes:
                 for path in paths.values():
                     tab.open(f"{server.url}/{path}?scheme={scheme}&model={scheme}")
             if "similarity" in paths:
@@ -87,24 +88,24 @@ def measure_walk(browser, log_dir: Path) -> dict:
             end = server.rss_mb()
     finally:
         server.stop()
-    return {"pages": len(paths), "schemes": len(SCHEMES), "seconds": seconds, "peak_rss_mb": sampler["peak_mb"],
+    return {"pages": len(paths), "schemes": len(schemes), "seconds": seconds, "peak_rss_mb": sampler["peak_mb"],
             "end_rss_mb": end}
 
 
-def open_every_model(browser, server: Server) -> None:
-    """One session opens every scheme's shipped and untrained model, then leaves: the server holds them all."""
+def open_every_model(browser, server: Server, *, schemes: Sequence[str] = tuple(SCHEMES)) -> None:
+    """One session opens each of `schemes`' shipped and untrained model, then leaves: the server holds them all."""
     tab = Tab(browser)
-    for scheme in SCHEMES:
+    for scheme in schemes:
         for model in (scheme, "untrained"):
             tab.open(f"{server.url}/?scheme={scheme}&model={model}")
     tab.close()
 
 
-def measure_idle(browser, log_dir: Path, *, settle_s: float = 5.0) -> dict:
-    """A fresh server after one session has loaded every shipped and untrained model and left."""
+def measure_idle(browser, log_dir: Path, *, settle_s: float = 5.0, schemes: Sequence[str] = tuple(SCHEMES)) -> dict:
+    """A fresh server after one session has loaded each of `schemes`' shipped and untrained model and left."""
     server = Server(ROOT / "app.py", log_dir / "idle.log")
     try:
-        open_every_model(browser, server)
+        open_every_model(browser, server, schemes=schemes)
         time.sleep(settle_s)
         return {"rss_mb": server.rss_mb(), "settle_s": settle_s}
     finally:

@@ -10,7 +10,7 @@ from lpos.bench.browser import Server, Tab, chromium, peak_memory
 from lpos.bench.common import MEMORY_LIMIT_MB, ROOT, spread
 from lpos.bench.interactions import measure_controls, measure_idle, measure_walk, open_every_model
 from lpos.pages import PAGES, url_paths
-from lpos.positions import SCHEMES
+from lpos.positions import DEFAULT_SCHEME, SCHEMES
 
 # The floor: the cheapest page that has the same two sidebar controls. Written to a temp dir at bench time.
 FLOOR_APP = f'''import streamlit as st
@@ -152,7 +152,8 @@ def app_side(*, runs: int = 5, quick: bool = False, progress=print) -> dict:
             floor_server.stop()
         progress("measuring cold starts")
         cold = measure_cold_start(browser, folder, 1 if quick else 5)
-        progress("one session walking every page; an idle server with every model")
-        walk, idle = measure_walk(browser, folder), measure_idle(browser, folder)
+        walked = (DEFAULT_SCHEME,) if quick else tuple(SCHEMES)  # --quick: one scheme's models, a smoke test
+        progress(f"one session walking every page with {len(walked)} scheme(s); an idle server with their models")
+        walk, idle = measure_walk(browser, folder, schemes=walked), measure_idle(browser, folder, schemes=walked)
     return {"floor": floor, "pages": pages, "similarity_1024": big_map, "memory": memory, "cold_start": cold,
             "controls": controls, "walk": walk, "idle": idle}

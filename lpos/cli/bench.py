@@ -9,7 +9,7 @@ from pathlib import Path
 def add_commands(commands) -> None:
     bench = commands.add_parser("bench", help="speed of training and evaluation; the app measured in headless Chromium")
     bench.add_argument("--runs", type=int, default=5, help="repetitions of each browser measurement")
-    bench.add_argument("--quick", action="store_true", help="a short smoke version: one run, fewer steps")
+    bench.add_argument("--quick", action="store_true", help="a short smoke version: one run, fewer steps, one scheme's models in the walk")
     bench.add_argument("--model-only", action="store_true", help="skip the browser (no Playwright or Chromium needed)")
     bench.add_argument("--first-visit-only", action="store_true",
                        help="only the first-visit sections: a fresh server per page, and the seed-size model")

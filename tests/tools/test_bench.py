@@ -115,9 +115,10 @@ def bench_json(*flags: str, timeout: float) -> dict:
 
 @pytest.mark.slow
 @pytest.mark.browser
-@pytest.mark.skip(reason="issue 38: with eight schemes `lpos bench --quick` passes the floor, embeddings and extrapolation pages but is still on Inside after 1,200 s (14:04-14:28 UTC 2026-12-02, nothing else running); run it by hand until the slow paths are fixed")
 def test_quick_benchmark_reports_every_page():
-    data = bench_json("--quick", timeout=1200)
+    """`lpos bench --quick` end to end within 5 minutes on an idle machine: every page once, the walk with one
+    scheme's models (a smoke test: no timing asserted beyond the limit)."""
+    data = bench_json("--quick", timeout=300)
     assert all(entry["tokens_per_s"] > 0 for entry in data["model"]["train"])
     assert data["model"]["eval"]["tokens_per_s"]["128"] > 0
     app = data["app"]
@@ -172,7 +173,8 @@ def test_the_memory_walk_visits_every_page_with_a_shared_folder_model():
 
 
 def test_slow_paths_report_each_figure_beside_its_goal():
-    """`lpos bench --slow-paths` prints every row of issue 38's table with its verdict (numbers made up here)."""
+    """`lpos bench --slow-paths` prints every row of docs/PERFORMANCE.md's slow-paths table with its verdict (numbers
+    made up here)."""
     from lpos.bench.slow_paths import report
 
     stat = lambda value: {"median": value, "min": value, "max": value, "n": 1}  # noqa: E731
