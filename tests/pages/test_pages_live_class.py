@@ -176,3 +176,20 @@ def test_the_lesson_without_a_class_is_unchanged(store):
     assert step_of(at) == 4 and not at.exception
     assert not at.session_state["live_teacher"] if "live_teacher" in at.session_state else True
     assert [b.key for b in at.button if b.key.startswith("live_")] == []  # no class controls outside presenter mode
+
+
+def test_the_readme_says_how_to_start_a_class_and_how_students_join():
+    """The live class is found in the README, with the controls' own words and how students join."""
+    import inspect  # noqa: PLC0415
+
+    from conftest import ROOT  # noqa: PLC0415
+
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    section = readme[readme.index("### A live class"):]
+    section = section[: section.index(" ## ")]
+    from lpos.pages import page_named  # noqa: PLC0415
+
+    source = inspect.getsource(live_class) + (ROOT / page_named("lesson").file).read_text(encoding="utf-8")
+    for control in ("Presenter mode", "Start a live class", "Join a class", "End the class"):
+        assert f"**{control}**" in section and f'"{control}"' in source, control
+    assert "?class=CODE" in section and "LPOS_REDIS_URL" in section
