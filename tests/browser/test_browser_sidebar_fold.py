@@ -1,6 +1,6 @@
-"""Issue 25: on a 1366×768 laptop the sidebar's upload box sat below the fold (under the page list,
-the sentence, the scheme and the model). It is now a one-line folded box first among the controls:
-this opens the app at 1366×768 and checks that it is on screen without scrolling and opens in place."""
+"""On a 1366×768 laptop the sidebar's upload box is a one-line folded box first among the controls (not
+below the page list, the sentence, the scheme and the model): this opens the app at 1366×768 and checks
+that it is on screen without scrolling and opens in place."""
 from __future__ import annotations
 
 import pytest

@@ -134,7 +134,7 @@ def test_square_maps_shrink_their_panel_instead_of_padding_the_axes():
 
 
 def test_similarity_panels_are_one_figure_per_map_titled_by_it():
-    """Issue 25 (phones): one figure per map, so columns can stack; the map's title, block note
+    """On a phone: one figure per map, so columns can stack; the map's title, block note
     included, is the figure's title and no subplot title is left to overprint."""
     small = similarity.similarity_map(sinusoidal_table(20, 8), title="trained")
     big = similarity.similarity_map(sinusoidal_table(1024, 128), title="start")

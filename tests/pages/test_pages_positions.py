@@ -177,7 +177,7 @@ def test_nearest_neighbours_of_a_typed_word():
 
 
 def test_a_choice_of_one_is_said_not_offered():
-    """Issue 25: rope adds no position rows, so the token map's "Rows" is text, not a one-option radio."""
+    """Rope adds no position rows, so the token map's "Rows" is text, not a one-option radio."""
     at = app_test(page="pages/similarity.py", scheme="rope", model="untrained")
     assert not at.exception
     assert not [r for r in at.radio if r.key == "sim_rows"]

@@ -1,4 +1,4 @@
-"""Issue 32's "done when": a scheme module copied under a new name, with only its `name` changed, is a
+"""A scheme is one module: a scheme module copied under a new name, with only its `name` changed, is a
 new scheme everywhere, with no other file touched. The whole package is copied to a temporary folder
 with lpos/positions/alibi.py copied beside it as slope.py (name "slope"); from that copy, in a fresh
 process: the CLI trains a slope model, lpos.checkpoints.load reads it back with the trained logits, the
