@@ -104,6 +104,8 @@ def chart(fig: go.Figure | Recipe, *, name: str, where=None, model: LoadedModel 
             plotly_react_chart(fig, config=config, key=key)
     else:
         where.plotly_chart(fig, config=config, **kwargs)
+    if not fig.data:  # a panel that only says why it is empty: no numbers to give, no figure to redraw
+        return
     with where.popover(CONTROL, icon=":material/download:"):
         st.download_button("The numbers (CSV)", lambda: figure_csv(fig), file_name=f"{download}.csv", mime="text/csv",
                            key=f"{key}_csv", icon=":material/table:",

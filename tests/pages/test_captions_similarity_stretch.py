@@ -149,10 +149,10 @@ def test_the_pca_caption_of_a_short_window_table_names_its_random_rows():
 def test_the_pca_caption_measures_order_in_the_whole_rows_not_the_three_drawn_components():
     """learned-rand's three components hold about 63% of its 1,024 rows' variance: the path drawn looks more
     orderly than the rows are."""
-    from lpos.ui.models import LoadedModel  # noqa: PLC0415
+    from lpos.ui.models import LoadedModel, load_offered  # noqa: PLC0415
     from lpos.ui.similarity import pca_reading, step_ratio  # noqa: PLC0415
 
-    model, meta = checkpoints.load("learned-rand")
+    model, meta = load_offered("learned-rand")
     rows = similarity.position_rows(model, 1024)
     _, said = pca_reading(LoadedModel("learned-rand", "learned-rand", model, meta), 1024)
     ratio = float(re.search(r"sit ([0-9.]+)× as far apart", said).group(1))

@@ -72,6 +72,17 @@ def test_without_positions_the_repeat_is_identical_and_the_page_links_to_where_r
     assert not position_panel["data"] and "RoPE adds nothing" in position_panel["layout"]["annotations"][0]["text"]
 
 
+def test_an_empty_position_panel_offers_no_numbers_and_no_snippet():
+    def downloads(at) -> list[str]:
+        return [b.proto.id for b in at.get("download_button")]
+
+    rope = app_test(scheme="rope", model="untrained")
+    assert not any("heatmaps_position_csv" in d for d in downloads(rope))  # nothing drawn: nothing to give
+    assert any("heatmaps_token_csv" in d for d in downloads(rope)) and any("heatmaps_summed_csv" in d for d in downloads(rope))
+    learned = app_test(scheme="learned", model="untrained")
+    assert any("heatmaps_position_csv" in d for d in downloads(learned))
+
+
 def test_no_positions_links_to_order_blindness():
     at = app_test(scheme="none", model="untrained")
     assert [link.proto.page for link in at.get("page_link")] == ["shuffle"]
