@@ -97,20 +97,20 @@ def nearest_tokens(model: GPT, token_id: int, *, k: int = 10, counts: dict[int, 
     """The k token rows closest to `token_id`'s row, over the tokenizer's whole vocabulary (rows past
     it, a model's padding, are never offered).
 
-    Columns: rank, id, token, cosine, count (training count; None when the model has none).
+    Columns: rank, id, token, cosine, and count (training count) when the model has counts.
     A row never seen in training is still its random initial row, so its neighbours mean nothing.
     """
     table = model.transformer.wte.weight.detach()[: tokenizer.vocab_size]  # (V, C)
     if not 0 <= token_id < len(table):
         raise ValueError(f"token id {token_id} is outside the vocabulary of {len(table)} rows")
     indices, scores = nearest(table, token_id, k=k)
-    return pd.DataFrame({
+    frame = pd.DataFrame({
         "rank": np.arange(1, len(indices) + 1),
         "id": indices,
         "token": [visible(t) for t in tokenizer.token_strings(indices.tolist())],
         "cosine": scores,
-        "count": [counts.get(int(i), 0) if counts is not None else None for i in indices],
     })
+    return frame if counts is None else frame.assign(count=[counts.get(int(i), 0) for i in indices])
 
 
 def nearest_positions(rows: np.ndarray, position: int, *, k: int = 10) -> pd.DataFrame:

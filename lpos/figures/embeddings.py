@@ -91,7 +91,7 @@ def chips_title(view: EmbeddingView) -> str:
     legend = (f"text ({key}), {ids}, occurrences in the training text; red = never seen" if trained else
               f"text ({key}) and {ids}; no training counts for this model")
     legend += "" if gpt2 else f"; vocabulary: {view.tokenizer_name}"
-    return f"{n} tokens{cut}: {legend}"
+    return f"{n} token{'s' if n != 1 else ''}{cut}: {legend}"
 
 
 def token_chips_html(view: EmbeddingView) -> str:

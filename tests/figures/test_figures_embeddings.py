@@ -269,3 +269,12 @@ def test_chips_name_a_learners_own_vocabulary():
                          summed_rows=np.zeros((2, 4)), counts=[None, None], tokenizer_name="characters of input.txt (31)")
     assert chips_title(view) == ("2 tokens: text (␣ = space) and id in the model's own vocabulary; no training "
                                  "counts for this model; vocabulary: characters of input.txt (31)")
+
+
+def test_one_token_is_said_in_the_singular():
+    from lpos.analysis.embeddings import EmbeddingView
+    from lpos.figures.embeddings import chips_title
+
+    view = EmbeddingView(ids=[3], tokens=["a"], token_rows=np.zeros((1, 4)), position_rows=None,
+                         summed_rows=np.zeros((1, 4)), counts=[None])
+    assert chips_title(view).startswith("1 token: ")
