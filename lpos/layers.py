@@ -47,14 +47,24 @@ class RMSNorm(nn.Module):
         return (normed * self.weight.float()).to(x.dtype)
 
 
+class Linear(nn.Linear):
+    """nn.Linear whose weights may be held in a lower precision than what it reads (a bfloat16 or float16
+    Hugging Face file kept as stored): they are cast to the input's dtype as it reads, one matrix at a time,
+    so every activation stays float32. Float32 weights are used as they are."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        bias = None if self.bias is None else self.bias.to(x.dtype)
+        return F.linear(x, self.weight.to(x.dtype), bias)
+
+
 class MLP(nn.Module):
     def __init__(self, config):
         super().__init__()
         hidden = config.mlp_hidden or 4 * config.n_embd
-        self.c_fc = nn.Linear(config.n_embd, hidden, bias=config.bias)
+        self.c_fc = Linear(config.n_embd, hidden, bias=config.bias)
         self.gelu = (nn.ReLU() if config.activation == "relu"  # Karpathy's lecture; the name keeps nanoGPT's keys
                      else nn.GELU(approximate="tanh" if config.activation == "gelu_tanh" else "none"))
-        self.c_proj = nn.Linear(hidden, config.n_embd, bias=config.bias)
+        self.c_proj = Linear(hidden, config.n_embd, bias=config.bias)
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -70,9 +80,9 @@ class SwiGLU(nn.Module):
         super().__init__()
         self.gate = nn.GELU(approximate="tanh") if config.mlp == "geglu" else nn.SiLU()
         hidden = config.mlp_hidden or 4 * config.n_embd
-        self.w1 = nn.Linear(config.n_embd, hidden, bias=False)  # the gate
-        self.w2 = nn.Linear(hidden, config.n_embd, bias=False)  # back to the width
-        self.w3 = nn.Linear(config.n_embd, hidden, bias=False)  # the value the gate scales
+        self.w1 = Linear(config.n_embd, hidden, bias=False)  # the gate
+        self.w2 = Linear(hidden, config.n_embd, bias=False)  # back to the width
+        self.w3 = Linear(config.n_embd, hidden, bias=False)  # the value the gate scales
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -15,7 +15,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from lpos.kv_cache import LayerCache
-from lpos.layers import RMSNorm
+from lpos.layers import Linear, RMSNorm
 from lpos.positions import PositionScheme, RopeScaling, scheme_info
 
 
@@ -34,8 +34,8 @@ class CausalSelfAttention(nn.Module):
         q_width, kv_width = self.n_head * self.head_size, self.n_kv_head * self.head_size
         # one fused projection: the query rows, then the key rows, then the value rows
         qkv_bias = config.bias if config.qkv_bias is None else config.qkv_bias  # Karpathy's lecture: none here only
-        self.c_attn = nn.Linear(config.n_embd, q_width + 2 * kv_width, bias=qkv_bias)
-        self.c_proj = nn.Linear(q_width, config.n_embd, bias=config.bias)
+        self.c_attn = Linear(config.n_embd, q_width + 2 * kv_width, bias=qkv_bias)
+        self.c_proj = Linear(q_width, config.n_embd, bias=config.bias)
         if config.qk_norm:  # Qwen3, Gemma 3: each head's query and key normalised before they turn
             self.q_norm = RMSNorm(self.head_size, config.norm_eps)
             self.k_norm = RMSNorm(self.head_size, config.norm_eps)
@@ -55,7 +55,8 @@ class CausalSelfAttention(nn.Module):
     def project(self, x: torch.Tensor, *, positions: torch.Tensor | None,
                 rope_scaling: RopeScaling | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Queries, keys and values (B, nh, T, hs) of the normalised input x (B, T, C) whose tokens
-        sit at `positions` (T,). A rope model's q and k come back rotated; positions=None leaves
+        sit at `positions` (T,). A rope model's q and k come back rotated, by `rope_scaling`'s frequencies if it
+        rescales, else by those the block was trained with (`scaling_as_trained`); positions=None leaves
         them as the heads project them, before any rotation. With grouped-query attention each
         key/value head serves n_head / n_kv_head query heads in a row (`key_head`), and k and v
         come back repeated to one per query head, so every score and weight has a head of its own."""
@@ -68,7 +69,8 @@ class CausalSelfAttention(nn.Module):
         if self.config.qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
         if positions is not None:
-            scaling = rope_scaling if rope_scaling is not None else self.scaling_as_trained(positions)
+            rescaled = rope_scaling is not None and rope_scaling.record.rescales  # "as trained" keeps the model's own
+            scaling = rope_scaling if rescaled else self.scaling_as_trained(positions)
             q, k = self.scheme.rotate(self, q, k, positions, scaling)
         if nkv != nh:
             k = k.repeat_interleave(nh // nkv, dim=1)  # (B, nh, T, hs): key head h // group for query head h

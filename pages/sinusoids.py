@@ -44,7 +44,7 @@ def explorer() -> None:
     else:
         st.info("Pick at least one column pair above to draw its sin and cos.")
     waves, slowest = sinusoids.sinusoid_wavelengths(width, float(base))
-    head_columns = selection.model.model.config.n_embd // selection.model.model.config.n_head
+    head_columns = selection.model.model.config.head_size
     chart(waves, name="sinusoids-wavelengths", key="sin_wavelengths")
     st.caption(f"Pair 0 repeats every 2π ≈ 6.28 positions; the last pair every {slowest:,.0f} "
                "positions (2π·base^((width−2)/width)).\nThe wavelengths are evenly spaced on a log scale: a geometric sequence. "

@@ -16,6 +16,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from lpos.checkpoints.families import layer_practice
 from lpos.model import GPT
 from lpos.positions import ALIBI, NO_POSITIONS, REGISTRY, alibi_bias, alibi_slopes, rope_rotate, scheme_info
 
@@ -128,11 +129,13 @@ def rotation_map(model: GPT) -> pd.DataFrame:
     """Per layer and pair of a head: the angle it turns per position (0 where it never turns, or the layer rotates
     nothing). Rows (layer, pair, radians, rotates): the whole model's use of rotation at a glance."""
     scheme, config = model.scheme, model.config
-    head_dim = config.n_embd // config.n_head
-    frequencies = scheme.head_frequencies(head_dim, None, config.rope_base).numpy()
-    rows = [{"layer": layer, "pair": pair, "rotates": scheme.rotates_layer(layer),
-             "radians": float(frequencies[pair]) if scheme.rotates_layer(layer) else 0.0}
-            for layer in range(config.n_layer) for pair in range(head_dim // 2)]
+    head_dim = config.head_size
+    rows = []
+    for layer, block in enumerate(model.transformer.h):  # each layer's own base (Gemma 3: local and global)
+        frequencies = scheme.head_frequencies(head_dim, None, block.attn.rope_base).numpy()
+        rows += [{"layer": layer, "pair": pair, "rotates": scheme.rotates_layer(layer),
+                  "radians": float(frequencies[pair]) if scheme.rotates_layer(layer) else 0.0}
+                 for pair in range(head_dim // 2)]
     return pd.DataFrame(rows)
 
 
@@ -140,7 +143,7 @@ def rotation_sentence(model: GPT) -> str:
     """What this rotating model turns, from its scheme: how many of each head's pairs turn, which never do, and
     which layers rotate nothing."""
     scheme, config = model.scheme, model.config
-    head_dim = config.n_embd // config.n_head
+    head_dim = config.head_size
     frequencies = scheme.head_frequencies(head_dim, None, config.rope_base)
     turning = int((frequencies > 0).sum())
     pairs = head_dim // 2
@@ -159,6 +162,8 @@ def rotation_sentence(model: GPT) -> str:
         said += (f". Layer{'s' if len(still) > 1 else ''} {named} rotate{'s' if len(still) == 1 else ''} nothing: "
                  f"{'it has' if len(still) == 1 else 'they have'} no position at all and attend{'s' if len(still) == 1 else ''} "
                  "by content alone")
+    if config.layer_bases or config.sliding_windows:  # a real model's layers differ: say how (lpos.checkpoints.families)
+        said += ". " + "; ".join(layer_practice(config))
     return said + "."
 
 

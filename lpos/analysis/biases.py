@@ -94,7 +94,7 @@ def alibi_lines(model: GPT, *, layer: int, query: int, max_distance: int = MAX_D
     """ALiBi's bias (nh, D + 1) at distances 0..D for a query at `query`, as the attention path adds it
     (`scores(..., scheme=ALIBI)`) to zero scores: the lines ALiBi would draw for this model's heads."""
     attn = model.transformer.h[layer].attn
-    hs = model.config.n_embd // model.config.n_head
+    hs = model.config.head_size
     q, k = torch.zeros(1, attn.n_head, 1, hs), torch.zeros(1, attn.n_head, query + 1, hs)  # q·k = 0 everywhere
     scores = attn.scores(q, k, first_query=query, scheme=ALIBI)[0, :, 0]  # (nh, query + 1): keys 0..query
     reach = min(query, max_distance)

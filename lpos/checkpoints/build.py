@@ -19,6 +19,7 @@ from lpos.model import GPT, GPTConfig, initial_token_table
 from lpos.tokenizer import GPT2, TOKENIZER_FILES, VOCAB_SIZE, Tokenizer
 
 SIZE_FIELDS = ("n_layer", "n_head", "n_embd", "block_size")
+HELD_DTYPES = (torch.bfloat16, torch.float16)  # precisions a block's matrices are held in as a file stores them
 MAX_PADDED_VOCAB = 51200  # GPT-2's 50,257 rounded up to a multiple of 1,024: more rows is another tokenizer
 
 
@@ -106,8 +107,9 @@ def build_model(config: GPTConfig, state: dict, label: str, *, in_place: bool = 
         if not isinstance(tensor, torch.Tensor) or tensor.shape != expected[key].shape:
             shape = tuple(tensor.shape) if isinstance(tensor, torch.Tensor) else type(tensor).__name__
             raise CheckpointError(f"{label}: {key} has shape {shape}, expected {tuple(expected[key].shape)}")
-    if in_place:
-        model.load_state_dict({k: v.float() for k, v in state.items()}, assign=True)
+    if in_place:  # bfloat16 and float16 matrices stay as stored (lpos.layers.Linear reads them); the rest float32
+        model.load_state_dict({k: v if v.dtype in HELD_DTYPES and v.ndim == 2 else v.float() for k, v in state.items()},
+                              assign=True)
     else:  # one tensor at a time, each file's pages let go once copied: the weights are held once
         targets, done = model.state_dict(keep_vars=True), set()
         with torch.no_grad():

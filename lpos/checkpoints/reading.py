@@ -14,6 +14,7 @@ from pathlib import Path
 from lpos.checkpoints import layouts
 from lpos.checkpoints.build import build_model, model_config
 from lpos.checkpoints.errors import CheckpointError
+from lpos.checkpoints.families import block_sentence, position_practice
 from lpos.checkpoints.layouts import Recognised
 from lpos.checkpoints.layouts.llama import tokenizer_beside
 from lpos.checkpoints.layouts.llama2c import is_model_bin, read_model_bin
@@ -34,16 +35,18 @@ def available() -> list[str]:
 
 
 def load(name_or_path: str | Path, *, n_head: int | None = None, tokenizer: Tokenizer | str | Path | None = None,
-         max_bytes: int = MAX_BYTES) -> tuple[GPT, dict]:
+         max_bytes: int = MAX_BYTES, float32: bool = False) -> tuple[GPT, dict]:
     """A model in eval mode and its meta, from a shipped name, a torch file of any layout in
     lpos.checkpoints.layouts, or a Hugging Face folder. `n_head` is used only when the file does
-    not say it; `tokenizer` (a Tokenizer or a tokenizer file) replaces any the file carries."""
+    not say it; `tokenizer` (a Tokenizer or a tokenizer file) replaces any the file carries. A Hugging Face
+    folder stored in bfloat16 or float16 keeps its blocks' matrices in that precision (half the memory;
+    every activation is still float32) unless `float32`."""
     tokenizer = _tokenizer(tokenizer)
     name = str(name_or_path)
     path = CHECKPOINT_DIR / f"{name}.pt" if name in available() else Path(name_or_path)
     if path.is_dir():
-        model, meta = _import(layouts.recognise_folder(path, max_bytes=max_bytes), path.name, n_head, max_bytes,
-                              tokenizer)
+        found = layouts.recognise_folder(path, max_bytes=max_bytes, float32=float32)
+        model, meta = _import(found, path.name, n_head, max_bytes, tokenizer)
     elif path.is_file() and is_model_bin(path):  # llama2.c's raw export: bytes, never unpickled
         model, meta = _import(read_model_bin(path, max_bytes), path.name, n_head, max_bytes, tokenizer)
     elif path.is_file():
@@ -71,10 +74,10 @@ def describe(model: GPT, meta: dict) -> list[str]:
              f"{_counted(c.n_layer, 'layer')}, {_counted(c.n_head, 'head')}, width {c.n_embd}, "
              f"{_counted(c.block_size, 'position row')}, vocabulary {c.vocab_size:,}, "
              f"head {'tied to the token table' if c.tied else 'untied (its own rows)'}, {_parameters(model.num_params())}"]
-    if c.mlp == "swiglu":  # a Llama: block_size is the length it was trained on, not a table's rows
+    block = block_sentence(c)  # a Llama's, Qwen's, Gemma's or GPT-NeoX's; None for GPT-2's
+    if block is not None or "model_type" in meta:  # block_size is the length it was trained on, not a table's rows
         lines[1] = lines[1].replace(_counted(c.block_size, "position row"), f"trained on {c.block_size:,} positions")
-        lines.insert(2, f"Llama block: RMSNorm (eps {c.norm_eps:g}), SwiGLU (hidden {c.mlp_hidden:,}), RoPE base "
-                        f"{c.rope_base:,g}, {c.n_kv_head or c.n_head} key/value heads for {c.n_head} query heads")
+        lines[2:2] = [line for line in (block, "positions: " + "; ".join(position_practice(c))) if line]
     tokenizer = meta.get("tokenizer")
     if isinstance(tokenizer, Tokenizer) and not tokenizer.is_gpt2:
         lines.append(f"tokenizer: {tokenizer.name}, {tokenizer.vocab_size:,} tokens")

@@ -20,6 +20,7 @@ from lpos import checkpoints
 from lpos.checkpoints import CheckpointError
 from lpos.kv_cache import KVCache
 from lpos.model import GPT
+from lpos.positions import RopeScaling
 
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
@@ -169,6 +170,23 @@ def test_gemma3_local_and_global_layers_norms_and_scaled_embeddings(tmp_path):
     assert_it_matters(model, ids, layer_bases=())
     assert_it_matters(model, ids, sliding_windows=())
     assert_it_matters(model, ids, embed_scale=1.0)
+    said = "\n".join(checkpoints.describe(model, checkpoints.load(tmp_path / "model")[1]))
+    assert ("3 local layers see the last 5 positions and turn with base 10,000; layer 3 is global: every position, "
+            "base 1,000,000; trained with Position Interpolation ×4 from 64 positions in layer 3") in said
+    assert "token rows scaled by 5.66 (the square root of the width)" in said
+
+
+def test_rescaling_at_inference_replaces_the_trained_one_and_as_trained_keeps_it(tmp_path):
+    config = transformers.Qwen2Config(**SMALL, num_hidden_layers=2, num_key_value_heads=2, max_position_embeddings=64,
+                                      rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16})
+    reference = spread(transformers.Qwen2ForCausalLM(config))
+    model, ids = load_folder(reference, tmp_path)
+    own = assert_same_logits(model, reference, ids)
+    torch.testing.assert_close(logits(model, ids, rope_scaling=RopeScaling("none", 1.0)), own, atol=0, rtol=0)
+    by_pi = logits(model, ids, rope_scaling=RopeScaling("pi", 2.0, 16))
+    plain = GPT.empty(dataclasses.replace(model.config, layer_scalings=()))
+    plain.load_state_dict(model.state_dict())
+    torch.testing.assert_close(by_pi, logits(plain.eval(), ids, rope_scaling=RopeScaling("pi", 2.0, 16)), atol=0, rtol=0)
 
 
 def test_gemma3_multimodal_folder_opens_its_text_model(tmp_path):
@@ -183,12 +201,19 @@ def test_gemma3_multimodal_folder_opens_its_text_model(tmp_path):
     assert_same_logits(model, reference, ids)
 
 
-def test_bfloat16_shards_and_a_cache_that_continues_across_the_window(tmp_path):
+def test_bfloat16_shards_held_as_stored_and_a_cache_that_continues_across_the_window(tmp_path):
     reference = spread(transformers.Gemma3ForCausalLM(gemma_text_config()), dtype=torch.bfloat16, seed=3)
-    model = opened(reference, tmp_path / "model", dtype=torch.bfloat16, max_shard_size="20KB")
+    held = opened(reference, tmp_path / "model", dtype=torch.bfloat16, max_shard_size="20KB")
     assert (tmp_path / "model" / "model.safetensors.index.json").is_file()
+    block = held.transformer.h[0]
+    assert block.attn.c_attn.weight.dtype == block.mlp.w1.weight.dtype == torch.bfloat16  # half the memory
+    assert block.ln_1.weight.dtype == held.transformer.wte.weight.dtype == torch.float32
     ids = torch.tensor([[CHARACTERS.index(c) for c in TEXT]])
+    assert logits(held, ids).dtype == torch.float32
+    model, _ = checkpoints.load(tmp_path / "model", float32=True)  # the learner asks for float32
+    assert all(p.dtype == torch.float32 for p in model.parameters())
     whole = assert_same_logits(model, reference, ids)
+    torch.testing.assert_close(logits(held, ids), whole, atol=1e-4, rtol=0)  # bfloat16 weights, float32 sums
     cache = KVCache(model.config.n_layer)
     steps = [logits(model, ids[:, :10], cache=cache)] + [logits(model, ids[:, t:t + 1], cache=cache) for t in range(10, 24)]
     torch.testing.assert_close(torch.cat(steps, dim=1), whole, atol=1e-4, rtol=0)

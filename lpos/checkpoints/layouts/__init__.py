@@ -44,10 +44,11 @@ def recognise(payload: dict, label: str) -> Recognised:
     raise CheckpointError(f"{label} is in none of the layouts lpos reads ({LAYOUT_NAMES})")
 
 
-def recognise_folder(folder: Path, *, max_bytes: int) -> Recognised:
-    """The layout of a folder of model files, with its tensors renamed."""
+def recognise_folder(folder: Path, *, max_bytes: int, float32: bool = False) -> Recognised:
+    """The layout of a folder of model files, with its tensors renamed; a bfloat16 or float16 file's block
+    matrices stay in that precision unless `float32`."""
     for layout in FOLDER_LAYOUTS:
         if layout.matches(folder):
-            return layout.read(folder, max_bytes)
+            return layout.read(folder, max_bytes, float32=float32)
     raise CheckpointError(f"{folder.name} needs " + "; or ".join(f"{layout.files} ({layout.name})"
                                                              for layout in FOLDER_LAYOUTS))

@@ -17,23 +17,26 @@ from pathlib import Path
 import torch
 
 from lpos.checkpoints.errors import CheckpointError
-from lpos.checkpoints.layouts.llama import (HF_INDEX, HF_SINGLE, MAX_CONFIG_BYTES, MAX_SIZE, read_json, shard_files,
-                                            tokenizer_beside)
+from lpos.checkpoints.layouts.llama import (HF_INDEX, HF_SINGLE, MAX_CONFIG_BYTES, MAX_SIZE, held_words, read_json,
+                                            shard_files, tokenizer_beside)
 from lpos.checkpoints.layouts.recognised import FolderLayout, Recognised
 from lpos.layers import parameter_count
 from lpos.model import GPTConfig
 
+TABLES = ("embed_tokens.weight", "embed_in.weight", "lm_head.weight", "embed_out.weight")  # always float32
 SIZE_FIELDS = ("vocab_size", "n_embd", "mlp_hidden", "n_layer", "n_head", "n_kv_head", "block_size")
 
 
 class Tensors:
     """The tensors of a folder's safetensors files by their Hugging Face names: `key in tensors`, and
-    `tensors(key)` reads one, as float32, recording what was read and in which precision it was stored."""
+    `tensors(key)` reads one, recording what was read and in which precision it was stored. A block's matrices
+    stay in a bfloat16 or float16 file's precision unless `float32`; the token table, the head, biases and norms
+    are read as float32 (the pages read the table's rows; a norm's 1 + weight is Gemma's in float32)."""
 
-    def __init__(self, files: list[Path], label: str, family: str):
+    def __init__(self, files: list[Path], label: str, family: str, *, float32: bool = False):
         from safetensors import safe_open
 
-        self.label, self.family, self.where = label, family, {}
+        self.label, self.family, self.where, self.float32 = label, family, {}, float32
         self.used: set[str] = set()
         self.dtypes: set[str] = set()
         try:
@@ -61,7 +64,9 @@ class Tensors:
             raise CheckpointError(f"{label}: {key[:80]} holds {tensor.dtype}, not floating-point weights")
         self.used.add(key)
         self.dtypes.add(str(tensor.dtype).removeprefix("torch."))
-        return tensor.float()  # one float32 tensor at a time (a no-op on float32 files)
+        if self.float32 or tensor.ndim != 2 or key.endswith(TABLES):
+            return tensor.float()  # one float32 tensor at a time (a no-op on float32 files)
+        return tensor
 
 
 @dataclass(frozen=True)
@@ -164,7 +169,7 @@ def adjacent_rows(tensor: torch.Tensor, heads: int, rotated: int) -> torch.Tenso
     return tensor.reshape(heads, hs, -1)[:, order].reshape(tensor.shape)
 
 
-def read_folder(folder: Path, max_bytes: int, family: Family) -> Recognised:
+def read_folder(folder: Path, max_bytes: int, family: Family, *, float32: bool = False) -> Recognised:
     label = folder.name
     hf = read_json(folder / "config.json", label)
     values = family.values(text_config(hf, label), label)
@@ -172,7 +177,7 @@ def read_folder(folder: Path, max_bytes: int, family: Family) -> Recognised:
     files = shard_files(folder, label)
     if sum(f.stat().st_size for f in files) > max_bytes:
         raise CheckpointError(f"{label}'s weights are over the {max_bytes / 2**20:.0f} MB limit")
-    tensors = Tensors(files, label, family.name)
+    tensors = Tensors(files, label, family.name, float32=float32)
     state = family.state(config, tensors, label)
     ignored = sorted(key for key in tensors.where if key not in tensors.used)
     for head in ("lm_head.weight", "embed_out.weight"):
@@ -180,7 +185,8 @@ def read_folder(folder: Path, max_bytes: int, family: Family) -> Recognised:
             ignored.remove(head)
             ignored.insert(0, f"{head} (the token table again: the head is tied)")
     layout = (f"Hugging Face {family.name} folder (config.json + {', '.join(f.name for f in files[:3])}"
-              f"{' ...' if len(files) > 3 else ''}; {', '.join(sorted(tensors.dtypes))} read as float32; "
+              f"{' ...' if len(files) > 3 else ''}; {', '.join(sorted(tensors.dtypes))}"
+              f"{held_words(tensors.dtypes, float32)}; "
               "query and key rows turned from rotate_half to adjacent pairs)")
     meta = {"training_length": values["block_size"], "rope_base": values["rope_base"], "model_type": hf.get("model_type")}
     return Recognised(layout, state, {}, "gelu", meta, ignored[:8], tokenizer=tokenizer_beside(folder), values=values)
@@ -188,6 +194,6 @@ def read_folder(folder: Path, max_bytes: int, family: Family) -> Recognised:
 
 def folder_layout(family: Family) -> FolderLayout:
     return FolderLayout(f"Hugging Face {family.name} folder", lambda folder: model_type(folder) in family.model_types,
-                        lambda folder, max_bytes: read_folder(folder, max_bytes, family),
+                        lambda folder, max_bytes, float32=False: read_folder(folder, max_bytes, family, float32=float32),
                         f"a config.json of model_type {' or '.join(family.model_types)} and {HF_SINGLE} or {HF_INDEX} "
                         "with its shards")

@@ -32,7 +32,7 @@ def has_gpt2_files(folder: Path) -> bool:
     return (folder / HF_CONFIG).is_file() and weights_file(folder) is not None
 
 
-def read_gpt2_folder(folder: Path, max_bytes: int) -> Recognised:
+def read_gpt2_folder(folder: Path, max_bytes: int, *, float32: bool = True) -> Recognised:  # always float32
     config_file, weights = folder / HF_CONFIG, weights_file(folder)
     if weights.stat().st_size > max_bytes:
         raise CheckpointError(f"{weights.name} is over the {max_bytes / 2**20:.0f} MB limit")

@@ -189,7 +189,15 @@ def shard_files(folder: Path, label: str) -> list[Path]:
     return [folder / name for name in names]
 
 
-def read_hf_llama(folder: Path, max_bytes: int) -> Recognised:
+def held_words(dtypes: set[str], float32: bool) -> str:
+    """How a folder's weights are held, after the precisions it stores: "" for float32 files."""
+    low = sorted(dtypes - {"float32"})
+    if not low:
+        return ""
+    return " read as float32" if float32 else f" (the blocks' matrices held in {', '.join(low)}, the rest float32)"
+
+
+def read_hf_llama(folder: Path, max_bytes: int, *, float32: bool = False) -> Recognised:
     from safetensors import safe_open
 
     label = folder.name
@@ -224,7 +232,8 @@ def read_hf_llama(folder: Path, max_bytes: int) -> Recognised:
             raise CheckpointError(f"{label}: {key} could not be read ({type(e).__name__}): the file is damaged") from None
         if not tensor.is_floating_point():
             raise CheckpointError(f"{label}: {key} holds {tensor.dtype}, not floating-point weights")
-        tensor = tensor.float()  # one float32 tensor at a time (a no-op on float32 files)
+        if float32 or tensor.ndim != 2 or name in ("tok_embeddings.weight", "output.weight"):
+            tensor = tensor.float()  # one float32 tensor at a time (a no-op on float32 files)
         if name.endswith(("wq.weight", "wk.weight")) and tensor.ndim == 2:
             heads = config.n_head if name.endswith("wq.weight") else config.n_kv_head
             if tensor.shape[0] % heads == 0 and (tensor.shape[0] // heads) % 2 == 0:
@@ -235,7 +244,7 @@ def read_hf_llama(folder: Path, max_bytes: int) -> Recognised:
     ignored = tied_note + sorted(key for key in where if key not in renamed)[:8]
     dtypes = {str(hf.get("dtype") or hf.get("torch_dtype") or "float32")}
     layout = (f"Hugging Face Llama folder (config.json + {', '.join(f.name for f in files[:3])}"
-              f"{' ...' if len(files) > 3 else ''}; {', '.join(dtypes)} read as float32; "
+              f"{' ...' if len(files) > 3 else ''}; {', '.join(dtypes)}{held_words(dtypes, float32)}; "
               "query and key rows turned from rotate_half to adjacent pairs)")
     meta = {"training_length": values["block_size"], "rope_base": values["rope_base"]}
     return Recognised(layout, state, {}, "gelu", meta, ignored, tokenizer=tokenizer_beside(folder), values=values)

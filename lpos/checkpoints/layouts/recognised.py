@@ -38,7 +38,7 @@ class FileLayout:
 class FolderLayout:
     name: str
     matches: Callable[[Path], bool]
-    read: Callable[[Path, int], Recognised]  # (folder, max_bytes) -> its tensors renamed
+    read: Callable[..., Recognised]  # (folder, max_bytes, *, float32) -> its tensors renamed
     files: str  # what the folder holds, in words: "config.json and model.safetensors or pytorch_model.bin"
 
 
