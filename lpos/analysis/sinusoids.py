@@ -113,6 +113,8 @@ def bands_sentence(length: int, width: int, *, pairs: list[int], base: float = 1
     pair 31 turns 84°: it has not "barely started")."""
     frequencies = pair_frequencies(width, base).numpy()
     span, low, high = max(length - 1, 0), min(pairs), max(pairs)
+    if span == 0:
+        return "One position: no pair has turned yet. Drag Length up to see them turn."
     said = f"From position 0 to {span}, pair {low} {motion(span * float(frequencies[low]))}"
     return said + (f" and pair {high} {motion(span * float(frequencies[high]))}." if high != low else ".")
 

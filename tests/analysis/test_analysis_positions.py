@@ -294,3 +294,10 @@ def test_sinusoid_sentences_are_computed_for_the_width_shown():
     assert "every 4th of these 64 pairs" in rope_sentence(128, 32)
     assert "exactly these wavelengths" in rope_sentence(32, 32)
     assert "not this table's 20" in rope_sentence(40, 32)
+
+
+def test_the_bands_sentence_of_one_position_says_nothing_turned():
+    from lpos.analysis.sinusoids import bands_sentence  # noqa: PLC0415
+
+    said = bands_sentence(1, 128, pairs=[0, 31])
+    assert "From position 0 to 0" not in said and said.startswith("One position")
