@@ -1,10 +1,12 @@
 """Embeddings: the sentence's token rows, position rows and their sum."""
 import streamlit as st
 
-from lpos.analysis.embeddings import never_seen, position_share, repeat_sentence, repeated_tokens, rows_frame
+from lpos.analysis.embeddings import (never_seen, position_share, repeat_sentence, repeated_tokens, rows_frame,
+                                     untrained_rows_sentence)
 from lpos.figures.embeddings import (NEVER_SEEN, PANEL_NAMES, REPEAT_EXAMPLE, heatmaps_title, lookalike_difference,
                                      lookalike_pair, repeat_example)
 from lpos.ui import embeddings
+from lpos.ui.coverage import trained_rows
 from lpos.ui.guards import usable_ids
 from lpos.ui.text import literal
 from lpos.ui.selection import selection as current_selection
@@ -83,6 +85,8 @@ else:
              if share is not None and share < 0.25 else "")
     st.caption("One colour scale for all three panels: read a row across to see the position row shift the token "
                "row. Hover any cell for its value." + faint)
+    if untrained := untrained_rows_sentence(view, trained_rows=trained_rows(selection.model), model=selection.model.label):
+        st.caption(untrained)
 
 with st.expander("The raw numbers", icon=":material/table:"):
     frame = rows_frame(view)

@@ -136,6 +136,18 @@ def repeat_sentence(repeat: RepeatedToken, *, literal=lambda text: text) -> str:
             f"difference {repeat.token_rows_max_difference:g}), {summed}.")
 
 
+def untrained_rows_sentence(view: EmbeddingView, *, trained_rows: int | None, model: str) -> str | None:
+    """Why the position rows from `trained_rows` on look blank, measured: `model` trained on windows of at most
+    that many tokens, so those rows never received a gradient. None when the sentence reaches no such row."""
+    if trained_rows is None or view.position_rows is None or len(view.ids) <= trained_rows:
+        return None
+    lengths = np.linalg.norm(view.position_rows, axis=1)  # (T,)
+    return (f"{model} trained on windows of at most {trained_rows} tokens: the position rows from {trained_rows} on "
+            f"never received a gradient and are still their random starting rows, only shrunk by weight decay: "
+            f"{lengths[trained_rows:].mean() / lengths[:trained_rows].mean():.2f}× as long as the trained rows here on "
+            "average, so they are nearly blank (Similarity and neighbours shows the whole table).")
+
+
 def never_seen(view: EmbeddingView) -> list[int]:
     """Positions whose token never occurred in training: their rows are still random init."""
     return [p for p, count in enumerate(view.counts) if count == 0]

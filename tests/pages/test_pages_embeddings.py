@@ -172,3 +172,14 @@ def test_left_out_characters_are_said_in_the_main_area(tmp_path, monkeypatch):
     assert not at.exception, [e.value for e in at.exception]
     main = [w.value for w in at.main.warning if "left out" in w.value]
     assert len(main) == 1 and "“é”" in main[0], [w.value for w in at.warning]
+
+
+@pytest.mark.skipif("learned-32" not in checkpoints.available(), reason="checkpoints/learned-32.pt is not shipped")
+def test_rows_a_short_window_model_never_trained_are_said_when_the_text_reaches_them():
+    from lpos.corpus import story  # noqa: PLC0415
+
+    at = typed(app_test(scheme="learned", model="learned-32"), story()[:400])
+    said = " ".join(c.value for c in at.caption)
+    assert "trained on windows of at most 32 tokens: the position rows from 32 on never received a gradient" in said
+    short = typed(app_test(scheme="learned", model="learned-32"), "The dog bit the man")
+    assert "never received a gradient" not in " ".join(c.value for c in short.caption)
