@@ -38,7 +38,13 @@ README's "Your own model" for what to give with each):
 - Karpathy's "Let's build GPT" lecture (`gpt.py`): a bare `state_dict`, with `--tokenizer` the training text;
 - a Hugging Face GPT-2 folder (`config.json` + `model.safetensors` or `pytorch_model.bin`, and
   `tokenizer.json` when it has its own BPE) or a `pytorch_model.bin` alone;
-- a Hugging Face Llama folder, llama2.c's `model.bin` or `ckpt.pt` (with `tokenizer.model`).
+- a Hugging Face Llama folder, llama2.c's `model.bin` or `ckpt.pt` (with `tokenizer.model`);
+- a Hugging Face folder of today's small open models, each with its config's own position practice
+  (the README's table says what the pages show of each): `qwen2` (Qwen2.5: base 1,000,000, q/k/v biases,
+  a yarn `rope_scaling`), `qwen3` (Qwen3: q/k norms, heads of 128 columns), `gpt_neox` (Pythia: a quarter
+  of each head turns, parallel attention and feed-forward), `smollm3` (every fourth layer without RoPE) and
+  `gemma3_text` or `gemma3` (Gemma 3: sliding-window layers with base 10,000 and global layers with base
+  1,000,000). Linear, dynamic, yarn and llama3 rescalings are reproduced; other settings are refused by name.
 
 Tokenizers (`--tokenizer`): nanoGPT's `meta.pkl`, a Hugging Face `tokenizer.json`, a SentencePiece or
 minbpe `.model`, or a character model's training text (`.txt`). `lpos/checkpoints/layouts/` holds
