@@ -1,13 +1,18 @@
 """What a lab worker process runs: one training run, its progress reported as plain data, its answer the run's
-summary and checkpoint bytes. Two entry points: `in_process` for a process the server started itself
-(lpos.lab.runs.LocalRuns: progress on a multiprocessing queue, Stop through an event), and `rq_job` for an
-`rq worker` on any machine that reaches the Redis (progress and Stop through Redis keys named after the job).
+summary and checkpoint bytes. Two entry points: `python -m lpos.lab.job` for a process the server started itself
+(lpos.lab.runs.LocalRuns: the request a JSON line on stdin, progress and the answer JSON lines on stdout, the
+checkpoint written to the file the request names, Stop a SIGTERM), and `rq_job` for an `rq worker` on any machine
+that reaches the Redis (progress and Stop through Redis keys named after the job).
 """
 from __future__ import annotations
 
 import json
+import signal
+import sys
+import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
@@ -43,14 +48,20 @@ def run(args: dict, caps: dict, *, report: Callable[[dict], None], should_stop: 
     return {"summary": summary(meta), "checkpoint": checkpoint_bytes(model, meta)}
 
 
-def in_process(args: dict, caps: dict, messages, stop) -> None:
-    """A server-started worker process: ("progress", dict) messages, then ("finished", answer) or ("failed", why)."""
+def main() -> None:
+    """A server-started worker: {"args", "caps", "out"} on stdin; {"progress": ...} lines, then {"finished": summary}
+    (the checkpoint in `out`) or {"failed": why} on stdout. SIGTERM stops the run after its step."""
+    request = json.loads(sys.stdin.readline())
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    say = lambda message: print(json.dumps(message), flush=True)  # noqa: E731
     try:
-        answer = run(args, caps, report=lambda message: messages.put(("progress", message)), should_stop=stop.is_set)
+        answer = run(request["args"], request["caps"], report=lambda m: say({"progress": m}), should_stop=stopping.is_set)
     except Exception as e:  # the server says why; the process ends either way
-        messages.put(("failed", f"{type(e).__name__}: {e}"))
+        say({"failed": f"{type(e).__name__}: {e}"})
         return
-    messages.put(("finished", answer))
+    Path(request["out"]).write_bytes(answer["checkpoint"])
+    say({"finished": answer["summary"]})
 
 
 def rq_job(args: dict, caps: dict) -> dict:
@@ -68,3 +79,7 @@ def rq_job(args: dict, caps: dict) -> dict:
 
     return run(args, caps, should_stop=should_stop,
                report=lambda message: redis.set(progress_key(job.id), json.dumps(message), ex=PROGRESS_TTL))
+
+
+if __name__ == "__main__":
+    main()

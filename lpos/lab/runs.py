@@ -2,7 +2,7 @@
 
 `lab_runs()` gives the process's one queue: with LPOS_REDIS_URL set, `RedisRuns` (an RQ queue on that Redis,
 trained by `rq worker lpos-lab` processes on any machine; any replica reads any run by its id); else
-`LocalRuns` (LPOS_LAB_WORKERS processes the server spawns, one run each, the rest waiting in order). Both
+`LocalRuns` (LPOS_LAB_WORKERS processes the server starts, one run each, the rest waiting in order). Both
 answer the same `RunStatus` for a run id, so a session keeps only its runs' ids: it can leave the page and
 come back, and the run goes on. Each run is capped in steps, seconds and memory (lpos.settings.lab_caps):
 the run stops itself at a cap and says so; a local run whose process passes a cap anyway is ended by the server.
@@ -11,18 +11,24 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import multiprocessing
-import queue
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 import uuid
 from collections import deque
 from dataclasses import dataclass
+from pathlib import Path
 
 from lpos import settings
 from lpos.lab import job
 from lpos.lab.training import Caps, LabArgs
 
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent  # where `python -m lpos.lab.job` finds lpos
 QUEUE_NAME = "lpos-lab"  # the RQ queue: `rq worker lpos-lab --url $LPOS_REDIS_URL`
 KEEP_FINISHED = 200  # finished runs a local queue remembers, oldest forgotten first
 WATCH_SECONDS = 0.1
@@ -59,15 +65,17 @@ def process_memory_mb(pid: int) -> float:
 
 
 class LocalRuns:
-    """Runs in processes this server spawns: at most `workers` at once, the rest waiting in order."""
+    """Runs in processes this server starts (`python -m lpos.lab.job`): at most `workers` at once, the rest
+    waiting in order. A fresh interpreter, not a fork of a server holding threads, nor multiprocessing's spawn
+    (which runs the parent's main script again: under Streamlit, app.py)."""
 
     def __init__(self, workers: int = 1, caps: Caps | None = None):
         self.workers, self.caps = workers, caps or current_caps()
         self._lock = threading.Lock()
         self._runs: dict[str, RunStatus] = {}
         self._waiting: deque[str] = deque()
-        self._active: dict[str, tuple] = {}  # id -> (process, messages, stop event, started)
-        self._context = multiprocessing.get_context("spawn")  # never fork a server holding threads
+        self._active: dict[str, tuple] = {}  # id -> (process, started, stop asked)
+        self._folder = tempfile.mkdtemp(prefix="lpos-lab-")
         threading.Thread(target=self._watch, daemon=True, name="lpos-lab-runs").start()
 
     def submit(self, args: LabArgs) -> str:
@@ -92,46 +100,67 @@ class LocalRuns:
                 self._waiting.remove(run_id)
                 self._runs[run_id].state, self._runs[run_id].message = "stopped", "stopped before it started"
             elif run_id in self._active:
-                self._active[run_id][2].set()  # the run stops after its step and keeps what it learned
+                process, started, _ = self._active[run_id]
+                self._active[run_id] = (process, started, True)
+                process.send_signal(signal.SIGTERM)  # the run stops after its step and keeps what it learned
 
     def _start_waiting(self) -> None:
         while self._waiting and len(self._active) < self.workers:
             run_id = self._waiting.popleft()
-            messages, stop = self._context.Queue(), self._context.Event()
-            process = self._context.Process(target=job.in_process, name=f"lpos-lab-{run_id}", daemon=True,
-                                            args=(self._runs[run_id].args, dataclasses.asdict(self.caps), messages, stop))
-            process.start()
-            self._active[run_id] = (process, messages, stop, time.monotonic())
+            process = subprocess.Popen([sys.executable, "-m", "lpos.lab.job"], cwd=PACKAGE_ROOT, text=True,
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            process.stdin.write(json.dumps({"args": self._runs[run_id].args, "caps": dataclasses.asdict(self.caps),
+                                            "out": self._checkpoint_path(run_id)}) + "\n")
+            process.stdin.close()
+            self._active[run_id] = (process, time.monotonic(), False)
             self._runs[run_id].state = "running"
+            threading.Thread(target=self._read, args=(run_id, process), daemon=True, name=f"lpos-lab-{run_id}").start()
+
+    def _checkpoint_path(self, run_id: str) -> str:
+        return os.path.join(self._folder, f"{run_id}.pt")
+
+    def _read(self, run_id: str, process: subprocess.Popen) -> None:
+        """The worker's reports, line by line, until it ends."""
+        answer = None
+        for line in process.stdout:
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue  # not a report
+            with self._lock:
+                if "progress" in message:
+                    self._runs[run_id].progress = message["progress"]
+            answer = message if "progress" not in message else answer
+        process.wait()
+        with self._lock:
+            self._end(run_id, answer, process.returncode)
+
+    def _end(self, run_id: str, answer: dict | None, code: int) -> None:
+        _, _, stop_asked = self._active.pop(run_id, (None, 0, False))
+        run, path = self._runs[run_id], self._checkpoint_path(run_id)
+        if answer is not None and "finished" in answer and os.path.exists(path):
+            with open(path, "rb") as file:
+                run.state, run.summary, run.checkpoint = "finished", answer["finished"], file.read()
+            os.unlink(path)
+            run.message = run.summary["stopped"] or ""
+        elif stop_asked:
+            run.state, run.message = "stopped", "stopped before it started training"
+        elif run.state == "running":
+            run.state = "failed"
+            run.message = answer["failed"] if answer is not None and "failed" in answer else \
+                f"the worker process ended without an answer (exit code {code})"
+        self._start_waiting()
 
     def _watch(self) -> None:
         while True:
             time.sleep(WATCH_SECONDS)
             with self._lock:
-                for run_id in list(self._active):
-                    self._follow(run_id)
-                self._start_waiting()
+                for run_id, (process, started, _) in list(self._active.items()):
+                    over = self._over_cap(process.pid, time.monotonic() - started)
+                    if over and process.poll() is None:
+                        process.kill()
+                        self._runs[run_id].state, self._runs[run_id].message = "failed", over
                 self._forget_old()
-
-    def _follow(self, run_id: str) -> None:
-        process, messages, _, started = self._active[run_id]
-        run = self._runs[run_id]
-        while True:
-            ended = not process.is_alive()  # then its last messages may still be in the pipe: wait for them
-            try:
-                kind, body = messages.get(timeout=2) if ended else messages.get_nowait()
-            except queue.Empty:
-                break
-            if kind == "progress":
-                run.progress = body
-            else:
-                self._end(run_id, kind, body)
-                return
-        over = self._over_cap(process.pid, time.monotonic() - started)
-        if over or not process.is_alive():
-            if process.is_alive():
-                process.kill()
-            self._end(run_id, "failed", over or f"the worker process ended without an answer (exit code {process.exitcode})")
 
     def _over_cap(self, pid: int, seconds: float) -> str:
         used = process_memory_mb(pid)
@@ -140,17 +169,6 @@ class LocalRuns:
         if seconds > self.caps.max_seconds + GRACE_SECONDS:
             return f"ended at the cap of {self.caps.max_seconds:,.0f} seconds"
         return ""
-
-    def _end(self, run_id: str, kind: str, body) -> None:
-        process, messages, _, _ = self._active.pop(run_id)
-        run = self._runs[run_id]
-        if kind == "finished":
-            run.state, run.summary, run.checkpoint = "finished", body["summary"], body["checkpoint"]
-            run.message = body["summary"]["stopped"] or ""
-        else:
-            run.state, run.message = "failed", body
-        process.join(timeout=5)
-        messages.close()
 
     def _forget_old(self) -> None:
         finished = [run_id for run_id, run in self._runs.items() if run.done]
