@@ -37,10 +37,12 @@ def check_vocabulary(rows: int, label: str, tokenizer: Tokenizer | None = None) 
     return tokenizer
 
 
-def model_config(values: dict, label: str, max_bytes: int, *,
-                 tokenizer: Tokenizer | None = None) -> tuple[GPTConfig, Tokenizer]:
+def model_config(values: dict, label: str, max_bytes: int, *, tokenizer: Tokenizer | None = None,
+                 memory_checked: bool = False) -> tuple[GPTConfig, Tokenizer]:
     """A GPTConfig from a file's values and the tokenizer it speaks (check_vocabulary), or
-    CheckpointError saying which value is unusable."""
+    CheckpointError saying which value is unusable. `memory_checked`: the layout has already weighed the
+    weights as it will hold them (a Llama or Hugging Face family kept in bfloat16), so they are not weighed
+    again as float32."""
     try:
         values = dict(values)
         tokenizer = check_vocabulary(int(values.get("vocab_size") or 0), label, tokenizer)
@@ -62,7 +64,8 @@ def model_config(values: dict, label: str, max_bytes: int, *,
         raise
     except (TypeError, ValueError, ArithmeticError) as e:
         raise CheckpointError(f"{label} has an unsupported configuration: {str(e)[:200]}") from None
-    _check_memory(config, label, max_bytes)
+    if not memory_checked:
+        _check_memory(config, label, max_bytes)
     return config, tokenizer
 
 

@@ -112,7 +112,8 @@ def _import(found: Recognised, label: str, n_head: int | None, max_bytes: int,
     if tokenizer is None and found.tokenizer is not None:
         tokenizer = _tokenizer(found.tokenizer)
     values = layouts.config_values(found, n_head=n_head, label=label)
-    config, tokenizer = model_config(values, label, max_bytes, tokenizer=tokenizer)
+    config, tokenizer = model_config(values, label, max_bytes, tokenizer=tokenizer,
+                                     memory_checked=found.values is not None)  # Llamas and families weigh their own
     rows = found.state["transformer.wte.weight"].shape[0] if "transformer.wte.weight" in found.state else 0
     padding = [f"token rows {config.vocab_size:,}-{rows - 1:,} (padding, never a token)"] if rows > config.vocab_size else []
     model = build_model(config, found.state, label, in_place=found.values is not None)  # Llama: fresh float32 tensors

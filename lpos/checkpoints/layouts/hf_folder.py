@@ -17,10 +17,9 @@ from pathlib import Path
 import torch
 
 from lpos.checkpoints.errors import CheckpointError
-from lpos.checkpoints.layouts.llama import (HF_INDEX, HF_SINGLE, MAX_CONFIG_BYTES, MAX_SIZE, held_words, read_json,
-                                            shard_files, tokenizer_beside)
+from lpos.checkpoints.layouts.llama import (HF_INDEX, HF_SINGLE, MAX_CONFIG_BYTES, MAX_SIZE, check_memory, held_words,
+                                            read_json, shard_files, stored_half, tokenizer_beside)
 from lpos.checkpoints.layouts.recognised import FolderLayout, Recognised
-from lpos.layers import parameter_count
 from lpos.model import GPTConfig
 
 TABLES = ("embed_tokens.weight", "embed_in.weight", "lm_head.weight", "embed_out.weight")  # always float32
@@ -121,9 +120,10 @@ def windows(hf: dict, kinds: list[str], label: str) -> dict:
     return {"sliding_windows": tuple(window if kind == "sliding_attention" else 0 for kind in kinds)}
 
 
-def checked_config(values: dict, label: str, max_bytes: int) -> GPTConfig:
+def checked_config(values: dict, label: str, max_bytes: int, *, half: bool = False) -> GPTConfig:
     """The GPTConfig of a family's values, refused before anything is read when a size is not a whole number
-    from 1 to a million or the float32 weights would pass `max_bytes`."""
+    from 1 to a million or the weights as held (`half`: the blocks' matrices in two bytes) would pass
+    `max_bytes`."""
     for field in (*SIZE_FIELDS, *(["head_dim"] if values.get("head_dim") is not None else [])):
         value = values.get(field)
         if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_SIZE:
@@ -137,10 +137,7 @@ def checked_config(values: dict, label: str, max_bytes: int) -> GPTConfig:
         config = GPTConfig.from_dict(values)
     except (TypeError, ValueError) as e:
         raise CheckpointError(f"{label} has an unsupported configuration: {str(e)[:200]}") from None
-    parameters = parameter_count(config)
-    if 4 * parameters > max_bytes:
-        raise CheckpointError(f"{label} declares a model of {parameters / 1e6:,.0f} million parameters "
-                              f"({4 * parameters / 2**20:,.0f} MB in memory), over the {max_bytes / 2**20:.0f} MB limit")
+    check_memory(config, label, max_bytes, half=half)
     return config
 
 
@@ -173,7 +170,8 @@ def read_folder(folder: Path, max_bytes: int, family: Family, *, float32: bool =
     label = folder.name
     hf = read_json(folder / "config.json", label)
     values = family.values(text_config(hf, label), label)
-    config = checked_config(values, label, max_bytes)
+    config = checked_config(values, label, max_bytes, half=stored_half(text_config(hf, label), float32)
+                            or stored_half(hf, float32))
     files = shard_files(folder, label)
     if sum(f.stat().st_size for f in files) > max_bytes:
         raise CheckpointError(f"{label}'s weights are over the {max_bytes / 2**20:.0f} MB limit")

@@ -53,10 +53,23 @@ def llama_values(*, vocab_size: int, dim: int, hidden_dim: int, n_layers: int, n
                 position="rope", norm="rmsnorm", mlp="swiglu", bias=False)
 
 
-def check_sizes(values: dict, label: str, max_bytes: int) -> GPTConfig:
+def held_bytes(config: GPTConfig, *, half: bool) -> int:
+    """The bytes a model's weights take held: float32, or with `half` its blocks' matrices in two bytes each
+    (a bfloat16 or float16 file kept as stored; the token table and the head stay float32)."""
+    parameters = parameter_count(config)
+    tables = (1 if config.tied else 2) * config.vocab_size * config.n_embd
+    return 4 * parameters - (2 * (parameters - tables) if half else 0)
+
+
+def stored_half(hf: dict, float32: bool) -> bool:
+    """Whether a config.json's weights are stored in bfloat16 or float16 and will be held so."""
+    return not float32 and str(hf.get("dtype") or hf.get("torch_dtype")) in ("bfloat16", "float16")
+
+
+def check_sizes(values: dict, label: str, max_bytes: int, *, half: bool = False) -> GPTConfig:
     """The GPTConfig of a Llama's declared sizes, refused (before anything is read or allocated)
     when a size is not a positive whole number under a million, the heads do not divide the
-    width, or the float32 weights would pass `max_bytes`."""
+    width, or the weights as held (`held_bytes`) would pass `max_bytes`."""
     for field in ("vocab_size", "n_embd", "mlp_hidden", "n_layer", "n_head", "n_kv_head", "block_size"):
         value = values[field]
         if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_SIZE:
@@ -72,11 +85,16 @@ def check_sizes(values: dict, label: str, max_bytes: int) -> GPTConfig:
     if not (isinstance(values["rope_base"], float) and 1 < values["rope_base"] < 1e12):
         raise CheckpointError(f"{label} declares a RoPE base of {str(values['rope_base'])[:20]}, not a number over 1")
     config = GPTConfig.from_dict(values)
-    parameters = parameter_count(config)
-    if 4 * parameters > max_bytes:
-        raise CheckpointError(f"{label} declares a model of {parameters / 1e6:,.0f} million parameters "
-                              f"({4 * parameters / 2**20:,.0f} MB in memory), over the {max_bytes / 2**20:.0f} MB limit")
+    check_memory(config, label, max_bytes, half=half)
     return config
+
+
+def check_memory(config: GPTConfig, label: str, max_bytes: int, *, half: bool) -> None:
+    held = held_bytes(config, half=half)
+    if held > max_bytes:
+        raise CheckpointError(f"{label} declares a model of {parameter_count(config) / 1e6:,.0f} million parameters "
+                              f"({held / 2**20:,.0f} MB in memory), over the {max_bytes / 2**20:.0f} MB limit "
+                              "(LPOS_MAX_UPLOAD_MB raises it)")
 
 
 def assemble(config: GPTConfig, fetch: Callable[[str], torch.Tensor], label: str) -> dict:
@@ -203,7 +221,7 @@ def read_hf_llama(folder: Path, max_bytes: int, *, float32: bool = False) -> Rec
     label = folder.name
     hf = read_json(folder / "config.json", label)
     values = hf_values(hf, label)
-    config = check_sizes(values, label, max_bytes)
+    config = check_sizes(values, label, max_bytes, half=stored_half(hf, float32))
     files = shard_files(folder, label)
     if sum(f.stat().st_size for f in files) > max_bytes:
         raise CheckpointError(f"{label}'s weights are over the {max_bytes / 2**20:.0f} MB limit")
