@@ -85,7 +85,7 @@ else:
              if share is not None and share < 0.25 else "")
     st.caption("One colour scale for all three panels: read a row across to see the position row shift the token "
                "row. Hover any cell for its value." + faint)
-    if untrained := untrained_rows_sentence(view, trained_rows=trained_rows(selection.model), model=selection.model.label):
+    if untrained := untrained_rows_sentence(view, trained_rows=trained_rows(selection.model), model=selection.model.name):
         st.caption(untrained)
 
 with st.expander("The raw numbers", icon=":material/table:"):

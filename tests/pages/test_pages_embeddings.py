@@ -180,6 +180,6 @@ def test_rows_a_short_window_model_never_trained_are_said_when_the_text_reaches_
 
     at = typed(app_test(scheme="learned", model="learned-32"), story()[:400])
     said = " ".join(c.value for c in at.caption)
-    assert "trained on windows of at most 32 tokens: the position rows from 32 on never received a gradient" in said
+    assert "learned-32 trained on windows of at most 32 tokens: the position rows from 32 on never received a gradient" in said
     short = typed(app_test(scheme="learned", model="learned-32"), "The dog bit the man")
     assert "never received a gradient" not in " ".join(c.value for c in short.caption)
