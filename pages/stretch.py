@@ -4,6 +4,7 @@ import streamlit as st
 
 from lpos import ui
 from lpos.analysis.stretch import trained_sentence
+from lpos.checkpoints.families import trained_scaling_sentence
 from lpos.ui.scaling import rope_length, rope_model, scaling_sections
 from lpos.ui.stretch import shift_section, write_past_the_wall
 
@@ -22,6 +23,8 @@ st.caption(f"{trained_on}. Four published methods rescale its rotations so "
            "proposed without it. This page applies all four without any fine-tuning and measures them on the real model, "
            f"not drawn from formulas. {PAPERS}")
 
+if rope is not None and (own := trained_scaling_sentence(rope.model.config)):  # a config's rope_scaling (Qwen's yarn)
+    st.caption(own)
 scaling_sections(rope, selection)
 write_past_the_wall()
 shift_section(selection)

@@ -53,6 +53,21 @@ def scaling_words(scaling: RopeScaling) -> str:
     return f"{ROPE_METHOD_NAMES[scaling.method]} ×{scaling.factor:g} from {scaling.original_length:,} positions"
 
 
+def trained_scaling_sentence(config: GPTConfig) -> str:
+    """What the rescaling a model was trained with (its config's rope_scaling) does on Stretching: "" for none."""
+    scaled = {s for s in config.layer_scalings if s is not None}
+    if config.dynamic_factor is not None:
+        return (f"Its config rescales its rotations with dynamic NTK ×{config.dynamic_factor:g}: past "
+                f"{config.block_size:,} positions the base grows with the input. \"RoPE as trained\" keeps that; each "
+                "method below replaces it.")
+    if not scaled:
+        return ""
+    words = "; ".join(scaling_words(s) + ("" if all(config.layer_scalings) else " in " + _layers(
+        [i for i, own in enumerate(config.layer_scalings) if own == s])) for s in sorted(scaled, key=str))
+    return (f"Its config already rescales its rotations, as it was trained: {words}. \"RoPE as trained\" keeps that; "
+            "each method below replaces it.")
+
+
 def layer_practice(config: GPTConfig) -> list[str]:
     """RoPE's base in each layer and the layers that see only a window of positions, a sentence each."""
     n = config.n_layer

@@ -18,6 +18,7 @@ import torch
 
 from lpos import checkpoints
 from lpos.checkpoints import CheckpointError
+from lpos.checkpoints.families import trained_scaling_sentence
 from lpos.kv_cache import KVCache
 from lpos.model import GPT
 from lpos.positions import RopeScaling
@@ -99,6 +100,7 @@ def test_qwen2_biases_base_sliding_window_and_yarn(tmp_path):
     c = model.config
     assert (c.qkv_bias, c.bias, c.rope_base, c.sliding_windows, c.n_kv_head) == (True, False, 1e6, (0, 5, 5), 2)
     assert [s.method for s in c.layer_scalings] == ["yarn"] * 3 and c.layer_scalings[0].original_length == 16
+    assert "already rescales its rotations, as it was trained: YaRN ×4 from 16 positions." in trained_scaling_sentence(c)
     assert_same_logits(model, reference, ids)
     assert_it_matters(model, ids, sliding_windows=())
     assert_it_matters(model, ids, layer_scalings=())
@@ -262,3 +264,48 @@ def test_a_setting_lpos_does_not_reproduce_is_refused_by_name(tmp_path, build, c
     edited(build(), tmp_path / "model", change)
     with pytest.raises(CheckpointError, match=message.replace("(", r"\(").replace(")", r"\)")):
         checkpoints.load(tmp_path / "model")
+
+
+def gpt2_vocabulary_folders(folder) -> dict[str, str]:
+    """One small model of each family with GPT-2's 50,257 tokens (so the pages' own texts read the same), saved
+    as Hugging Face folders in `folder`; {folder name: what its Positions in attention page says of it}."""
+    shape = dict(vocab_size=50257, hidden_size=32, intermediate_size=48, num_hidden_layers=4, num_attention_heads=2,
+                 max_position_embeddings=128)
+    models = {
+        "qwen2": (transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**shape, num_key_value_heads=1, rope_theta=1e6)),
+                  "Every one of the 8 pairs of each head turns"),
+        "qwen3": (transformers.Qwen3ForCausalLM(transformers.Qwen3Config(**shape, num_key_value_heads=1, head_dim=8)),
+                  "Every one of the 4 pairs of each head turns"),
+        "pythia": (transformers.GPTNeoXForCausalLM(transformers.GPTNeoXConfig(**shape, rotary_pct=0.25)),
+                   "Only the first 4 of each head's 16 columns turn"),
+        "smollm3": (transformers.SmolLM3ForCausalLM(transformers.SmolLM3Config(**shape, **NO_SPECIAL_IDS, num_key_value_heads=1)),
+                    "Layer 4 rotates nothing"),
+        "gemma3": (transformers.Gemma3ForCausalLM(transformers.Gemma3TextConfig(
+            **shape, num_key_value_heads=1, head_dim=16, sliding_window=8, pad_token_id=0,
+            layer_types=["sliding_attention"] * 3 + ["full_attention"])),
+                   "3 local layers see the last 8 positions and turn with base 10,000; layer 4 is global: every "
+                   "position, base 1,000,000"),
+    }
+    for name, (model, _) in models.items():
+        spread(model).save_pretrained(folder / name)
+    return {name: said for name, (_, said) in models.items()}
+
+
+@pytest.mark.slow
+def test_every_page_runs_with_each_family_from_the_shared_folder(tmp_path, monkeypatch):
+    """Each family's model in LPOS_CHECKPOINT_DIR as its Hugging Face folder: every page draws with it, and
+    Positions in attention says its own practice."""
+    from conftest import app_test
+
+    from lpos.pages import PAGES
+
+    practice = gpt2_vocabulary_folders(tmp_path)
+    monkeypatch.setenv("LPOS_CHECKPOINT_DIR", str(tmp_path))
+    for name, said in practice.items():
+        at = app_test(model=f"dir:{name}", text="one two three four five six seven eight nine", timeout=600)
+        assert not at.exception, (name, [e.message for e in at.exception])
+        for declared in PAGES:
+            at.switch_page(declared.file).run(timeout=600)
+            assert not at.exception, (name, declared.name, [e.message for e in at.exception])
+            if declared.name == "attention":
+                assert said in " ".join(c.value for c in at.caption), name
