@@ -185,6 +185,7 @@ def test_the_loss_by_position_recomputes_to_the_stored_numbers(name):
         same(fresh, precomputed.from_plain(entries[precomputed.position_loss_key(stream, length)]), exact=False)
 
 
+@pytest.mark.slow  # every page, an AppTest run each
 @pytest.mark.skipif("rope" not in SHIPPED, reason="checkpoints/rope.pt is not installed")
 @pytest.mark.parametrize("page, model", [*((page, "rope") for page in PAGES), (page_named("lengths"), "learned-32")],
                          ids=lambda value: getattr(value, "name", value))
@@ -226,6 +227,7 @@ def words(at) -> str:
     return " ".join([m.value for m in at.markdown] + [c.value for c in at.caption] + [i.value for i in at.info])
 
 
+@pytest.mark.slow  # scores a 1,024-token model's views, then reads them back in AppTest
 def test_a_shared_model_is_scored_once_and_kept_on_disk(long_model_folder, monkeypatch):
     at = app_test(page="pages/lengths.py", model="dir:long.pt", scheme="learned", timeout=300)
     assert not at.exception, at.exception
@@ -272,6 +274,7 @@ def test_a_file_that_says_0_steps_is_untrained(long_model_folder):
     assert "An untrained model guesses uniformly" not in words(at)
 
 
+@pytest.mark.slow  # computes a shipped model's views twice
 def test_precompute_of_some_views_keeps_the_others(tmp_path, monkeypatch):
     """`python -m lpos precompute --views sliding` adds the sliding-window baseline to a sidecar without
     recomputing (or losing) what it already holds; a full run rewrites the file."""
