@@ -76,13 +76,17 @@ def test_hugging_face_folder_gives_the_reference_logits(tmp_path, kv_heads, tied
     torch.testing.assert_close(lpos_logits(model, IDS), reference_logits(reference, IDS), atol=1e-4, rtol=1e-4)
 
 
-def test_bfloat16_and_sharded_files_read_one_tensor_at_a_time_into_float32(tmp_path):
+def test_bfloat16_and_sharded_files_held_as_stored_or_read_into_float32(tmp_path):
     reference = reference_llama(kv_heads=2, dtype=torch.bfloat16, seed=3)
     copy.deepcopy(reference).to(torch.bfloat16).save_pretrained(tmp_path, max_shard_size="10KB")
     assert (tmp_path / "model.safetensors.index.json").is_file() and not (tmp_path / "model.safetensors").exists()
-    model, meta = checkpoints.load(tmp_path, tokenizer=characters())
+    model, meta = checkpoints.load(tmp_path, tokenizer=characters(), float32=True)
     assert all(p.dtype == torch.float32 for p in model.parameters())
     torch.testing.assert_close(lpos_logits(model, IDS), reference_logits(reference, IDS), atol=1e-4, rtol=1e-4)
+    held, _ = checkpoints.load(tmp_path, tokenizer=characters())  # as stored: the blocks' matrices in bfloat16
+    assert held.transformer.h[0].attn.c_attn.weight.dtype == torch.bfloat16
+    assert held.transformer.wte.weight.dtype == torch.float32
+    torch.testing.assert_close(lpos_logits(held, IDS), reference_logits(reference, IDS), atol=1e-4, rtol=1e-4)
 
 
 def test_float16_file(tmp_path):
