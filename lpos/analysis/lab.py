@@ -6,8 +6,6 @@ task, window, steps, seconds, stopped, accuracy_by_length with None where the sc
 """
 from __future__ import annotations
 
-import pandas as pd
-
 from lpos.analysis.scheme_views import names
 
 
@@ -61,7 +59,3 @@ def compare_sentence(runs: list[dict]) -> str:
         said += f" {names(unread)} cannot read {farthest} tokens at all."
     return said.strip()
 
-
-def length_table(runs: list[dict]) -> pd.DataFrame:
-    """One row per run, one column per evaluation length: accuracy, or None where it cannot read."""
-    return pd.DataFrame([{"run": run_label(r), **{f"{k} tokens": v for k, v in accuracies(r).items()}} for r in runs])
