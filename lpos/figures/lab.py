@@ -67,7 +67,7 @@ def lengths_figure(runs: list[dict], *, task: str) -> go.Figure:
                                                    "<extra></extra>"))
     for window in sorted({run["window"] for run in runs}):
         fig.add_vline(x=window, line=dict(dash="dot", color="#888"), annotation_text=f"window {window}")
-    fig.update_xaxes(title_text="evaluation length (tokens)", type="log")
+    fig.update_xaxes(title_text="evaluation length (tokens)")
     fig.update_yaxes(title_text="accuracy", range=[0, 1.05], tickformat=".0%")
     fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.25, x=0))
     return finish(fig, title=f"Accuracy by evaluation length on {safe(task)}: your runs (✕: cannot read that far)",
