@@ -190,10 +190,13 @@ def test_converted_llama_keeps_its_logits_and_tokenizer(tmp_path):
 
 @pytest.mark.slow
 def test_every_page_runs_with_a_grouped_query_llama_from_the_shared_folder(tmp_path, monkeypatch):
-    """A 6-layer Llama with 2 key heads for 8 query heads, converted into LPOS_CHECKPOINT_DIR. It
-    speaks GPT-2's 50,257 tokens, so the pages' own texts read the same; other vocabularies are
-    the tokenizer's work (tests/tokenizer)."""
-    from conftest import ROOT, app_test
+    """A 6-layer Llama with 2 key heads for 8 query heads, converted into LPOS_CHECKPOINT_DIR: every page draws
+    with it, and says what it is (no position rows, its own RoPE base and training length). It speaks GPT-2's
+    50,257 tokens, so the pages' own texts read the same; other vocabularies are the tokenizer's work
+    (tests/tokenizer)."""
+    from conftest import app_test
+
+    from lpos.pages import PAGES
 
     config = transformers.LlamaConfig(vocab_size=50257, hidden_size=64, intermediate_size=96, num_hidden_layers=6,
                                       num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=256,
@@ -206,10 +209,15 @@ def test_every_page_runs_with_a_grouped_query_llama_from_the_shared_folder(tmp_p
     monkeypatch.setenv("LPOS_CHECKPOINT_DIR", str(tmp_path / "shared"))
     at = app_test(model="dir:llama.pt", text="one two three four five six seven eight nine")
     assert not at.exception
-    for page in sorted(str(p.relative_to(ROOT)) for p in (ROOT / "pages").glob("*.py")):
-        at.switch_page(page).run()
-        assert not at.exception, (page, [e.message for e in at.exception])
-        if page == "pages/attention.py":
-            shown = " ".join(c.value for c in at.caption)
-            assert "2 key heads for its 8 query heads" in shown
-            assert f"{50000.0 ** (-2 / 8):.2f}× the speed" in shown
+    said = {}
+    for declared in PAGES:
+        at.switch_page(declared.file).run()
+        assert not at.exception, (declared.name, [e.message for e in at.exception])
+        said[declared.name] = " ".join([m.value for m in at.markdown] + [c.value for c in at.caption]
+                                       + [e.proto.body for e in [*at.info, *at.warning, *at.success]])
+    assert "2 key heads for its 8 query heads" in said["attention"]
+    assert f"{50000.0 ** (-2 / 8):.2f}× the speed" in said["attention"]
+    assert "RoPE adds no position rows: it rotates queries and keys by their position inside attention" in said["embeddings"]
+    assert "llama.pt (shared folder) was trained on 256-token windows (RoPE base 50,000)" in said["stretch"]
+    assert "Sections 1 to 3 rescale **llama.pt (shared folder)**" in said["stretch"]
+    assert "base 50,000, this model's" in said["similarity"]
