@@ -4,12 +4,12 @@ page and Python:
 
     from lpos import lab
     model, meta = lab.train(lab.LabArgs(task="copy", scheme="rope", window=32))
-    lab.summary(meta)["accuracy_by_length"]      # {16: 1.0, 32: 0.99, ..., 128: 0.41}
+    lab.summary(meta)["accuracy_by_length"]      # {16: ..., 32: ..., ..., 128: ...}: None past a table
     lab.save(model, meta, "run.pt")              # lpos.checkpoints.load("run.pt") opens it
 
 Modules: tasks (the character tasks), text (the text task), measure (accuracy by length, the scheme's picture),
 training (presets, caps, the loop), runs (runs in worker processes, a bounded queue; or an RQ queue on Redis),
-job (what a worker process runs).
+job (what a worker process runs: `python -m lpos.lab.job`, or an RQ job).
 """
 from __future__ import annotations
 
