@@ -14,7 +14,7 @@ def redirect(target: st.Page, url_path: str) -> st.Page:
     def go() -> None:
         st.switch_page(target, query_params=st.query_params.to_dict())
 
-    return st.Page(go, title=target.title, url_path=url_path, visibility="hidden")
+    return st.Page(go, title=f"{target.title} (/{url_path})", url_path=url_path, visibility="hidden")  # titles are unique
 
 
 def navigation() -> dict[str, list[st.Page]]:
