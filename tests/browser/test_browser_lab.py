@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import new_page, open_url, run_and_wait, wait_for_app
+from conftest import model_box_text, new_page, open_url, run_and_wait, wait_for_app
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -35,12 +35,11 @@ def test_a_run_shows_progress_then_every_page_draws_its_model(running_app, page)
     no_exception(page)
     page.get_by_text("learned · 32 on Copy: use it or download it").click()
     run_and_wait(page, page.get_by_role("button", name="Show it on every page").click)
-    model_box = page.locator(".st-key-model")
-    assert "lab-learned-copy-32.pt" in model_box.inner_text()
+    assert "lab-learned-copy-32.pt" in model_box_text(page)
     for title in ("Embeddings: token + position", "Similarity and neighbours", "Length extrapolation"):
         run_and_wait(page, page.get_by_role("link", name=title).first.click)
         no_exception(page)
-        assert "lab-learned-copy-32.pt" in page.locator(".st-key-model").inner_text()
+        assert "lab-learned-copy-32.pt" in model_box_text(page)
     assert page.console_errors == []
 
 
