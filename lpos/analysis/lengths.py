@@ -278,8 +278,8 @@ def rotation_variants_reading(tables: dict[str, dict[int, dict]], *, train_lengt
         return tables.get(name, {}).get(length, {}).get("loss")
 
     schemes = {name: REGISTRY[name] for name in tables if name in REGISTRY and REGISTRY[name].shows("rotation")}
-    full = next((name for name, scheme in schemes.items() if scheme.rotates_fully), None)
-    if full is None or loss(full, train_length) is None:
+    full = next((name for name, scheme in schemes.items() if scheme.rotates_fully and loss(name, train_length)), None)
+    if full is None:
         return ""
     longest = max(length for length in tables[full] if loss(full, length) is not None)
     lines = []
@@ -294,9 +294,7 @@ def rotation_variants_reading(tables: dict[str, dict[int, dict]], *, train_lengt
         lines.append(f"- **{scheme.label}** ({scheme.hint}): {loss(name, train_length):.3f} at {train_length} tokens, "
                      f"so it {at_train}; {loss(name, longest):.3f} at {longest:,}, {at_longest}."
                      + (f" {scheme.finding}." if scheme.finding else ""))
-    if not lines:
-        return ""
-    return (f"Against **{schemes[full].label}** ({loss(full, train_length):.3f} at {train_length}, "
+    return "" if not lines else (f"Against **{schemes[full].label}** ({loss(full, train_length):.3f} at {train_length}, "
             f"{loss(full, longest):.3f} at {longest:,}), trained the same way:\n" + "\n".join(lines))
 
 

@@ -1,17 +1,16 @@
 """Stretching the context: RoPE scaling measured on a trained model, and positions as a shift.
 
-- Loss against evaluation length for a RoPE model under none / PI / NTK-aware / YaRN, with ALiBi
-  and sinusoidal beside it. Every length scores the same predictions: each text is cut into
+- Loss against evaluation length for a RoPE model as trained and under each rescaling (ROPE_METHODS), with
+  the models that read any length without rotating beside it. Every length scores the same predictions: each text is cut into
   chunks of 1,024 tokens and every chunk into windows of L, so a curve moves only because the
   window (the context) grows.
-- Per pair: wavelength against the training length, before and after each method.
+- (Per pair, what each method does to the wavelengths: lpos.analysis.scaling.)
 - Past the wall: the largest attention logit and the attention entropy at every position
   (Position Interpolation's diagnosis: positions outside training give outsized scores).
 - A shift: the same sentence at positions k.. instead of 0..; relative schemes cannot tell.
 """
 from __future__ import annotations
 
-import math
 import numpy as np
 import pandas as pd
 import torch
@@ -19,8 +18,7 @@ import torch.nn.functional as F
 
 from lpos import corpus
 from lpos.model import GPT
-from lpos.positions import (LLAMA3_HIGH_FREQUENCY_FACTOR, LLAMA3_LOW_FREQUENCY_FACTOR, RESCALINGS, REGISTRY, ROPE_METHOD_NAMES, ROPE_METHODS, YARN_BETA_FAST, YARN_BETA_SLOW, RopeScaling,
-                            pair_frequencies, scheme_info, yarn_ramp)
+from lpos.positions import RESCALINGS, REGISTRY, ROPE_METHOD_NAMES, RopeScaling, scheme_info
 from lpos.tokenizer import GPT2, Tokenizer
 
 LENGTHS = (128, 256, 512, 1024)
@@ -127,63 +125,6 @@ def loss_reading(frame: pd.DataFrame, *, train_length: int, factor: float) -> st
             if other in REGISTRY and not REGISTRY[other].shows("rotation"):
                 lines.append(f"- {other} (for reference): {table[other][longest]:.3f}.")
     return "\n".join(lines) or "No curve of a rotating scheme was measured."
-
-
-def wavelength_frame(dim: int, base: float = 10000.0, *, factor: float, original_length: int,
-                     scheme: str = "rope") -> pd.DataFrame:
-    """Per pair of a `dim`-column head of a rotating `scheme`: wavelength (positions per full turn) as trained and
-    under each method (NaN for a pair that never turns), turns inside the training length, and YaRN's
-    interpolated share and region over the pairs that turn."""
-    rotating = scheme_info(scheme)
-    trained = rotating.head_frequencies(dim, None, base)  # (dim/2,): 0 where a pair never turns
-    turning = (trained > 0).numpy()
-    frame = pd.DataFrame({"pair": np.arange(dim // 2), "turns": (original_length * trained / (2 * math.pi)).numpy()})
-    for method in ROPE_METHODS:
-        frequencies = rotating.head_frequencies(dim, RopeScaling(method, factor, original_length), base)
-        frame[method] = np.where(turning, 2 * math.pi / frequencies.clamp_min(1e-300).numpy(), np.nan)
-    rotated = rotating.rotated_width(dim)
-    share = np.zeros(dim // 2)
-    share[:rotated // 2] = yarn_ramp(rotated, base, original_length=original_length).numpy()
-    frame["yarn_share"] = np.where(turning, share, np.nan)
-    frame["yarn_region"] = np.where(~turning, "never turns", np.where(
-        share == 0, "left alone", np.where(share == 1, "interpolated", "ramp")))
-    return frame
-
-
-def division_frame(dim: int, base: float = 10000.0, *, factor: float, original_length: int,
-                   scheme: str = "rope") -> pd.DataFrame:
-    """How far each method divides each pair's frequency, as a share of the full factor: 0 leaves the pair as
-    trained, 1 divides it by `factor`, between blends (log(trained / rescaled) / log(factor)); NaN for a pair
-    that never turns. Rows (method, label, pair, share), the methods that rescale in their order."""
-    if not factor > 1:
-        raise ValueError(f"a share of the factor needs a factor over 1, got {factor}")
-    rotating = scheme_info(scheme)
-    trained = rotating.head_frequencies(dim, None, base)  # (dim/2,)
-    rows = []
-    for method in RESCALINGS:
-        rescaled = rotating.head_frequencies(dim, RopeScaling(method, factor, original_length), base)
-        share = torch.where(trained > 0, torch.log(trained.clamp_min(1e-300) / rescaled.clamp_min(1e-300)) / math.log(factor),
-                            torch.nan)
-        rows += [{"method": method, "label": ROPE_METHOD_NAMES[method], "pair": pair, "share": float(value)}
-                 for pair, value in enumerate(share)]
-    return pd.DataFrame(rows)
-
-
-def division_reading(frame: pd.DataFrame, *, factor: float) -> str:
-    """Markdown, one line per method: how many pairs it leaves, divides by the full factor, and blends."""
-    lines = []
-    for method, rows in frame.groupby("method", sort=False):
-        share = rows["share"].dropna()
-        kept, full = int((share < 1e-6).sum()), int((share > 1 - 1e-6).sum())
-        blended = len(share) - kept - full
-        parts = [f"{count} {what}" for count, what in ((kept, "left as trained"), (full, f"divided by {factor:g}"),
-                                                         (blended, "blended between")) if count]
-        lines.append(f"- **{rows['label'].iloc[0]}**: of {len(share)} turning pairs, {', '.join(parts)}.")
-    never = int(frame[frame["method"] == frame["method"].iloc[0]]["share"].isna().sum())
-    if never:
-        lines.append(f"- {never} pair{'s' if never != 1 else ''} never turn{'s' if never == 1 else ''}: no method "
-                     f"changes {'it' if never == 1 else 'them'}.")
-    return "\n".join(lines)
 
 
 @torch.no_grad()
@@ -293,61 +234,9 @@ def shifted_rows_sentence(name: str, model: GPT, *, tokens: int, offset: int) ->
             f"offset 0 {shifted}.")
 
 
-def wavelength_reading(frame: pd.DataFrame, *, original_length: int, factor: float) -> str:
-    """Markdown: YaRN's three regions for this head size, with their pairs and turns."""
-    lines = []
-    for region, rows in frame.groupby("yarn_region", sort=False):
-        pairs = rows["pair"].tolist()
-        span = f"pair {pairs[0]}" if len(pairs) == 1 else f"pairs {pairs[0]}–{pairs[-1]}"
-        turns = f"{rows['turns'].max():.2f} to {rows['turns'].min():.2f}" if len(pairs) > 1 else f"{rows['turns'].iloc[0]:.2f}"
-        turned = "" if region == "never turns" else f" ({turns} turns in {original_length} tokens)"
-        what = {"never turns": "frequency 0: they carry no position, and no method changes them",
-                "left alone": "kept exactly as trained",
-                "ramp": "partly interpolated, more the slower they turn",
-                "interpolated": f"divided by {factor:g}, as Position Interpolation does"}[region]
-        lines.append(f"- **{region}**: {span}{turned}: {what}.")
-    turning = frame[frame["yarn_region"] != "never turns"]
-    inside = int((turning["turns"] >= 1).sum())
-    pairs = "pairs" if len(turning) == len(frame) else "turning pairs"
-    lines.append(f"- {inside} of {len(turning)} {pairs} complete a full turn inside the {original_length}-token "
-                 f"window; the other {len(turning) - inside} never did in training, so past it they reach angles the "
-                 "model never saw.")
-    return "\n".join(lines)
-
-
 def trained_sentence(label: str, *, train_length: int, base: float) -> str:
     """What the rescaled model was trained on, as the page's introduction says it."""
     return f"{label} was trained on {train_length:,}-token windows (RoPE base {base:,g})"
-
-
-def pairs_sentence(head: int, *, train_length: int, base: float, scheme: str = "rope", layers: int = 1) -> str:
-    """What each method does to the turning pairs of a `head`-column head of the rotating `scheme` at RoPE base
-    `base`, why YaRN leaves pair 0 alone when its floored boundaries do, and what no method touches (pairs that
-    never turn, layers of `layers` that rotate nothing)."""
-    rotating = scheme_info(scheme)
-    rotated = rotating.rotated_width(head)
-    turning = int((rotating.head_frequencies(head, None, base) > 0).sum())
-    turns = train_length / (2 * math.pi)  # pair 0 turns once every 2π positions
-    floored = turns < YARN_BETA_FAST and float(yarn_ramp(rotated, base, original_length=train_length)[0]) == 0
-    still = [layer + 1 for layer in range(layers) if not rotating.rotates_layer(layer)]
-    ntk = division_frame(head, base, factor=2.0, original_length=train_length, scheme=scheme)
-    ntk_full = float(ntk[ntk["method"] == "ntk"]["share"].max()) > 1 - 1e-6  # NTK's shares do not depend on the factor
-    untouched = ("" if turning == head // 2 else
-                 f" The other {head // 2 - turning} pairs never turn, so no method changes them.") + (
-        f" Layer{'s' if len(still) > 1 else ''} {', '.join(map(str, still))} rotate{'s' if len(still) == 1 else ''} "
-        "nothing, so no method changes {}.".format("it" if len(still) == 1 else "them") if still else "")
-    return (f"Each head has {head} columns, so {head // 2} pairs"
-            + (f", of which {turning} turn" if turning < head // 2 else "") + ". PI divides every frequency by the "
-            "factor (every wavelength ×factor); NTK-aware raises the base, so fast pairs barely move and "
-            + ("only the slowest is divided by the full factor" if ntk_full else
-               "even the slowest turning pair is divided by less than the full factor (the base is raised over the "
-               "whole head, whose slowest pairs do not turn)") + f"; YaRN leaves pairs that turn {YARN_BETA_FAST:g} or more times alone, "
-            f"interpolates those turning less than {'once' if YARN_BETA_SLOW == 1 else f'{YARN_BETA_SLOW:g} times'}, with "
-            "a ramp between (its boundaries floored and ceiled as in the reference code"
-            + (f", which is why pair 0 is left alone at about {turns:.0f} turns)" if floored else ")")
-            + f"; Llama 3's bands keep wavelengths under {train_length / LLAMA3_HIGH_FREQUENCY_FACTOR:g} positions (a "
-            f"quarter of the training length), divide those over {train_length / LLAMA3_LOW_FREQUENCY_FACTOR:g}, and "
-            "blend between in proportion to how often each turns." + untouched)
 
 
 def _focus(gap: float) -> str:

@@ -86,7 +86,7 @@ def wavelength_methods_figure(frame: pd.DataFrame, *, original_length: int, fact
 def division_figure(frame: pd.DataFrame, *, factor: float) -> go.Figure:
     """One row per method, one cell per pair: how far the method divides that pair's frequency, from 0 (left as
     trained, white) to 1 (divided by the full factor), grey where a pair never turns
-    (rows: lpos.analysis.stretch.division_frame)."""
+    (rows: lpos.analysis.rescaling.division_frame)."""
     table = frame.pivot(index="label", columns="pair", values="share").reindex(frame["label"].unique())
     text = [["never turns" if np.isnan(v) else f"{v:.2f}" for v in row] for row in table.to_numpy()]
     fig = go.Figure(go.Heatmap(

@@ -19,7 +19,7 @@ import streamlit as st
 import torch
 
 from lpos import checkpoints, corpus, precomputed
-from lpos.analysis import stretch
+from lpos.analysis import rescaling, stretch
 from lpos.analysis.lengths import training_length
 from lpos.figures.export import Recipe, Ref, Step, step
 from lpos.figures.stretch import (attention_profile_figure, division_figure, scaled_loss_figure,
@@ -159,21 +159,21 @@ def loss_view(rope: LoadedModel, factor: int, *, text: str) -> tuple[go.Figure, 
 def wavelength_view(head: int, *, factor: int, train_length: int, base: float, scheme: str) -> tuple[Recipe, str]:
     """Section 2: each pair's wavelength under every method at RoPE base `base` for a head of the rotating `scheme`,
     as a recipe (lpos.figures.export), and YaRN's regions in words."""
-    waves = stretch.wavelength_frame(head, base, factor=factor, original_length=train_length, scheme=scheme)
-    return (Recipe((step("waves", stretch.wavelength_frame, head, base, factor=factor,
+    waves = rescaling.wavelength_frame(head, base, factor=factor, original_length=train_length, scheme=scheme)
+    return (Recipe((step("waves", rescaling.wavelength_frame, head, base, factor=factor,
                          original_length=train_length, scheme=scheme),
                     step("fig", wavelength_methods_figure, Ref("waves"),
                          original_length=train_length, factor=factor))),
-            stretch.wavelength_reading(waves, original_length=train_length, factor=factor))
+            rescaling.wavelength_reading(waves, original_length=train_length, factor=factor))
 
 
 def division_view(head: int, *, factor: int, train_length: int, base: float, scheme: str) -> tuple[Recipe, str]:
     """Section 2's second figure: which pairs each method leaves, divides or blends, as a recipe, and in words."""
-    frame = stretch.division_frame(head, base, factor=factor, original_length=train_length, scheme=scheme)
-    return (Recipe((step("shares", stretch.division_frame, head, base, factor=factor,
+    frame = rescaling.division_frame(head, base, factor=factor, original_length=train_length, scheme=scheme)
+    return (Recipe((step("shares", rescaling.division_frame, head, base, factor=factor,
                          original_length=train_length, scheme=scheme),
                     step("fig", division_figure, Ref("shares"), factor=factor))),
-            stretch.division_reading(frame, factor=factor))
+            rescaling.division_reading(frame, factor=factor))
 
 
 def attention_profiles(rope: LoadedModel, factor: float) -> dict[str, pd.DataFrame]:
@@ -280,7 +280,7 @@ def wavelengths(rope: LoadedModel, factor: int, train_length: int) -> None:
                                       scheme=config.position)
     chart(recipe, name="stretch-wavelengths", model=rope, key="stretch_wavelengths")
     st.markdown(reading)
-    st.caption(stretch.pairs_sentence(head, train_length=train_length, base=config.rope_base, scheme=config.position,
+    st.caption(rescaling.pairs_sentence(head, train_length=train_length, base=config.rope_base, scheme=config.position,
                                       layers=config.n_layer))
     recipe, reading = division_view(head, factor=factor, train_length=train_length, base=config.rope_base,
                                     scheme=config.position)

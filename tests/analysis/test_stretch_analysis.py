@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch.testing import assert_close
 
-from lpos.analysis import stretch
+from lpos.analysis import rescaling, stretch
 from lpos.analysis.lengths import token_losses
 from lpos.figures.stretch import attention_profile_figure, scaled_loss_figure, wavelength_methods_figure
 from lpos.positions import RESCALINGS, ROPE_METHODS, SCHEMES, RopeScaling, pair_frequencies, rope_rotate
@@ -125,14 +125,14 @@ def test_shift_sentence_counts_one_token_in_the_singular():
 
 
 def test_wavelength_frame():
-    frame = stretch.wavelength_frame(32, factor=4.0, original_length=128)
+    frame = rescaling.wavelength_frame(32, factor=4.0, original_length=128)
     trained = 2 * math.pi / pair_frequencies(32).numpy()
     np.testing.assert_allclose(frame["none"], trained)
     np.testing.assert_allclose(frame["pi"], 4 * trained)
     np.testing.assert_allclose(frame["turns"], 128 / trained)
     assert frame["yarn_region"].tolist() == ["left alone"] + ["ramp"] * 5 + ["interpolated"] * 10
     np.testing.assert_allclose(frame["yarn"][6:], frame["pi"][6:])
-    reading = stretch.wavelength_reading(frame, original_length=128, factor=4.0)
+    reading = rescaling.wavelength_reading(frame, original_length=128, factor=4.0)
     assert "pairs 6–15" in reading and "6 of 16 pairs complete a full turn" in reading
 
 
@@ -173,7 +173,7 @@ def test_scaled_loss_figure():
 
 
 def test_wavelength_methods_figure():
-    frame = stretch.wavelength_frame(32, factor=8.0, original_length=128)
+    frame = rescaling.wavelength_frame(32, factor=8.0, original_length=128)
     fig = wavelength_methods_figure(frame, original_length=128, factor=8.0)
     assert [t.name for t in fig.data] == ["as trained", "Position Interpolation", "NTK-aware", "YaRN", "Llama 3 bands"]
     np.testing.assert_allclose(fig.data[1].y, frame["pi"])
@@ -217,16 +217,16 @@ def test_shift_sentence_says_a_table_cannot_hold_a_long_text_even_at_offset_0():
 
 @pytest.mark.parametrize("scheme,turning", [("rope", 16), ("rope-partial", 4), ("p-rope", 12), ("rnope", 16)])
 def test_wavelength_frame_marks_the_pairs_that_never_turn(scheme, turning):
-    frame = stretch.wavelength_frame(32, factor=4.0, original_length=128, scheme=scheme)
+    frame = rescaling.wavelength_frame(32, factor=4.0, original_length=128, scheme=scheme)
     never = frame["yarn_region"] == "never turns"
     assert int((~never).sum()) == turning and frame.loc[never, "none"].isna().all()
     assert frame.loc[~never, list(ROPE_METHODS)].notna().all().all()
-    reading = stretch.wavelength_reading(frame, original_length=128, factor=4.0)
+    reading = rescaling.wavelength_reading(frame, original_length=128, factor=4.0)
     assert ("never turns" in reading) == (turning < 16)
 
 
 def test_a_partial_head_is_rescaled_over_its_rotated_columns_as_transformers_does():
-    frame = stretch.wavelength_frame(32, factor=4.0, original_length=128, scheme="rope-partial")
+    frame = rescaling.wavelength_frame(32, factor=4.0, original_length=128, scheme="rope-partial")
     rotated = 2 * math.pi / pair_frequencies(8).numpy()  # the first 8 columns: frequencies over 8, not 32
     np.testing.assert_allclose(frame["none"][:4], rotated)
     np.testing.assert_allclose(frame["pi"][:4], 4 * rotated)
@@ -234,7 +234,7 @@ def test_a_partial_head_is_rescaled_over_its_rotated_columns_as_transformers_doe
 
 @pytest.mark.parametrize("scheme", ["rope", "rope-partial", "p-rope"])
 def test_division_shares_match_each_method(scheme):
-    frame = stretch.division_frame(32, factor=8.0, original_length=128, scheme=scheme)
+    frame = rescaling.division_frame(32, factor=8.0, original_length=128, scheme=scheme)
     share = frame.pivot(index="method", columns="pair", values="share")
     turning = share.loc["pi"].notna()
     np.testing.assert_allclose(share.loc["pi"][turning], 1.0)  # PI divides every turning pair by the factor
@@ -243,22 +243,22 @@ def test_division_shares_match_each_method(scheme):
     values = share.to_numpy()[:, turning.to_numpy()]
     assert ((values >= -1e-9) & (values <= 1 + 1e-9)).all()
     assert np.isnan(share.to_numpy()[:, ~turning.to_numpy()]).all()
-    reading = stretch.division_reading(frame, factor=8.0)
+    reading = rescaling.division_reading(frame, factor=8.0)
     assert reading.count("- **") == len(RESCALINGS)
     assert ("never turn" in reading) == (not turning.all())
 
 
 def test_ntk_sentence_says_the_slowest_turning_pair_is_not_fully_divided_for_p_rope():
-    assert "only the slowest is divided by the full factor" in stretch.pairs_sentence(32, train_length=128, base=1e4)
-    p_rope = stretch.pairs_sentence(32, train_length=128, base=1e4, scheme="p-rope", layers=4)
+    assert "only the slowest is divided by the full factor" in rescaling.pairs_sentence(32, train_length=128, base=1e4)
+    p_rope = rescaling.pairs_sentence(32, train_length=128, base=1e4, scheme="p-rope", layers=4)
     assert "only the slowest is divided" not in p_rope and "of which 12 turn" in p_rope
-    assert "Layer 4 rotates nothing" in stretch.pairs_sentence(32, train_length=128, base=1e4, scheme="rnope", layers=4)
+    assert "Layer 4 rotates nothing" in rescaling.pairs_sentence(32, train_length=128, base=1e4, scheme="rnope", layers=4)
 
 
 def test_division_figure_draws_one_row_per_method_and_greys_pairs_that_never_turn():
     from lpos.figures.stretch import division_figure
 
-    fig = division_figure(stretch.division_frame(32, factor=4.0, original_length=128, scheme="p-rope"), factor=4.0)
+    fig = division_figure(rescaling.division_frame(32, factor=4.0, original_length=128, scheme="p-rope"), factor=4.0)
     assert list(fig.data[0].y) == [ROPE_METHODS[m].label for m in RESCALINGS]
     assert np.isnan(np.asarray(fig.data[0].z, dtype=float)[:, 12:]).all()
     assert [s.type for s in fig.layout.shapes] == ["rect"]

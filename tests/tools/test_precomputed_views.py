@@ -50,7 +50,8 @@ def test_every_key_names_its_view():
 
 def test_which_models_get_which_views_follows_the_hooks():
     rotating, table, bias = (written(tiny(scheme)) for scheme in ("rope", "learned", "alibi"))
-    assert len(rotating["losses"]) == len(rotating["profile"]) == 1 + 3 * len(precomputed.FACTORS)
+    rescalings = len(RESCALINGS)  # every method but RoPE as trained, at each factor
+    assert len(rotating["losses"]) == len(rotating["profile"]) == 1 + rescalings * len(precomputed.FACTORS)
     assert len(table["losses"]) == len(bias["losses"]) == 1 and "profile" not in table and "profile" not in bias
     assert "position_loss" in table and "position_loss" not in rotating and "position_loss" not in bias
     randomized = written(tiny("learned", block_size=256, random_positions=True))
