@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import importlib
+import inspect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -56,7 +57,8 @@ def public_name(function: Callable) -> str:
     depth = 3 if function.__module__.startswith(tuple(f"{package}." for package in TOPIC_PACKAGES)) else 2
     for end in range(min(depth, len(parts)), len(parts) + 1):
         module = ".".join(parts[:end])
-        if getattr(importlib.import_module(module), name, None) is function:
+        held = getattr(importlib.import_module(module), name, None)  # a test's wrapper (functools.wraps) counts as it
+        if held is not None and inspect.unwrap(held) is inspect.unwrap(function):
             return f"{module}.{name}"
     raise ValueError(f"{function.__module__}.{name} cannot be imported by its name; a recipe step needs a "
                      "module-level function")

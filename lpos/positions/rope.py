@@ -51,11 +51,13 @@ class Rope(PositionScheme):
     @property
     def rotates_fully(self) -> bool:
         """Every column of every head in every layer turns, as RoFormer's RoPE."""
-        return self.rotated_share == 1.0 and self.turning_share == 1.0 and self.nope_every is None
+        return (self.rotated_share == 1.0 and self.turning_share == 1.0 and self.nope_every is None
+                and not self.nope_layers)
 
     def rotated_width(self, head_size: int) -> int:
-        """How many of a head's columns rotate (the first ones): the rest pass through."""
-        return int(head_size * self.rotated_share)
+        """How many of a head's columns rotate (the first ones): the share's columns rounded down to whole pairs, at
+        least one pair (a tiny head of 4 columns rotates 2); the rest pass through."""
+        return max(2, int(head_size * self.rotated_share) // 2 * 2) if self.rotated_share < 1 else head_size
 
     def turning_pairs(self, head_size: int) -> int:
         """How many pairs of a head turn at all, the fastest first (p-RoPE's transformers rule)."""

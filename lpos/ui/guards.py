@@ -11,6 +11,11 @@ from lpos.ui.selection import MAX_TOKENS, Selection
 __all__ = ["usable_ids"]
 
 
+def schemes_without_a_table(extending: list[str]) -> str:
+    """The schemes that read any length, named when they are few, counted with the first three when they are many."""
+    return names(extending) if len(extending) <= 4 else f"the {len(extending)} schemes without one ({', '.join(extending[:3])}, …)"
+
+
 def usable_ids(selection: Selection, *, minimum: int = 1) -> list[int]:
     """The ids a page may draw, or stop the page with a friendly message.
 
@@ -28,8 +33,7 @@ def usable_ids(selection: Selection, *, minimum: int = 1) -> list[int]:
     if rows is not None and len(ids) > rows:
         extending = [name for name, scheme in REGISTRY.items() if scheme.max_length(model.config) is None]
         st.warning(f"The {model.scheme.label.lower()} has {rows} rows; your text has {len(ids)} tokens. "
-                   f"A table stops at its last row: {names(extending)} extend to any "
-                   f"length. This page shows the first {rows} tokens and leaves the other {len(ids) - rows:,} out; "
+                   f"A table stops at its last row; {schemes_without_a_table(extending)} extend to any length. This page shows the first {rows} tokens and leaves the other {len(ids) - rows:,} out; "
                    "shorten the text or pick another scheme to see them all.",
                    icon=":material/straighten:")
         if not st.toggle(f"Show the first {rows} tokens", value=True, key="truncate_learned"):

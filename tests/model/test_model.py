@@ -340,7 +340,7 @@ def test_attention_steps_compose_to_its_forward(tiny_model, scheme):
     assert torch.equal(F.softmax(scores, dim=-1), weights)
     assert torch.isinf(scores[0, :, 0, 1:]).all() and scores[0, :, -1].isfinite().all()  # the causal mask
     raw, _, _ = block.attn.project(x, positions=None)  # before any rotation
-    assert torch.equal(raw, q) == (scheme != "rope")
+    assert torch.equal(raw, q) == (not model.scheme.shows("rotation"))  # block 1 rotates in every rotating scheme
 
 
 def test_rope_frequencies_are_built_once_per_head_size_and_scaling():

@@ -11,6 +11,7 @@
 """
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from lpos.analysis import streaming, timeline
 from lpos.checkpoints import ModelRef
 from lpos.model import GPT, GPTConfig, untrained_model
 from lpos.pages import PAGES, page_named
+from lpos.positions import RESCALINGS
 from lpos.ui import stored as stored_module
 from lpos.ui.caching import model_key
 
@@ -163,6 +165,7 @@ def analysis_calls(monkeypatch):
     calls = {name: 0 for _, name in COUNTED}
 
     def counting(name, function):
+        @functools.wraps(function)  # a recipe step names it by its module and name, as the function it stands for
         def counted(*args, **kwargs):
             calls[name] += 1
             return function(*args, **kwargs)
