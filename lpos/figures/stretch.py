@@ -98,9 +98,9 @@ def division_figure(frame: pd.DataFrame, *, factor: float) -> go.Figure:
         fig.add_vrect(x0=float(table.columns[never].min()) - 0.5, x1=float(table.columns[never].max()) + 0.5,
                       fillcolor=REGION_FILLS["never turns"], line_width=0, layer="below",
                       annotation_text="never turn", annotation_position="top left")
-    fig.update_xaxes(title_text="pair i (columns 2i, 2i+1 of each query and key head)", dtick=1)
+    fig.update_xaxes(title_text="pair i (columns 2i, 2i+1 of each query and key head)")
     fig.update_yaxes(autorange="reversed")
-    return finish(fig, title=f"Which pairs each method leaves (0), divides by ×{factor:g} (1) or blends", height=300)
+    return finish(fig, title=f"Share of ×{factor:g} each method divides a pair by", height=300)
 
 
 def attention_profile_figure(profiles: dict[str, pd.DataFrame], *, layer: int, measure: str, train_length: int,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import model_box_text, new_page, open_url, run_and_wait, wait_for_app
+from lpos.pages import page_named
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -36,7 +37,7 @@ def test_a_run_shows_progress_then_every_page_draws_its_model(running_app, page)
     page.get_by_text("learned · 32 on Copy: use it or download it").click()
     run_and_wait(page, page.get_by_role("button", name="Show it on every page").click)
     assert "lab-learned-copy-32.pt" in model_box_text(page)
-    for title in ("Embeddings: token + position", "Similarity and neighbours", "Length extrapolation"):
+    for title in (page_named(name).title for name in ("embeddings", "similarity", "lengths")):
         run_and_wait(page, page.get_by_role("link", name=title).first.click)
         no_exception(page)
         assert "lab-learned-copy-32.pt" in model_box_text(page)

@@ -1,4 +1,6 @@
 """The app shell through AppTest from app.py: every page runs, the sidebar is shared, the URL holds the view."""
+import functools
+
 import pytest
 from conftest import ROOT, SCHEMES, app_test
 
@@ -92,8 +94,12 @@ def test_a_sidebar_change_on_one_page_holds_on_every_page_and_in_the_url():
 def test_unknown_scheme_and_a_path_as_model_fall_back_with_a_notice(monkeypatch):
     opened = []
     real_load = checkpoints.load
-    monkeypatch.setattr(checkpoints, "load",
-                        lambda name, *args, **kw: opened.append(str(name)) or real_load(name, *args, **kw))
+    @functools.wraps(real_load)  # recipes name it as the function it stands for
+    def load(name, *args, **kw):
+        opened.append(str(name))
+        return real_load(name, *args, **kw)
+
+    monkeypatch.setattr(checkpoints, "load", load)
     at = app_test(text="A cat", scheme="<b>quantum</b>", model="../../etc/passwd")
     assert not at.exception
     warnings = [w.value for w in at.warning]
