@@ -160,3 +160,45 @@ def test_yarn_ramp_boundaries_for_a_llama_sized_head():
     assert ramp[20] == 0 and ramp[46] == 1
     assert ramp[33] == pytest.approx(13 / 26)
     assert torch.all(ramp[:21] == 0) and torch.all(ramp[46:] == 1)
+
+
+def transformers_llama3(dim: int, base: float, factor: float, original: int, low: float, high: float) -> torch.Tensor:
+    """transformers' own `ROPE_INIT_FUNCTIONS["llama3"]` for a head of `dim` columns (the reference for Llama 3.1)."""
+    from transformers import LlamaConfig
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    config = LlamaConfig(hidden_size=dim * 4, num_attention_heads=4, rope_parameters=dict(
+        rope_type="llama3", rope_theta=base, factor=factor, low_freq_factor=low, high_freq_factor=high,
+        original_max_position_embeddings=original))
+    inv_freq, attention_factor = ROPE_INIT_FUNCTIONS["llama3"](config, "cpu")
+    assert attention_factor == 1.0
+    return inv_freq.double()
+
+
+def test_llama3_is_transformers_llama3_for_the_shipped_head():
+    assert_close(RopeScaling("llama3", 8.0, original_length=128).frequencies(32, 10000.0),
+                 transformers_llama3(32, 10000.0, 8.0, 128, 1.0, 4.0), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("dim,base,factor,original,low,high", [
+    (128, 500000.0, 8.0, 8192, 1.0, 4.0),  # Llama 3.1's own settings
+    (64, 10000.0, 4.0, 256, 2.0, 8.0),
+    (16, 1e6, 32.0, 128, 0.5, 3.0),
+])
+def test_llama3_follows_transformers_for_other_settings(dim, base, factor, original, low, high):
+    ours = RopeScaling("llama3", factor, original, low_frequency_factor=low, high_frequency_factor=high)
+    assert_close(ours.frequencies(dim, base), transformers_llama3(dim, base, factor, original, low, high),
+                 rtol=1e-6, atol=1e-9)
+    assert ours.attention_factor == 1.0
+
+
+def test_llama3_keeps_short_wavelengths_and_divides_long_ones():
+    trained = pair_frequencies(32)
+    scaled = RopeScaling("llama3", 8.0, original_length=128).frequencies(32)
+    wavelength = 2 * math.pi / trained
+    kept, divided = wavelength < 128 / 4, wavelength > 128
+    assert kept.any() and divided.any() and (~kept & ~divided).any()  # the head has all three bands
+    assert_close(scaled[kept], trained[kept], rtol=0, atol=0)
+    assert_close(scaled[divided], trained[divided] / 8, rtol=1e-12, atol=0)
+    between = ~kept & ~divided
+    assert ((scaled[between] < trained[between]) & (scaled[between] > trained[between] / 8)).all()
