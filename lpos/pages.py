@@ -42,6 +42,7 @@ class Page:
     control: Control | None = None  # the page's own control, timed by the bench
     default: bool = False  # served at the app's root URL
     old_paths: tuple[str, ...] = field(default=())  # URL paths it was served at before: they lead here
+    charts_on_open: bool = True  # its view draws charts from the start (the Lab's come once a run has trained)
 
     @property
     def file(self) -> str:
@@ -80,7 +81,7 @@ PAGES: tuple[Page, ...] = (
     Page("inside", "Inside the model", ":material/neurology:", "Experiments", view="scheme=learned&model=untrained"),
     Page("stretch", "Stretching the context", ":material/open_in_full:", "Experiments", view="scheme=rope&model=rope"),
     Page("timeline", "Training timeline", ":material/history:", "Experiments"),
-    Page("lab", "Lab: train your own", ":material/science:", "Experiments"),
+    Page("lab", "Lab: train your own", ":material/science:", "Experiments", charts_on_open=False),
 )
 
 
