@@ -8,8 +8,9 @@ import time
 
 import pytest
 
-from conftest import new_page, open_url, run_and_wait, start_app, wait_for_app
+from conftest import finished_runs, new_page, open_url, run_and_wait, start_app, wait_for_app
 from test_classroom import redis_url  # noqa: F401 - the real redis-server fixture
+from lpos.bench.browser import tab_of
 from lpos.lesson import STEPS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -19,9 +20,13 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 # (docs/PERFORMANCE.md). This bound only tells a follow that came from one that did not.
 FOLLOW_WITHIN_S = float(os.environ.get("LPOS_FOLLOW_WITHIN_S", "15.0"))
 
-HEADER_IS = """([step, runs]) => window.__lposRuns > runs
-  && document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state') === 'notRunning'
-  && [...document.querySelectorAll('h2')].some(h => h.textContent.startsWith(step + '. '))"""
+
+
+def wait_for_step(page, step: int, runs_before: int, *, timeout: float) -> None:
+    """Wait for a run the page finished after `runs_before` (Streamlit's script_finished, counted by the harness),
+    then until the page is drawn with step `step`'s header."""
+    shows_step = f"() => [...document.querySelectorAll('h2')].some(h => h.textContent.startsWith('{step}. '))"
+    tab_of(page).wait_drawn(runs_before, timeout=timeout, also=shows_step)
 
 
 def start_class(teacher, url: str) -> str:
@@ -36,7 +41,8 @@ def start_class(teacher, url: str) -> str:
 
 
 def runs(page) -> int:
-    return page.evaluate("() => window.__lposRuns || 0")
+    """The script runs the page has finished so far."""
+    return finished_runs(page)
 
 
 def follows(students, step: int, since: list[int]) -> float:
@@ -44,10 +50,10 @@ def follows(students, step: int, since: list[int]) -> float:
     start = time.perf_counter()
     for student, before in zip(students, since):
         try:
-            student.wait_for_function(HEADER_IS, arg=[step, before], timeout=30_000)
+            wait_for_step(student, step, before, timeout=30)
         except Exception as error:  # what the student's page showed instead, for the log
-            shown = student.evaluate("() => [window.__lposRuns, document.querySelector('h2')?.textContent, "
-                                     "document.body.innerText.slice(0, 400)]")
+            shown = [runs(student), *student.evaluate("() => [document.querySelector('h2')?.textContent, "
+                                                      "document.body.innerText.slice(0, 400)]")]
             raise AssertionError(f"no run showed step {step} (runs before {before}; page: {shown})") from error
     return time.perf_counter() - start
 
@@ -57,7 +63,7 @@ def move_and_time(teacher, students, step: int) -> float:
     # The teacher's page has a timer of its own (the follower count), so "a run finished" may be the
     # timer's: wait for a finished run that shows the new step, as for the students.
     teacher.get_by_role("button", name="Next").click()
-    teacher.wait_for_function(HEADER_IS, arg=[step, teacher_runs], timeout=90_000)
+    wait_for_step(teacher, step, teacher_runs, timeout=90)
     assert teacher.locator("h2").filter(has_text=f"{step}. {STEPS[step - 1].title}").count() == 1
     return follows(students, step, since)
 

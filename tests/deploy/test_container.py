@@ -15,7 +15,7 @@ import pytest
 import yaml
 from conftest import ROOT, new_page, open_url
 from test_browser_embeddings import heatmaps_title
-from test_browser_live_class import FOLLOW_WITHIN_S, HEADER_IS, move_and_time, runs, start_class
+from test_browser_live_class import FOLLOW_WITHIN_S, move_and_time, runs, start_class, wait_for_step
 from test_deploy import directives
 
 from containers import COMPILERS, CUDA_LIBRARIES, Docker, free_port, healthy, serve, wait_for  # noqa: E402
@@ -143,7 +143,7 @@ def watch_runs(pages: list, seconds: float) -> list[tuple[float | None, float]]:
                 last[i] = (count, now)
                 first[i] = now - start if first[i] is None else first[i]
             gaps[i] = max(gaps[i], now - last[i][1])
-        time.sleep(0.25)
+        pages[0].wait_for_timeout(250)  # lets Playwright deliver every page's websocket frames meanwhile
     return [(None if f is None else round(f, 1), round(g, 1)) for f, g in zip(first, gaps)]
 
 
@@ -189,7 +189,7 @@ def test_hall_keeps_a_live_class_through_killed_replicas(images, browser):
         before = runs(moves)
         down_s = wait_for(lambda: not hall.status().get(killed, "UP").startswith("UP"), timeout=60,
                           what=f"HAProxy marking {killed} down")
-        moves.wait_for_function(HEADER_IS, arg=[2, before], timeout=180_000)  # a run on a living replica
+        wait_for_step(moves, 2, before, timeout=180)  # a run on a living replica
         rejoined_s = time.perf_counter() - start
         assert shows(moves, "Following the teacher") and not shows(moves, "No class has the code")
         next_step_s = move_and_time(teacher, students, 3)
@@ -207,9 +207,9 @@ def test_hall_keeps_a_live_class_through_killed_replicas(images, browser):
         # the followers' timers run on (their replicas and Redis live); the teacher's page reconnects:
         # its first finished run after the kill is a living replica's
         (teacher_run_s, _), *followers = watch_runs([teacher, *living], 20)
-        teacher.wait_for_function(HEADER_IS, arg=[3, before], timeout=180_000)  # the Lesson, at its step
+        wait_for_step(teacher, 3, before, timeout=180)  # the Lesson, at its step
         for student in students:  # one that had moved onto the teacher's replica reconnects and rejoins
-            student.wait_for_function(HEADER_IS, arg=[3, runs(student)], timeout=180_000)
+            wait_for_step(student, 3, runs(student), timeout=180)
             assert shows(student, "Following the teacher") and not shows(student, "This class has ended")
         # the teacher's browser kept the class (its cookie): the reconnected page teaches it again
         still_teaching = teacher.locator(".st-key-live_class_code").count() == 1
