@@ -69,7 +69,7 @@ def _discover() -> dict[str, PositionScheme]:
 REGISTRY: dict[str, PositionScheme] = _discover()
 SCHEMES: tuple[str, ...] = tuple(REGISTRY)
 DEFAULT_SCHEME = SCHEMES[0]  # what a link without a scheme shows: the first in order (learned)
-SCHEME_INFO = REGISTRY  # the name it had when it held three booleans: the scheme objects answer the same questions
+SCHEME_INFO = REGISTRY  # the same registry under the name the public API gives it
 HINTS: dict[str, str] = {name: scheme.hint for name, scheme in REGISTRY.items()}
 SchemeInfo = PositionScheme
 
