@@ -130,7 +130,7 @@ def test_wall_sentence_counts_the_tokens_kept():
 
 
 def test_worst_curve_sentence_says_how_far_the_steepest_curve_is_from_the_unigram_baseline():
-    """The steepest shipped curve (sinusoidal, +1.01 at 8×) is still 1.86 nats
+    """Sinusoidal's card (+1.01 at 8×) is still 1.86 nats
     better than the unigram baseline. The sentence states that, and says so too when a curve does reach it."""
     def card(*losses):
         return {length: {"loss": loss} if loss is not None else {"loss": None, "note": "n/a: the table has 128 rows"}
