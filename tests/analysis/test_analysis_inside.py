@@ -206,13 +206,18 @@ def test_head_portraits_match_the_statistics_of_the_model_attention(tiny_model):
     assert layer1[1] < layer1[4]
 
 
+def portraits_of(table: pd.DataFrame, *, layers: int, heads_per_layer: int) -> heads.HeadPortraits:
+    """Head portraits of a 128-token window from rows of measures, each head's behaviour read from them."""
+    table["behaviour"] = table.apply(heads.behaviour, axis=1, window=128)
+    return heads.HeadPortraits(table=table, profiles=np.zeros((layers, heads_per_layer, 129)), queries=127, window=128)
+
+
 def test_sink_heads_are_named_with_their_share():
     table = pd.DataFrame([{"layer": 1, "head": 1, "mean distance": 20.0, "previous token share": 0.1,
                            "first token share": 0.62, "self share": 0.1},
                           {"layer": 1, "head": 2, "mean distance": 1.0, "previous token share": 0.9,
                            "first token share": 0.01, "self share": 0.0}])
-    table["behaviour"] = table.apply(heads.behaviour, axis=1, window=128)
-    portraits = heads.HeadPortraits(table=table, profiles=np.zeros((1, 2, 129)), queries=127, window=128)
+    portraits = portraits_of(table, layers=1, heads_per_layer=2)
     assert heads.sink_heads(portraits)["head"].tolist() == [1]
     text = " ".join(heads.heads_reading(portraits, scheme="x"))
     assert "1 first token (sink), 1 previous token" in text
@@ -339,16 +344,11 @@ def test_probe_reading_says_down_and_one_value_when_the_relative_probe_falls():
 
 
 def test_heads_reading_says_why_a_strong_previous_token_head_counts_as_broad():
-    import pandas as pd  # noqa: PLC0415
-
-    from lpos.analysis import heads  # noqa: PLC0415
-
     table = pd.DataFrame([{"layer": 2, "head": 3, "mean distance": 12.0, "previous token share": 0.36,
                            "first token share": 0.05, "self share": 0.1},
                           {"layer": 1, "head": 1, "mean distance": 30.0, "previous token share": 0.1,
                            "first token share": 0.05, "self share": 0.1}])
-    table["behaviour"] = table.apply(heads.behaviour, axis=1, window=128)
-    portraits = heads.HeadPortraits(table=table, profiles=np.zeros((2, 1, 129)), queries=127, window=128)
+    portraits = portraits_of(table, layers=2, heads_per_layer=1)
     text = " ".join(heads.heads_reading(portraits, scheme="rope"))
     assert "2 broad (a head is named after a token only when at least 40% of its attention goes there" in text
     assert "layer 2 head 3 (0.36 of its attention one token back, under the 40% that would name it, so it counts as broad)" in text
