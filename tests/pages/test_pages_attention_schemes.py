@@ -21,7 +21,7 @@ def expected_charts(scheme, config) -> set[str]:
     """The figures a scheme's own sections draw, from what the scheme says it shows."""
     keys = {"ra_attention"}
     if scheme.shows("rotation"):
-        keys |= {"ra_arrow", "ra_angles", "ra_flat"}
+        keys |= {"ra_rotation_map", "ra_arrow", "ra_angles", "ra_flat"}
     if scheme.shows("bias"):
         keys |= {"ra_bias_curves"} | ({"ra_slopes", "ra_bias", "ra_tilt", "ra_tilt_plain"}
                                       if not scheme.parameter_count(config) else

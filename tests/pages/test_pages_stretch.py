@@ -7,6 +7,7 @@ import pytest
 from conftest import SCHEMES, app_test
 from lpos import checkpoints
 from lpos.corpus import data_dir
+from lpos.positions.maths import RESCALINGS, ROPE_METHODS
 from lpos.ui.models import label
 
 STRETCH = "pages/stretch.py"
@@ -37,7 +38,7 @@ def assert_page(at) -> None:
         assert "rope as trained" in text and "Position Interpolation ×4" in text and "YaRN ×4" in text
         assert "pairs complete a full turn inside the 128-token window" in text
         assert "largest logit" in text
-        assert len(at.get("plotly_chart")) == 3  # the story's losses, wavelengths, attention; the held-out stream closed
+        assert len(at.get("plotly_chart")) == 4  # the story's losses, wavelengths, divisions, attention; held-out closed
         assert "The held-out stream" not in text
 
 
@@ -87,7 +88,7 @@ def test_the_held_out_stream_is_scored_once_opened():
     at.session_state["stretch_held_out_open"] = True  # AppTest keeps no expander state
     at.run()
     text = "\n".join(m.value for m in at.markdown)
-    assert not at.exception and len(at.get("plotly_chart")) == 4
+    assert not at.exception and len(at.get("plotly_chart")) == 5
     assert "**The held-out stream**, at 1024 tokens: rope as trained" in text
 
 
@@ -136,6 +137,7 @@ def test_a_learners_model_is_scored_once_under_a_bar_that_names_each_method(tmp_
     """A RoPE model from a shared folder with no disk cache (LPOS_VIEW_CACHE=off): its first visit scores
     the story and reads the attention under each method once, each named on the section's progress bar as it
     starts; a second visit, with Streamlit's own caches emptied, scores nothing again."""
+    import functools
     import shutil
 
     import streamlit as st
@@ -148,6 +150,7 @@ def test_a_learners_model_is_scored_once_under_a_bar_that_names_each_method(tmp_
     monkeypatch.setenv("LPOS_VIEW_CACHE", "off")
     calls, said = {"chunk_losses": 0, "attention_profile": 0}, []
     for name in calls:
+        @functools.wraps(getattr(stretch, name))  # a recipe names the function it stands for
         def counted(*args, _name=name, _function=getattr(stretch, name), **kwargs):
             calls[_name] += 1
             return _function(*args, **kwargs)
@@ -161,14 +164,13 @@ def test_a_learners_model_is_scored_once_under_a_bar_that_names_each_method(tmp_
         at = app_test(page=STRETCH, model="dir:mine.pt", scheme="rope", timeout=600)
         assert not at.exception, at.exception
         assert "Sections 1 to 3 rescale **mine.pt" in "\n".join(m.value for m in at.markdown)
-        assert len(at.get("plotly_chart")) == 3
+        assert len(at.get("plotly_chart")) == 4  # losses, wavelengths, divisions, attention
         if visit == 1:
-            assert calls == {"chunk_losses": 4, "attention_profile": 4}, calls
+            assert calls == {"chunk_losses": len(ROPE_METHODS), "attention_profile": len(ROPE_METHODS)}, calls
             scored = [work for work in said if work.startswith("Scoring")]
-            assert [work.split(": ")[-1] for work in scored] == [  # each bar then adds ", curve k of 9…"
-                "rope, not rescaled (mine.pt)", "rope + Position Interpolation ×4 (mine.pt)",
-                "rope + NTK-aware ×4 (mine.pt)", "rope + YaRN ×4 (mine.pt)"], scored
-    assert calls == {"chunk_losses": 4, "attention_profile": 4}, calls  # the second visit read them all
+            assert [work.split(": ")[-1] for work in scored] == ["rope, not rescaled (mine.pt)"] + [
+                f"rope + {ROPE_METHODS[name].label} ×4 (mine.pt)" for name in RESCALINGS], scored
+    assert calls == {"chunk_losses": len(ROPE_METHODS), "attention_profile": len(ROPE_METHODS)}, calls  # visit 2 read all
 
 
 @pytest.mark.skipif("rope" not in checkpoints.available(), reason="the shipped rope model is not installed")
