@@ -63,8 +63,8 @@ STEPS: tuple[Step, ...] = (
         "what it finds. With no position information, that average does not care about order: shuffle the "
         "earlier tokens and the first layer's output for the last token is the same, up to float rounding.",
         "Under “none” the bars keep their heights and move with their tokens, and the change is zero up "
-        "to rounding: a sentence and a shuffle of it that keeps the last token (“The dog bit the man.” and "
-        "“The man bit the dog.”, both ending in “.”) look alike to the first layer.",
+        "to rounding: the sentence and the shuffle drawn, which keeps its last token, look alike to the first "
+        "layer.",
         NO_POSITIONS,
     ),
     Step(

@@ -3,8 +3,8 @@ import streamlit as st
 
 from lpos.analysis.embeddings import (never_seen, position_share, repeat_sentence, repeated_tokens, rows_frame,
                                      untrained_rows_sentence)
-from lpos.figures.embeddings import (NEVER_SEEN, PANEL_NAMES, REPEAT_EXAMPLE, heatmaps_title, lookalike_difference,
-                                     lookalike_pair, repeat_example)
+from lpos.figures.embeddings import (PANEL_NAMES, REPEAT_EXAMPLE, heatmaps_title, lookalike_difference,
+                                     lookalike_pair, repeat_example, unseen_caption)
 from lpos.ui import embeddings
 from lpos.ui.coverage import trained_rows
 from lpos.ui.guards import usable_ids
@@ -33,11 +33,10 @@ elif view.counts[0] is None:
     st.caption("This checkpoint carries no per-token training counts: how often each token was trained on is not known "
                "for this model, so the chips show text and id only. The shipped models have them.")
 elif unseen:
-    named = ", ".join(f"“{literal(view.tokens[p])}” (position {p})" for p in unseen[:10])
-    st.caption(f"Red chips, {NEVER_SEEN}: {named}"
-               + (f" and {len(unseen) - 10} more." if len(unseen) > 10 else "."))
+    st.caption(unseen_caption(view, unseen, literal=literal))
 else:
-    st.caption("Every token here occurs in the training text; rest the pointer on a chip for its exact count.")
+    st.caption("Every token here occurs in the training text. Each chip's second line gives its count, rounded "
+               "(rest the pointer on a chip for the exact one).")
 
 st.subheader("Same word, two positions")
 repeats = repeated_tokens(view)

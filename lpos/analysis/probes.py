@@ -16,6 +16,7 @@ import pandas as pd
 import torch
 
 from lpos import corpus
+from lpos.analysis.counts import listed
 from lpos.model import GPT
 from lpos.positions import REGISTRY, PositionScheme
 from lpos.tokenizer import END_OF_TEXT_ID, GPT2, Tokenizer, decode
@@ -184,8 +185,7 @@ def _attention_clause(schemes: list[PositionScheme | None]) -> str:
     if not schemes or not all(s is not None and s.in_attention for s in schemes):
         return "."
     labels = list(dict.fromkeys(s.label for s in schemes))
-    names = " and ".join(labels) if len(labels) < 3 else ", ".join(labels[:-1]) + " and " + labels[-1]
-    return (f": {names} {'acts' if len(labels) == 1 else 'act'} inside attention, on the distance or the count between tokens, so nothing needs to "
+    return (f": {listed(labels)} {'acts' if len(labels) == 1 else 'act'} inside attention, on the distance or the count between tokens, so nothing needs to "
             "write down where a token sits.")
 
 
@@ -244,11 +244,11 @@ def probe_reading(trained: dict[str, pd.DataFrame], untrained: dict[str, pd.Data
     written = {n: a for n, a in blank.items() if a.max() >= 0.1}
     if written:
         lines.append(f"Where nothing is added to the input (R² at most {_r2(max(a.iloc[0] for a in written.values()))} "
-                     f"there), the blocks of {' and '.join(written)} write position into the stream; at their best "
+                     f"there), the blocks of {listed(list(written))} write position into the stream; at their best "
                      f"layer: {_listing({n: a.max() for n, a in written.items()})}.")
     never = [n for n, a in blank.items() if a.max() < 0.1]
     if never:
-        lines.append(f"{' and '.join(never)} never {'hold' if len(never) > 1 else 'holds'} absolute position "
+        lines.append(f"{listed(never)} never {'hold' if len(never) > 1 else 'holds'} absolute position "
                      "linearly at any layer (best R² "
                      f"{_r2(max(blank[n].max() for n in never))})"
                      + _no_signal(trained, never)
@@ -265,7 +265,7 @@ def probe_reading(trained: dict[str, pd.DataFrame], untrained: dict[str, pd.Data
     gains = {n: r.iloc[-1] - r.iloc[0] for n, r in relative.items() if not r.isna().all()}
     fading = [n for n, d in drops.items() if d > 0.1]
     if fading:
-        lines.append(f"Absolute position fades by the last block in {', '.join(fading)} (down from its best by "
+        lines.append(f"Absolute position fades by the last block in {listed(fading)} (down from its best by "
                      f"{_listing({n: drops[n] for n in fading})}).")
     else:
         lines.append(f"Absolute position does not fade with depth in any trained model (largest drop from its best "
@@ -278,7 +278,10 @@ def probe_reading(trained: dict[str, pd.DataFrame], untrained: dict[str, pd.Data
         moved = {"grows": "up from", "falls": "down from"}.get(direction, "against")
         lines.append(f"The distance to the last sentence end, a relative quantity, {direction} with depth: R² after "
                      f"the last block {_listing({n: relative[n].iloc[-1] for n in gains})}, {moved} {start}"
-                     f" at the input; untrained models reach at most {_r2(max(fresh_relative.values()))}.")
+                     f" at the input; untrained models reach at most {_r2(max(fresh_relative.values()))}"
+                     + (", as much as a trained model here: an untrained stack already carries that much, so this "
+                        "is not something training added." if max(relative[n].iloc[-1] for n in gains) <=
+                        max(fresh_relative.values()) else "."))
     return lines
 
 

@@ -165,16 +165,18 @@ def random_neighbour_distance(rows: int) -> float:
     return (rows + 1) / 3 if rows > 1 else 0.0
 
 
-def neighbour_sentence(distance: float, rows: int, *, k: int = 10) -> str:
+def neighbour_sentence(distance: float, rows: int, *, k: int = 10, indexed: bool = True) -> str:
     """"each row's 10 most similar rows sit 3.8 positions away on average (about 7 for random rows)",
-    for the `rows` rows the distance was measured over (positions 0 to rows - 1)."""
+    for the `rows` rows the distance was measured over (positions 0 to rows - 1); `indexed=False` for a table
+    read at random positions, whose row numbers are not the positions of the tokens that read them."""
+    where = "positions" if indexed else "rows"
     if rows < 2:
-        return "with one position there is no other row to compare it with"
+        return f"with one {where[:-1]} there is no other row to compare it with"
     if k >= rows - 1:  # every other row is a "most similar" one: the distance is fixed by the count
         others = f"{rows - 1} other row{'s' if rows > 2 else ''}"
-        return (f"among positions 0–{rows - 1} each row has only {others}, so the distance to its {k} most similar "
-                f"rows would take in every row there is and says nothing here (it needs more than {k + 1} positions)")
-    return (f"among positions 0–{rows - 1}, each row's {k} most similar rows sit {distance:.1f} positions away on "
+        return (f"among {where} 0–{rows - 1} each row has only {others}, so the distance to its {k} most similar "
+                f"rows would take in every row there is and says nothing here (it needs more than {k + 1} {where})")
+    return (f"among {where} 0–{rows - 1}, each row's {k} most similar rows sit {distance:.1f} {where} away on "
             f"average (about {random_neighbour_distance(rows):.0f} for random rows)")
 
 

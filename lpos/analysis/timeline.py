@@ -124,8 +124,7 @@ def repeated_similarity(timeline: Timeline) -> pd.DataFrame:
 def timeline_reading(timeline: Timeline) -> list[str]:
     """Sentences a teacher can narrate, from the snapshots' own numbers."""
     first, last = timeline.steps[0], timeline.steps[-1]
-    lines = [f"Validation loss falls from {timeline.val_loss[0]:.2f} at step {first} to "
-             f"{timeline.val_loss[-1]:.2f} at step {last} (on {timeline.eval_tokens:,} held-out tokens)."]
+    lines = [loss_sentence(timeline)]
     if timeline.position_kind != "table":
         return lines + [first_block_reading(timeline)]
     band = band_over_time(timeline)
@@ -143,6 +142,17 @@ def timeline_reading(timeline: Timeline) -> list[str]:
     lines.append(f"At step {last}: cosine {end.cosine:.2f} at distance 1 and {far.cosine.iloc[-1]:.2f} at distance "
                  f"{far_distance}; the 10 nearest rows sit {end.neighbour_distance:.1f} positions away.")
     return lines
+
+
+def loss_sentence(timeline: Timeline) -> str:
+    """The validation loss from the first snapshot to the last, and its lowest point where the run ends above it."""
+    losses = [float(v) for v in timeline.val_loss]
+    low = min(range(len(losses)), key=losses.__getitem__)
+    first, last, on = timeline.steps[0], timeline.steps[-1], f"(on {timeline.eval_tokens:,} held-out tokens)"
+    if f"{losses[low]:.2f}" == f"{losses[-1]:.2f}":
+        return f"Validation loss falls from {losses[0]:.2f} at step {first} to {losses[-1]:.2f} at step {last} {on}."
+    return (f"Validation loss falls from {losses[0]:.2f} at step {first} to its lowest, {losses[low]:.2f}, at step "
+            f"{timeline.steps[low]}, and ends at {losses[-1]:.2f} at step {last} {on}.")
 
 
 def first_block_reading(timeline: Timeline) -> str:
@@ -226,9 +236,10 @@ def bias_reading(timeline: Timeline, index: int) -> str:
     else:
         where = (f"At distance {shared}, the queries at positions {queries} get biases that differ by up to {differ:.2f} "
                  f"at step {step}: the bias depends on where the query sits, not only on the distance.")
+    then = f"{first.min():.3f} to {first.max():.3f} at step {timeline.steps[0]}"
+    ranges = then if index == 0 else f"{then}, {now.min():.3f} to {now.max():.3f} at step {step}"
     return (f"Largest minus smallest bias over the distances, head by head (query at position "
-            f"{timeline.bias_queries[-1]}): {first.min():.3f} to {first.max():.3f} at step {timeline.steps[0]}, "
-            f"{now.min():.3f} to {now.max():.3f} at step {step}. {where}").strip()
+            f"{timeline.bias_queries[-1]}): {ranges}. {where}").strip()
 
 
 def evaluation_rows_sentence(model, T: int) -> str | None:

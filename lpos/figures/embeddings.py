@@ -94,6 +94,18 @@ def chips_title(view: EmbeddingView) -> str:
     return f"{n} token{'s' if n != 1 else ''}{cut}: {legend}"
 
 
+def unseen_caption(view: EmbeddingView, unseen: list[int], *, literal) -> str:
+    """The red chips by text and position, the first ten of those drawn; the never-seen tokens past the
+    CHIP_LIMIT chips drawn are counted, not named. `literal` writes a token's text for a caption."""
+    drawn = [p for p in unseen if p < CHIP_LIMIT]
+    named = ", ".join(f"“{literal(view.tokens[p])}” (position {p})" for p in drawn[:10])
+    said = f"Red chips, {NEVER_SEEN}: {named}" + (f" and {len(drawn) - 10} more" if len(drawn) > 10 else "") \
+        if drawn else "No chip drawn is red"
+    past = len(unseen) - len(drawn)
+    return said + (f"; {past} token{'s' if past != 1 else ''} past the {CHIP_LIMIT} chips drawn never "
+                   f"{'occur' if past != 1 else 'occurs'} in training either." if past else ".")
+
+
 def token_chips_html(view: EmbeddingView) -> str:
     """One chip per token as self-contained HTML: its text (whitespace visible) cut to CHIP_TEXT_CHARS,
     then its id and training count on a small second line; the native tooltip gives the whole

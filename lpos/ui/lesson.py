@@ -20,6 +20,7 @@ from lpos.analysis import lengths as length_analysis
 from lpos.analysis import similarity as similarity_analysis
 from lpos.analysis.scheme_views import bias_sentence
 from lpos.analysis.biases import bias_lines
+from lpos.analysis.counts import listed
 from lpos.analysis.shuffle import order_blind_sentence
 from lpos.figures.export import Recipe
 from lpos.figures.scheme_views import bias_lines_figure
@@ -124,19 +125,26 @@ def learned_band(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Fi
     return drawn(learned_band_recipe(sidebar, model, ids), model), band_sentence(model, structure, rows)
 
 
-def _alike(cosine: float) -> str:
-    """A mean cosine of rows, in words: alike, about unrelated, or pointing away from each other."""
-    return ("pointing away from each other" if cosine < -0.05 else "about unrelated" if cosine <= 0.05 else
-            "alike" if cosine >= 0.5 else "a little alike")
+def _band(near: float, far: float | None) -> str:
+    """How alike neighbouring rows are, read against rows 64 apart where the table has them: a level that far
+    rows share too is a direction every row leans in, not nearness."""
+    if far is None:
+        return f"neighbouring rows have mean cosine {near:.2f}"
+    said = f"neighbouring rows have mean cosine {near:.2f}, rows 64 apart {far:+.2f}"
+    if near - far >= 0.2:
+        return said + ": near rows are much more alike than far ones"
+    if far >= 0.2:
+        return (said + f": every row leans one way (rows 64 apart still share {far:.2f}), and neighbours are only "
+                f"{near - far:.2f} more alike")
+    return said + ": neighbours are hardly more alike than far rows"
 
 
 def band_sentence(model: LoadedModel, structure: dict, rows: int) -> str:
     """Step 8's measured line: how alike neighbouring and far rows are, in numbers and words, and which of the
     drawn rows never trained (an untrained model's, or a short-window model's later rows)."""
     near, far = structure["cosine_at_1"], structure.get("cosine_at_64")
-    said = f"{model.label}: neighbouring positions have mean cosine {near:.2f} ({_alike(near)})"
-    said += f"; rows 64 apart {far:+.2f} ({_alike(far)})" if far is not None else ""
-    said += f"; {similarity_analysis.neighbour_sentence(structure['neighbour_distance'], rows)}."
+    said = f"{model.label}: {_band(near, far)}"
+    said += f"; {similarity_analysis.neighbour_sentence(structure['neighbour_distance'], rows, indexed=not model.model.config.random_positions)}."
     limit = coverage.trained_rows(model)
     if not model.trained:
         said = ("This model is untrained, so its table is its step-0 table: both maps are random rows and neither "
@@ -144,8 +152,8 @@ def band_sentence(model: LoadedModel, structure: dict, rows: int) -> str:
     elif limit is not None and limit < rows:
         said += (f" It trained on windows of at most {limit} tokens: rows {limit}–{rows - 1} never received a "
                  f"gradient and are still near their random start, so these numbers mix {limit} trained rows with {rows - limit} untrained ones")
-        trained_near = similarity.band_structure(model, limit)["cosine_at_1"]  # the trained rows' own band
-        said += f"; rows 0–{limit - 1} alone: mean cosine {trained_near:.2f} at distance 1 ({_alike(trained_near)})."
+        trained = similarity.band_structure(model, limit)  # the trained rows' own band
+        said += f"; rows 0–{limit - 1} alone: {_band(trained['cosine_at_1'], trained.get('cosine_at_64'))}."
     return said + " The Training timeline page shows the band forming step by step."
 
 
@@ -192,16 +200,21 @@ class LessonFigure:
 
 
 def lesson_caption() -> str:
-    """The lesson's one-line description, naming the steps that do not use the sidebar sentence."""
-    others = [str(step) for step in range(1, len(STEPS) + 1) if step not in SENTENCE_STEPS]
-    last = " and ".join(str(step) for step in LAST_TOKEN_STEPS)
-    return ("Ten short steps, each one idea with one live figure, drawn on the sidebar sentence (step "
-            f"{last} on its last token only) except in steps {', '.join(others[:-1])} and {others[-1]} (the shipped "
-            "models and fixed inputs). "
-            f"Steps {' and '.join(map(str, SHUFFLE_STEPS))} set it against a shuffle of itself, or, when it cannot be "
-            f"shuffled (under three tokens, or nothing to reorder), use “{PRESETS[0]}” against “{PRESETS[1]}”; "
-            f"an empty sentence is replaced by “{PRESETS[0]}”. Each step says when it does either. "
-            "Share the link: it keeps the step, the sentence and the scheme.")
+    """The lesson's description: which steps draw the sidebar sentence, which the shipped models on fixed
+    inputs, and what stands in for a sentence a step cannot use."""
+    sentence = [step for step in range(1, len(STEPS) + 1) if step in SENTENCE_STEPS]
+    others = [step for step in range(1, len(STEPS) + 1) if step not in SENTENCE_STEPS]
+    last = listed([str(step) for step in LAST_TOKEN_STEPS])
+    return (f"Ten short steps, each one idea with one live figure. {_steps(sentence)} draw the sidebar sentence "
+            f"({'step' if len(LAST_TOKEN_STEPS) == 1 else 'steps'} {last} only its last token). {_steps(others)} "
+            f"draw the shipped models on fixed inputs. {_steps(list(SHUFFLE_STEPS))} compare the sentence with a "
+            f"shuffle of itself; where it cannot be shuffled (under three tokens, or nothing to reorder) they compare "
+            f"“{PRESETS[0]}” with “{PRESETS[1]}” instead. An empty sentence is replaced by “{PRESETS[0]}” in every "
+            "step. Each step says when it stands in. Share the link: it keeps the step, the sentence and the scheme.")
+
+
+def _steps(steps: list[int]) -> str:
+    return f"Step {steps[0]}" if len(steps) == 1 else f"Steps {listed([str(step) for step in steps])}"
 
 
 @cache_resource(max_entries=LESSON_FIGURES, ttl=600, show_spinner=False)

@@ -95,7 +95,7 @@ def map_caption(model: LoadedModel, length: int) -> str:
                  f" These figures mix the {limit} trained rows with the {shown - limit} that never trained; rows "
                  f"0–{limit - 1} alone: mean cosine {timeline.band_cosines(band_structure(model, limit))}.")
         return (f"Trained (first map): mean cosine {at}; "
-                f"{similarity.neighbour_sentence(structure['neighbour_distance'], shown)}.{mixed}\n"
+                f"{similarity.neighbour_sentence(structure['neighbour_distance'], shown, indexed=not model.model.config.random_positions)}.{mixed}\n"
                 + second_map_sentence(model))
     if scheme.has_table:
         return ("Untrained: random rows are nearly orthogonal, so the map is speckle around 0 with a diagonal of 1s.\n"
@@ -259,7 +259,7 @@ def nearest_and_path(loaded: LoadedModel, length: int) -> None:
                  hide_index=True, key="sim_position_neighbours")
     distance = band_structure(loaded, length)["neighbour_distance"]
     st.caption(f"Among the first {len(table)} position rows (the slider above); "
-               f"{similarity.neighbour_sentence(distance, len(table))}.")
+               f"{similarity.neighbour_sentence(distance, len(table), indexed=not loaded.model.config.random_positions)}.")
     st.subheader("The path of the position rows (PCA)")
     if len(table) < 4:
         st.info("PCA needs at least 4 positions; raise the slider above.")

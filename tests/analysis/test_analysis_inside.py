@@ -130,7 +130,15 @@ def test_probe_reading_states_what_the_numbers_show():
     assert "at their best layer: none 0.60" in text
     assert "finds R² 0.60 at its best layer, against at most 0.01" in text
     assert "fades by the last block in learned (down from its best by learned 0.40)" in text
-    assert "grows with depth" in text and "untrained models reach at most 0.10" in text
+    assert "grows with depth" in text and "untrained models reach at most 0.10." in text
+    assert "not something training added" not in text
+    fresh_high = {**untrained, "rope": probe_frame([0.0, 0.0, 0.0], [0.1, 0.3, 0.6])}  # above every trained 0.3-0.5
+    said = "\n".join(probes.probe_reading(trained, fresh_high))
+    assert ("untrained models reach at most 0.60, as much as a trained model here: an untrained stack already "
+            "carries that much, so this is not something training added.") in said
+    flat = probe_frame([0.0, 0.0, 0.0], [0.1, 0.2, 0.3])
+    listed = "\n".join(probes.probe_reading({**trained, "alibi": flat, "t5": flat}, untrained))
+    assert "rope, alibi and t5 never hold absolute position" in listed  # a list, not "rope and alibi and t5"
     assert "rope never holds absolute position linearly at any layer (best R² 0.03): RoPE acts inside attention" in text
     # the "write position" sentence names only the models that do (not rope 0.00 and alibi 0.00)
     assert "the blocks of none write position into the stream; at their best layer: none 0.60." in text

@@ -55,3 +55,25 @@ def test_first_block_reading_never_prints_minus_zero():
     found = timeline.timeline_of(checkpoints.load("fire")[1])
     said = timeline.first_block_reading(found)
     assert "goes from 0.00 at step 0" in said and "-0.00" not in said
+
+
+def test_the_loss_sentence_names_the_lowest_point_when_the_run_ends_above_it():
+    from types import SimpleNamespace
+
+    from lpos.analysis.timeline import loss_sentence
+
+    run = SimpleNamespace(val_loss=[10.9, 4.38, 4.46], steps=[0, 600, 1100], eval_tokens=8192)
+    assert loss_sentence(run) == ("Validation loss falls from 10.90 at step 0 to its lowest, 4.38, at step 600, and "
+                                  "ends at 4.46 at step 1100 (on 8,192 held-out tokens).")
+    run.val_loss = [10.9, 4.46, 4.381]
+    assert loss_sentence(run) == "Validation loss falls from 10.90 at step 0 to 4.38 at step 1100 (on 8,192 held-out tokens)."
+
+
+@pytest.mark.skipif("t5" not in checkpoints.available(), reason="checkpoints/t5.pt is not shipped")
+def test_the_bias_reading_at_the_first_step_gives_its_range_once():
+    t5 = timeline.timeline_of(checkpoints.load("t5")[1])  # a learned bias, read at three queries
+    first = timeline.bias_reading(t5, 0)
+    said = first[first.index("): ") + 3:first.index(". ")]
+    assert said.endswith(f"at step {t5.steps[0]}") and said.count(" at step ") == 1, first
+    last = timeline.bias_reading(t5, len(t5) - 1)
+    assert f"at step {t5.steps[0]}, " in last and f"at step {t5.steps[-1]}." in last

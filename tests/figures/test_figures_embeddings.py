@@ -278,3 +278,20 @@ def test_one_token_is_said_in_the_singular():
     view = EmbeddingView(ids=[3], tokens=["a"], token_rows=np.zeros((1, 4)), position_rows=None,
                          summed_rows=np.zeros((1, 4)), counts=[None])
     assert chips_title(view).startswith("1 token: ")
+
+
+def test_the_red_chips_caption_names_only_chips_drawn_and_counts_the_rest():
+    from lpos.analysis.embeddings import never_seen
+    from lpos.figures.embeddings import unseen_caption
+
+    tokens = [f"t{i}" for i in range(CHIP_LIMIT + 3)]
+    counts = [0 if i in (2, CHIP_LIMIT, CHIP_LIMIT + 2) else 1 for i in range(len(tokens))]
+    view = handmade_view(tokens, counts=counts)
+    said = unseen_caption(view, never_seen(view), literal=str)
+    assert said == (f"Red chips, {NEVER_SEEN}: “t2” (position 2); 2 tokens past the {CHIP_LIMIT} chips drawn never "
+                    "occur in training either.")
+    late = handmade_view(tokens, counts=[0 if i == CHIP_LIMIT + 1 else 1 for i in range(len(tokens))])
+    assert unseen_caption(late, never_seen(late), literal=str) == (
+        f"No chip drawn is red; 1 token past the {CHIP_LIMIT} chips drawn never occurs in training either.")
+    twelve = handmade_view(tokens[:12], counts=[0] * 12)
+    assert unseen_caption(twelve, never_seen(twelve), literal=str).endswith("“t9” (position 9) and 2 more.")
