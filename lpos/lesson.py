@@ -82,7 +82,8 @@ STEPS: tuple[Step, ...] = (
         "training actually reaches: a model trained on shorter windows keeps its later rows, but they never get a "
         "gradient and stay near their random starting values. Randomized positions (Ruoss et al. 2023) answer both: a "
         "table far longer than the training windows, each window reading a sorted random subset of its rows, so every "
-        "row trains and a longer input still finds rows.",
+        "row trains and a longer input still finds rows. Finding a row is not reading it well: Length extrapolation "
+        "shows how far the shipped randomized table's loss still rises at 1,024 tokens.",
         "The error message names the first limit; the other schemes run at any length. The figure shows the second: "
         "compare the two lines left and right of the shaded edge, where the short-window model starts reading rows "
         "it never trained.",

@@ -259,8 +259,13 @@ def length_reading(tables: dict[str, dict[int, dict]], *, train_length: int) -> 
             lines.append(f"- **{name}** has no number past its wall: {note}.")
     if len(change) > 1:
         steadiest, frailest = min(change, key=change.get), max(change, key=change.get)
-        verdict = (f"Here **{steadiest}** holds up best and **{frailest}** degrades most from {train_length} to "
-                   f"{longest} tokens.")
+        verdict = (f"Here **{steadiest}** rises least from {train_length} to {longest} tokens "
+                   f"({change[steadiest]:+.3f}) and **{frailest}** most ({change[frailest]:+.3f}).")
+        at_longest = {name: tables[name][longest]["loss"] for name in change}
+        lowest = min(at_longest, key=at_longest.get)
+        verdict += (f" It also has the lowest loss at {longest} tokens." if lowest == steadiest else
+                    f" The lowest loss at {longest} tokens is **{lowest}**'s ({at_longest[lowest]:.3f}, against "
+                    f"{at_longest[steadiest]:.3f}): it starts lower, and rising least is not ending lowest.")
         if isinstance(REGISTRY.get(steadiest), Alibi):
             verdict += " That echoes Press et al. (2021): ALiBi extrapolates where added positions do not."
         else:

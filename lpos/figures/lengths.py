@@ -31,14 +31,22 @@ def length_curves_figure(tables: dict[str, dict[int, dict]], *, train_length: in
                                              size=[6] * (len(lengths) - 1) + [11 if missing else 6]),
                                  hovertemplate=f"{safe(name)}<br>length %{{x}} tokens<br>loss %{{y:.3f}}<extra></extra>"))
     # on a log axis, annotations are placed in log10 units; traces and shapes take plain lengths
-    fig.add_shape(type="line", x0=train_length, x1=train_length, y0=0, y1=1, yref="paper",
-                  line=dict(color="black", dash="dash"))
+    fig.add_shape(type="line", x0=train_length, x1=train_length, y0=0, y1=1, yref="paper", layer="below",
+                  line=dict(color="black", dash="dash"))  # below the lines: an × at the training length stays seen
     fig.add_annotation(x=math.log10(train_length), y=1, yref="paper", text=f"training length {train_length}",
                        showarrow=False, xanchor="center", yanchor="bottom")
     all_lengths = sorted({length for table in tables.values() for length in table} | {train_length})
+    losses = [entry["loss"] for table in tables.values() for entry in table.values() if entry.get("loss") is not None]
+    if losses:  # the y axis spans the curves: a baseline far above them would squeeze them into a strip
+        low, high = min(losses), max(losses)
+        pad = max(high - low, 0.1) * 0.08
+        top = high + pad if unigram is None or unigram > high + (high - low) * 0.5 + pad else max(high, unigram) + pad
+        fig.update_yaxes(range=[low - pad, top])
     if unigram is not None:
+        above = bool(losses) and unigram > fig.layout.yaxis.range[1]
         fig.add_trace(go.Scatter(x=[all_lengths[0], all_lengths[-1]], y=[unigram, unigram], mode="lines",
-                                 name=f"unigram baseline {unigram:.2f}: word frequencies alone",
+                                 name=f"unigram baseline {unigram:.2f}: word frequencies alone"
+                                      + (" (above the plotted range)" if above else ""),
                                  line=dict(color="#999999", dash="dot"), hoverinfo="skip"))
     fig.update_xaxes(type="log", title_text="evaluation length (tokens, log scale)", tickvals=all_lengths,
                      ticktext=[str(length) for length in all_lengths],

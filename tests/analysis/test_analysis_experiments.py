@@ -233,7 +233,12 @@ def test_length_reading_is_written_from_the_numbers():
     assert "**4.050** (alibi) to **4.200** (sinusoidal)" in reading
     assert "7.250, +3.050 against 128" in reading and "4.010, -0.040 against 128" in reading
     assert "**learned** has no number past its wall: the table has 128 rows" in reading
-    assert "Here **alibi** holds up best and **sinusoidal** degrades most" in reading
+    assert "Here **alibi** rises least from 128 to 1024 tokens (-0.040) and **sinusoidal** most (+3.050)" in reading
+    assert "It also has the lowest loss at 1024 tokens." in reading
+    tables["t5"] = _card([3.5, 3.4, 3.5, 3.7, 3.9])  # rises more than alibi, yet ends lower
+    assert ("The lowest loss at 1024 tokens is **t5**'s (3.900, against 4.010): it starts lower, and rising least "
+            "is not ending lowest.") in length_reading(tables, train_length=128)
+    del tables["t5"]
     assert "echoes Press et al. (2021)" in reading
     tables["alibi"] = _card([4.15, 4.05, 4.5, 9.0, 9.5])
     assert "ranks differently" in length_reading(tables, train_length=128)

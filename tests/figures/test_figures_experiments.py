@@ -68,8 +68,13 @@ def test_length_curves_stop_at_the_wall_and_mark_the_training_length():
     assert alibi.name == "alibi" and list(unigram.y) == [6.1, 6.1] and "unigram baseline 6.10" in unigram.name
     (label,) = fig.layout.annotations
     assert label.x == pytest.approx(math.log10(128)) and label.yanchor == "bottom" and label.y == 1  # above the plot
-    assert any(s.x0 == 128 and s.x1 == 128 for s in fig.layout.shapes)
+    (line,) = [s for s in fig.layout.shapes if s.x0 == 128 and s.x1 == 128]
+    assert line.layer == "below"  # learned's × at 128 is drawn over the dashed line, not hidden by it
     assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.title.text
+    low, high = fig.layout.yaxis.range  # the curves fill the plot; the baseline far above says so in its entry
+    assert low < 4.0 and 4.2 < high < 4.5 and unigram.name.endswith("(above the plotted range)")
+    near = length_curves_figure(tables, train_length=128, unigram=4.3)
+    assert near.layout.yaxis.range[1] > 4.3 and not near.data[-1].name.endswith("(above the plotted range)")
 
 
 def test_token_loss_figure_marks_a_learned_wall(tiny_model):
