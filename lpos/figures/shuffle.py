@@ -21,17 +21,17 @@ def change_figure(table: pd.DataFrame) -> go.Figure:
     shown = np.maximum(changes, LOG_FLOOR)
     colours = [colour_of(s) for s in table["scheme"]]
     fig = go.Figure(go.Bar(x=list(table["scheme"]), y=shown, marker_color=colours, customdata=changes,
-                           text=[f"{c:.1e}" for c in changes], textposition="outside",
+                           text=[f"{c:.1e}" for c in changes], textposition="outside", showlegend=False,
                            hovertemplate="%{x}<br>max |change| %{customdata:.3g}<extra></extra>"))
     fig.add_hline(y=ORDER_BLIND_TOLERANCE, line=dict(color="black", dash="dash"))
-    # on a log axis an annotation's y is in log10 units (add_hline's own label lands far from its line)
-    fig.add_annotation(x=1, xref="paper", xanchor="right", y=np.log10(ORDER_BLIND_TOLERANCE), yanchor="top",
-                       text="below the dashed line: tiny (the table says which moved at all)", showarrow=False,
-                       bgcolor="rgba(255,255,255,0.85)")
+    # the line is explained in the legend, under the plot: a label on the plot sits on some bar at some width
+    fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=dict(color="black", dash="dash"),
+                             name=f"{ORDER_BLIND_TOLERANCE:g}: below it, tiny (the table says which moved at all)"))
     fig.update_yaxes(type="log", title_text="max |change| (log scale)", tickformat=".0e", dtick=2,
                      range=[np.log10(shown.min()) - 1.5, np.log10(shown.max()) + 1])
-    fig.update_xaxes(title_text="position scheme")
-    return finish(fig, title="Layer-1 output: how far the shuffle moved it", height=380)
+    fig.update_xaxes(tickangle=-45)  # the scheme names, the same slant at every width
+    fig.update_layout(showlegend=True, legend=dict(orientation="h", y=-0.35, yanchor="top", x=0))
+    return finish(fig, title="Layer-1 output: how far the shuffle moved it", height=420)
 
 
 def attention_bars(result: ShuffleResult, *, head: int, tokenizer: Tokenizer = GPT2) -> go.Figure:
@@ -44,7 +44,7 @@ def attention_bars(result: ShuffleResult, *, head: int, tokenizer: Tokenizer = G
     palette = qualitative.Plotly + qualitative.D3
     colour_before = [palette[i % len(palette)] for i in range(len(tokens_before))]
     colour_after = [colour_before[i] for i in origin]
-    fig = make_subplots(rows=2, cols=1, shared_yaxes=True, vertical_spacing=0.2,
+    fig = make_subplots(rows=2, cols=1, shared_yaxes=True, vertical_spacing=0.3,
                         subplot_titles=["original order", "earlier tokens shuffled (the last token stays)"])
     panels = [(tokens_before, result.weights_before[head], colour_before, list(range(len(tokens_before)))),
               (tokens_after, result.weights_after[head], colour_after, origin)]
@@ -54,7 +54,7 @@ def attention_bars(result: ShuffleResult, *, head: int, tokenizer: Tokenizer = G
         fig.add_trace(go.Bar(x=labels, y=weights, marker_color=colours, text=[safe(t) for t in tokens],
                              textposition="outside", hovertext=hover, showlegend=False,
                              hovertemplate="%{hovertext}<br>weight %{y:.3f}<extra></extra>"), row=row, col=1)
-        fig.update_xaxes(title_text="position and token", type="category", row=row, col=1)
+        fig.update_xaxes(title_text="position and token" if row == 2 else None, type="category", row=row, col=1)
         fig.update_yaxes(title_text="attention weight", row=row, col=1,
                          range=[0, 1.25 * float(max(result.weights_before[head].max(), result.weights_after[head].max()))])
     return finish(fig, title=f"{result.scheme}: layer 1, head {head + 1}, weights of the last token", height=560)

@@ -81,9 +81,8 @@ def shuffle_of(selection: Selection, original: list[int], source: str, seed: int
         st.stop()
     shuffled = (tokenizer.encode_known(PRESETS["man"])[0][:limit] if source == "swap" else
                 shuffle.shuffle_earlier(original, seed=seed))
-    st.code(f"original: {tokenizer.decode(original)}\nshuffled: {tokenizer.decode(shuffled)}\n"
-            f"shuffled, token by token: {shuffle.token_by_token(original, shuffled, tokenizer=tokenizer)}", language=None,
-            wrap_lines=True)
+    st.code(f"original: {tokenizer.decode(original)}\n"  # the shuffle token by token: decoded, it glues words together
+            f"shuffled: {shuffle.token_by_token(original, shuffled, tokenizer=tokenizer)}", language=None, wrap_lines=True)
     if source == "swap":
         st.caption("The two presets hold the same tokens and end on the same “.”, so the second is one permutation of "
                    "the first: an honest shuffle. (Without the full stop their last tokens would differ.)")
@@ -118,7 +117,7 @@ def layer_one(models: list[LoadedModel], results: list[shuffle.ShuffleResult], *
 @st.fragment
 def experiment(selection: Selection) -> None:
     """The sentence choice, seed and button, and everything they drive: using one reruns only this."""
-    source_column, seed_column, button_column = st.columns([4, 1, 1], vertical_alignment="bottom")
+    source_column, seed_column, button_column = st.columns([3, 1, 2], vertical_alignment="bottom")
     source = source_column.radio("Sentence", list(SOURCES), format_func=SOURCES.get, key="shuffle_source",
                                  horizontal=True)
     seed = seed_column.number_input("Seed", min_value=0, max_value=10_000, step=1, key="shuffle_seed",

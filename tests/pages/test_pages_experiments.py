@@ -26,7 +26,7 @@ def assert_order_page(at, *, chosen: str) -> None:
     blind = dict(zip(SCHEMES, table["order-blind at layer 1"]))
     assert blind[positionless_scheme()] == "yes"  # no rows and nothing in attention: blind in layer 1
     assert all(blind[s] == "no" for s in SCHEMES if REGISTRY[s].adds_rows)  # a row per position: never blind
-    assert "original: The dog bit the man.\nshuffled: The man bit the dog." in at.code[0].value
+    assert "original: The dog bit the man.\nshuffled: The │ ␣man │ ␣bit │ ␣the │ ␣dog │ ." in at.code[0].value
     assert len(at.table[1].value) == len(at.table[2].value) == len(SCHEMES)  # top-1, then the folded top 5: a row per scheme
     assert any("causal mask" in m.value or "single layer" in m.value for m in at.markdown)
 
@@ -51,7 +51,7 @@ def test_shuffle_button_draws_new_permutations_and_the_seed_repeats_them():
     at.button(key="shuffle_button").click().run()
     assert at.radio(key="shuffle_source").value == "dog"
     first = at.code[0].value
-    assert "original: The dog bit the man." in first and "shuffled: The man bit the dog." not in first
+    assert "original: The dog bit the man." in first and "shuffled: The │ ␣man │ ␣bit │ ␣the │ ␣dog │ ." not in first
     assert not at.table[0].value.equals(swapped)
     at.button(key="shuffle_button").click().run()
     assert at.number_input(key="shuffle_seed").value == 1
