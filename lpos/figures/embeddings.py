@@ -213,6 +213,12 @@ def embedding_panels(view: EmbeddingView, *, scheme: str) -> list[go.Figure]:
     return figures
 
 
+# one colour scale for the three panels, under them across the figure's width: beside the third panel it reads
+# as that panel's alone, and on a phone it takes a third of the width
+SHARED_SCALE = dict(title=dict(text="value (one scale for the three panels)", side="top"), orientation="h",
+                    x=0.5, xanchor="center", y=0, yref="container", yanchor="bottom", thickness=12, len=0.6)
+
+
 def embedding_heatmaps(view: EmbeddingView, *, scheme: str) -> go.Figure:
     """Token rows, position rows and summed rows side by side, one shared colour scale.
 
@@ -236,15 +242,16 @@ def embedding_heatmaps(view: EmbeddingView, *, scheme: str) -> go.Figure:
             continue
         fig.add_trace(
             go.Heatmap(z=rows, y=labels, zmin=-limit, zmax=limit, colorscale=DIVERGING, showscale=col == 3,
-                       colorbar=dict(title="value"), name=name,
+                       colorbar=SHARED_SCALE, name=name,
                        hovertemplate=f"{name}<br>position %{{y}}<br>dimension %{{x}}<br>"
                                      "value %{z:.4f}<extra></extra>"),
             row=1, col=col,
         )
-    plot_height = min(max(28 * T, 140), 720)  # 28 px a row while it fits, then rows shrink
+    plot_height = min(max(28 * T, 140), 700)  # 28 px a row while it fits, then rows shrink
     step = tick_step(T, pixels=plot_height)
     fig.update_yaxes(autorange="reversed", tickmode="array", tickvals=labels[::step], ticktext=labels[::step],
                      tickfont=dict(size=11 if T <= 40 else 10))
     fig.update_yaxes(title_text="position and token" + (f" (a label every {step} rows)" if step > 1 else ""),
                      row=1, col=1)
-    return finish(fig, title=heatmaps_title(view, scheme=scheme), height=plot_height + 170)
+    finish(fig, title=heatmaps_title(view, scheme=scheme), height=plot_height + 200)
+    return fig.update_layout(margin=dict(b=70))  # room for the shared scale under the three panels
