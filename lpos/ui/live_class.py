@@ -312,18 +312,17 @@ def _qr_png(link: str) -> bytes | None:
 
 
 @st.fragment(run_every=COUNT_S)
-def _follower_count(code: str) -> None:
+def _followers(code: str) -> int | str:
+    """How many students follow the class now, or what went wrong asking the store."""
     try:
-        count = class_store().followers(code)
+        return class_store().followers(code)
     except ClassError as error:
-        st.caption(str(error))
-        return
-    teach()  # the same view: keeps the class alive while this page is open
-    st.metric("Following now", count)
+        return str(error)
 
 
 def teacher_panel(*, presenter: bool) -> None:
-    """Presenter mode offers a class; a running class shows its code, link and QR code, large."""
+    """Presenter mode offers a class; a running class shows its code, link and QR code, large, until the first
+    student follows: then the panel folds to one line, so the lesson fills the screen (open it for latecomers)."""
     teaching = st.session_state.get("live_teacher")
     teacher_cookie.keep(teaching)
     if not teaching:
@@ -332,7 +331,10 @@ def teacher_panel(*, presenter: bool) -> None:
                       help="Students open the link or type the code, and their Lesson follows yours.")
         return
     code, link = teaching["code"], class_link(teaching["code"])
-    with st.expander(f"Live class {shown_code(code)}", expanded=True, icon=":material/groups:"):
+    followers = _followers(code)
+    following = f" · {followers} following" if isinstance(followers, int) else ""
+    with st.expander(f"Live class {shown_code(code)}{following}", expanded=not followers or isinstance(followers, str),
+                     icon=":material/groups:"):
         words, qr = st.columns([3, 1], vertical_alignment="center")
         with words:
             with st.container(key="live_class_code"):  # drawn large by lpos.ui.lesson.presenter_css
@@ -340,7 +342,11 @@ def teacher_panel(*, presenter: bool) -> None:
             st.code(link, language=None)
             st.caption("If this page loses its server or is reloaded, it takes the class back by itself: this "
                        "browser keeps the class in a cookie until the class ends.")
-            _follower_count(code)
+            if isinstance(followers, str):
+                st.caption(followers)
+            else:
+                teach()  # the same view: keeps the class alive while this page is open
+                st.metric("Following now", followers)
             if _own_upload():
                 st.caption(f"Students see {label(_local_view().model)}: your uploaded model stays in this browser.")
             st.button("End the class", key="live_stop", on_click=stop, icon=":material/stop_circle:")

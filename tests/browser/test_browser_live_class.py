@@ -4,6 +4,7 @@ FOLLOW_WITHIN_S of the teacher's run finishing, waited for on Streamlit's own ru
 from __future__ import annotations
 
 import os
+import re
 import time
 
 import pytest
@@ -119,6 +120,9 @@ def test_students_on_another_replica_follow_through_redis(browser, tmp_path, red
         replicas[0].process.wait(timeout=20)
         back = teacher.context.new_page()
         open_url(back, f"{replicas[1].url}/lesson?presenter=1")
+        panel = back.get_by_test_id("stExpander")  # folded to one line once a student follows: opened for the code
+        assert re.search(f"Live class {code[:4]}-{code[4:]} · [12] following", panel.locator("summary").inner_text())
+        panel.locator("summary").click()
         assert back.locator(".st-key-live_class_code h1").inner_text().strip().replace("-", "") == code
         assert back.get_by_text(f"You are teaching class {code[:4]}-{code[4:]} again, at its step 3").count() == 1
         assert move_and_time(back, [fresh], 4) < FOLLOW_WITHIN_S

@@ -52,7 +52,8 @@ def test_a_teacher_gets_a_code_link_and_qr_but_never_shows_the_secret(store):
     assert at.title[0].value == f"{code[:4]}-{code[4:]}"
     assert at.code[0].value.endswith(f"/lesson?class={code}") and at.code[0].value.count("/lesson") == 1
     assert at.get("image"), "a QR code image"
-    assert at.metric[0].value == "0"
+    (panel,) = [e for e in at.expander if e.label.startswith("Live class")]
+    assert at.metric[0].value == "0" and panel.proto.expanded  # open until a student follows
     # the secret is nowhere on the page but in the one script that gives it to this browser's cookie
     cookie = f"lpos_teacher={code}.{secret}; path=/"
     assert every_text(at).count(secret) == every_text(at).count(cookie) == 1 and "class" not in at.query_params
@@ -77,6 +78,8 @@ def test_a_follower_page_changes_when_the_teachers_does(store):
     assert step_of(pupil) == 3 and not pupil.exception
     at.run()
     assert at.metric[0].value == "1"
+    (panel,) = [e for e in at.expander if e.label.startswith("Live class")]  # folded to one line once a student
+    assert panel.label == f"Live class {code[:4]}-{code[4:]} · 1 following" and not panel.proto.expanded  # follows
 
 
 def test_a_students_link_cannot_move_the_class(store):
