@@ -100,7 +100,7 @@ def repeated_figure(frame: pd.DataFrame, *, word: str, index: int) -> go.Figure:
                              marker=dict(size=16, symbol="circle-open", line=dict(width=3), color="#d62728")))
     fig.update_xaxes(title_text="training step")
     fig.update_yaxes(title_text="mean cosine between the copies", range=[-0.05, 1.05])
-    return finish(fig, title=f"“{word}” at its different positions: summed rows (token + position)", height=320)
+    return finish(fig, title=f"“{word}” at its different positions:<br>summed rows (token + position)", height=340)
 
 
 def attention_figures(timeline: Timeline, index: int) -> list[go.Figure]:
@@ -138,4 +138,4 @@ def bias_figure(frame: pd.DataFrame, *, step: int, label: str) -> go.Figure:
     fig.update_xaxes(title_text="distance from the query i − j")
     fig.update_yaxes(title_text="bias added to the score")
     fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.2))  # 12 entries: below, so a phone keeps the plot
-    return finish(fig, title=f"Step {step}: the first layer's learned bias ({safe(label)}) by distance", height=520)
+    return finish(fig, title=f"Step {step}: the first layer's learned bias<br>({safe(label)}) by distance", height=540)
