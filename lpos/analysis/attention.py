@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 from lpos.checkpoints.families import layer_practice
 from lpos.model import GPT
-from lpos.positions import ALIBI, NO_POSITIONS, REGISTRY, alibi_bias, alibi_slopes, rope_rotate, scheme_info
+from lpos.positions import ALIBI, NO_POSITIONS, REGISTRY, PositionScheme, alibi_bias, alibi_slopes, rope_rotate, scheme_info
 
 
 @dataclass(frozen=True)
@@ -109,16 +109,24 @@ def key_head_sentence(model: GPT, *, layer: int, head: int) -> str:
             f"compared with key head {model.transformer.h[layer].attn.key_head(head) + 1}.")
 
 
-def head_frequencies(head_dim: int, *, base: float = 10000.0, scheme: str = "rope") -> torch.Tensor:
-    """The angle (radians) each pair of a head of rotating `scheme` turns per position (head_dim/2,); 0 for a pair
-    that never turns."""
-    return scheme_info(scheme).head_frequencies(head_dim, None, base)
+def rotating_scheme(scheme: str, share: float | None = None) -> PositionScheme:
+    """Rotating `scheme`, turning the first `share` of each head's columns where a model's configuration says its
+    own share (GPTConfig.rope_share: Pythia's rotary_pct); None: the scheme's own."""
+    return scheme_info(scheme).with_share(share)
 
 
-def rope_angle_frame(head_dim: int, *, base: float = 10000.0, scheme: str = "rope") -> pd.DataFrame:
+def head_frequencies(head_dim: int, *, base: float = 10000.0, scheme: str = "rope",
+                     share: float | None = None) -> torch.Tensor:
+    """The angle (radians) each pair of a head of rotating `scheme` (turning `share` of its columns, see
+    rotating_scheme) turns per position (head_dim/2,); 0 for a pair that never turns."""
+    return rotating_scheme(scheme, share).head_frequencies(head_dim, None, base)
+
+
+def rope_angle_frame(head_dim: int, *, base: float = 10000.0, scheme: str = "rope",
+                     share: float | None = None) -> pd.DataFrame:
     """Per pair of a head's columns: the angle it turns per position (radians, degrees) and its
     wavelength in positions (inf for a pair that never turns)."""
-    frequencies = head_frequencies(head_dim, base=base, scheme=scheme).numpy()
+    frequencies = head_frequencies(head_dim, base=base, scheme=scheme, share=share).numpy()
     with np.errstate(divide="ignore"):
         wavelength = 2 * math.pi / frequencies
     return pd.DataFrame({"pair": np.arange(head_dim // 2), "radians": frequencies,
@@ -168,7 +176,7 @@ def rotation_sentence(model: GPT) -> str:
 
 
 def rotating_pair(vector: torch.Tensor, *, pair: int, positions: int, base: float = 10000.0,
-                  scheme: str = "rope") -> pd.DataFrame:
+                  scheme: str = "rope", share: float | None = None) -> pd.DataFrame:
     """Columns (2 pair, 2 pair + 1) of `vector` (hs,) after `scheme`'s rotation at positions 0..positions-1.
 
     Columns: position, x, y, angle (radians turned). The length of the arrow never changes.
@@ -177,17 +185,18 @@ def rotating_pair(vector: torch.Tensor, *, pair: int, positions: int, base: floa
     if not 0 <= pair < hs // 2:
         raise ValueError(f"pair {pair} is out of range; a head of {hs} columns has pairs 0 to {hs // 2 - 1}")
     steps = torch.arange(positions)
-    frequencies = head_frequencies(hs, base=base, scheme=scheme)  # (hs/2,)
+    frequencies = head_frequencies(hs, base=base, scheme=scheme, share=share)  # (hs/2,)
     rotated = rope_rotate(vector.to(torch.float64).expand(positions, hs), steps, frequencies=frequencies)  # (positions, hs)
     return pd.DataFrame({"position": steps.numpy(), "x": rotated[:, 2 * pair].numpy(),
                          "y": rotated[:, 2 * pair + 1].numpy(), "angle": (steps * frequencies[pair]).numpy()})
 
 
-def rope_step_sentence(pair: int, head_dim: int, *, base: float = 10000.0, steps: int = 8, scheme: str = "rope") -> str:
+def rope_step_sentence(pair: int, head_dim: int, *, base: float = 10000.0, steps: int = 8, scheme: str = "rope",
+                       share: float | None = None) -> str:
     """What the drawn arrow does: the angle pair `pair` turns per position, and, when the `steps` positions
     drawn turn it less than 5° in all, that the turn is too small to see (pair 15 of 32 columns: 0.01° a step);
     a pair that never turns says so."""
-    degrees = math.degrees(float(head_frequencies(head_dim, base=base, scheme=scheme)[pair]))
+    degrees = math.degrees(float(head_frequencies(head_dim, base=base, scheme=scheme, share=share)[pair]))
     if degrees == 0:
         return (f"Pair {pair} never turns in this scheme: the arrow stays where it is at every position, so these two "
                 "columns carry no position. Position is an angle in the pairs that turn, not an added row.")
@@ -199,19 +208,19 @@ def rope_step_sentence(pair: int, head_dim: int, *, base: float = 10000.0, steps
 
 
 def rope_query_sentence(*, rotates: bool, layer: int, head: int, pair: int, head_dim: int, base: float,
-                        steps: int, scheme: str = "rope") -> str:
+                        steps: int, scheme: str = "rope", share: float | None = None) -> str:
     """Whose query the arrow is (the model's own when it `rotates` its queries), and what it does (rope_step_sentence)."""
     return (("This token's query in " if rotates else "This model's query (it does not rotate it) in ")
             + f"layer {layer + 1}, head {head + 1}, before rotation, placed at positions 0, 1, 2, …\n"
-            + rope_step_sentence(pair, head_dim, base=base, steps=steps, scheme=scheme))
+            + rope_step_sentence(pair, head_dim, base=base, steps=steps, scheme=scheme, share=share))
 
 
-def rope_speed_sentence(head_dim: int, *, n_embd: int, base: float, scheme: str = "rope") -> str:
+def rope_speed_sentence(head_dim: int, *, n_embd: int, base: float, scheme: str = "rope",
+                        share: float | None = None) -> str:
     """How the speeds of a head's pairs step down: a geometric ladder over the columns that rotate, not the model's
     width; pairs that never turn said apart."""
-    rotating = scheme_info(scheme)
-    rotated = rotating.rotated_width(head_dim)
-    turning = int((head_frequencies(head_dim, base=base, scheme=scheme) > 0).sum())
+    rotated = rotating_scheme(scheme, share).rotated_width(head_dim)
+    turning = int((head_frequencies(head_dim, base=base, scheme=scheme, share=share) > 0).sum())
     still = head_dim // 2 - turning
     turning_word = f"{turning} pairs turns" if not still else f"{turning} turning pairs turns"
     columns = f"{head_dim} columns" if rotated == head_dim else f"{rotated} rotated columns"
@@ -224,14 +233,14 @@ def rope_speed_sentence(head_dim: int, *, n_embd: int, base: float, scheme: str 
 
 
 def offset_scores(query: torch.Tensor, key: torch.Tensor, *, offsets: list[int], length: int,
-                  base: float = 10000.0, scheme: str = "rope") -> pd.DataFrame:
+                  base: float = 10000.0, scheme: str = "rope", share: float | None = None) -> pd.DataFrame:
     """q·k after RoPE with the query at m and the key at n = m - offset, for every m that fits.
 
     Columns: offset, m, n, score. For each offset the score is the same number at every m.
     """
     hs = query.shape[-1]
     positions = torch.arange(length)
-    frequencies = head_frequencies(hs, base=base, scheme=scheme)  # (hs/2,)
+    frequencies = head_frequencies(hs, base=base, scheme=scheme, share=share)  # (hs/2,)
     queries = rope_rotate(query.to(torch.float64).expand(length, hs), positions, frequencies=frequencies)  # (length, hs)
     keys = rope_rotate(key.to(torch.float64).expand(length, hs), positions, frequencies=frequencies)  # (length, hs)
     frames = []

@@ -16,7 +16,8 @@ import torch
 
 from lpos.analysis.sinusoids import block_average
 from lpos.model import GPT
-from lpos.positions import scheme_info, sinusoidal_table
+from lpos.analysis.attention import head_frequencies, rotating_scheme
+from lpos.positions import sinusoidal_table
 from lpos.tokenizer import GPT2, Tokenizer, visible
 
 FULL_RESOLUTION = 256  # maps up to this size are drawn cell by cell; larger ones are block-averaged
@@ -70,13 +71,14 @@ def initial_position_rows(length: int, width: int, *, seed: int = 0) -> np.ndarr
     return (torch.randn(length, width, generator=generator) * 0.02).numpy()
 
 
-def rope_kernel(length: int, head_dim: int, *, base: float = 10000.0, scheme: str = "rope") -> np.ndarray:
+def rope_kernel(length: int, head_dim: int, *, base: float = 10000.0, scheme: str = "rope",
+                share: float | None = None) -> np.ndarray:
     """Cosine similarity of one vector rotated by a rotating `scheme` to positions m and n, (length, length).
 
     For a vector whose pairs have equal length this is mean_i cos((m - n) w_i): a function of
     m - n alone, the rotary counterpart of a position similarity map (a pair that never turns, w_i = 0, adds 1).
     """
-    frequencies = scheme_info(scheme).head_frequencies(head_dim, None, base)  # (head_dim/2,)
+    frequencies = head_frequencies(head_dim, base=base, scheme=scheme, share=share)  # (head_dim/2,)
     positions = torch.arange(length, dtype=torch.float64)
     offsets = positions[:, None] - positions[None, :]  # (length, length)
     return torch.cos(offsets[..., None] * frequencies).mean(dim=-1).numpy()
@@ -180,28 +182,29 @@ def neighbour_sentence(distance: float, rows: int, *, k: int = 10, indexed: bool
             f"average (about {random_neighbour_distance(rows):.0f} for random rows)")
 
 
-def rope_kernel_by_offset(max_offset: int, head_dim: int, *, base: float = 10000.0, scheme: str = "rope") -> pd.DataFrame:
+def rope_kernel_by_offset(max_offset: int, head_dim: int, *, base: float = 10000.0, scheme: str = "rope",
+                          share: float | None = None) -> pd.DataFrame:
     """The rope kernel as a line: mean_i cos(k w_i) for k = 0..max_offset. Columns: offset, similarity."""
     offsets = np.arange(max_offset + 1)
-    frequencies = scheme_info(scheme).head_frequencies(head_dim, None, base).numpy()
+    frequencies = head_frequencies(head_dim, base=base, scheme=scheme, share=share).numpy()
     return pd.DataFrame({"offset": offsets, "similarity": np.cos(offsets[:, None] * frequencies).mean(axis=1)})
 
 
-def frequencies_said(head_dim: int, *, base: float, scheme: str = "rope") -> str:
+def frequencies_said(head_dim: int, *, base: float, scheme: str = "rope", share: float | None = None) -> str:
     """How a rotating scheme's pair frequencies ωᵢ are made, for a sentence: "ωᵢ = 10,000^(−2i/32)", with the pairs
     that never turn said apart."""
-    rotating = scheme_info(scheme)
-    rotated = rotating.rotated_width(head_dim)
-    still = int((rotating.head_frequencies(head_dim, None, base) == 0).sum())
+    rotated = rotating_scheme(scheme, share).rotated_width(head_dim)
+    still = int((head_frequencies(head_dim, base=base, scheme=scheme, share=share) == 0).sum())
     return f"ωᵢ = {base:,g}^(−2i/{rotated})" + (f"; ωᵢ = 0 for the last {still}, which never turn" if still else "")
 
 
-def rope_kernel_sentence(kernel: pd.DataFrame, *, head_dim: int, base: float, past: int = 10, scheme: str = "rope") -> str:
+def rope_kernel_sentence(kernel: pd.DataFrame, *, head_dim: int, base: float, past: int = 10, scheme: str = "rope",
+                         share: float | None = None) -> str:
     """What the drawn kernel line (rope_kernel_by_offset) is, with its range past distance `past`
     read off the line itself: the mean of cos(k w_i), a cosine only for equal-length pairs."""
     values, offsets = kernel["similarity"].to_numpy(), kernel["offset"].to_numpy()
     what = (f"The same kernel as a line: the mean of cos(k·ωᵢ) over the {head_dim // 2} frequency pairs of a "
-            f"{head_dim}-column head ({frequencies_said(head_dim, base=base, scheme=scheme)}). It is the cosine between one vector rotated to "
+            f"{head_dim}-column head ({frequencies_said(head_dim, base=base, scheme=scheme, share=share)}). It is the cosine between one vector rotated to "
             "two positions k apart only when all the vector's pairs have the same length; a real query and key score "
             "Σᵢ |qᵢ||kᵢ| cos(k·ωᵢ + φᵢ), with each pair's own lengths and angle.\n")
     last = int(offsets[-1])
@@ -217,11 +220,12 @@ def rope_kernel_sentence(kernel: pd.DataFrame, *, head_dim: int, base: float, pa
                    ": it stays above 0 over this whole range rather than decaying to nothing.")
 
 
-def rope_kernel_map_sentence(*, label: str, head_dim: int, base: float, scheme: str = "rope") -> str:
+def rope_kernel_map_sentence(*, label: str, head_dim: int, base: float, scheme: str = "rope",
+                             share: float | None = None) -> str:
     """What the rope kernel map (rope_kernel) stands for, for a scheme that adds no rows, at the model's head size and base."""
     return (f"{label} adds no rows. Its counterpart: the mean of cos((m − n)·ωᵢ) over the {head_dim // 2} pairs of "
             f"this model's {head_dim}-column heads (base {base:,g}, this model's; "
-            f"{frequencies_said(head_dim, base=base, scheme=scheme)}), the cosine between "
+            f"{frequencies_said(head_dim, base=base, scheme=scheme, share=share)}), the cosine between "
             "one vector rotated to positions m and n when all its pairs have the same length.\n"
             "Every diagonal is constant: the kernel depends on m − n only.")
 

@@ -72,11 +72,17 @@ class Rope(PositionScheme):
     def for_config(self, config) -> Rope:
         if config.rope_share is None and not config.nope_layers:
             return self
-        configured = copy.copy(self)
-        if config.rope_share is not None:
-            configured.rotated_share = config.rope_share
+        configured = self.with_share(config.rope_share)
         if config.nope_layers:
             configured.nope_layers = frozenset(config.nope_layers)
+        return configured
+
+    def with_share(self, share: float | None) -> Rope:
+        """This scheme rotating the first `share` of each head's columns (a configuration's own share; None: its own)."""
+        if share is None:
+            return self
+        configured = copy.copy(self)
+        configured.rotated_share = share
         return configured
 
     def check_config(self, config) -> None:

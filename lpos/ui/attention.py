@@ -63,17 +63,17 @@ def query_and_key(model: GPT, ids: list[int], *, layer: int, head: int, position
 
 
 def offset_scores_view(query: torch.Tensor, key: torch.Tensor, *, offsets: list[int], length: int,
-                       scheme: str = "rope") -> tuple[go.Figure, float]:
+                       scheme: str = "rope", share: float | None = None) -> tuple[go.Figure, float]:
     """The query at m against the key at m − offset after rotation, for every m: the figure and the
     largest change of a score along one of its lines (float rounding: only m − n counts)."""
-    frame = attention.offset_scores(query, key, offsets=offsets, length=length, scheme=scheme)
+    frame = attention.offset_scores(query, key, offsets=offsets, length=length, scheme=scheme, share=share)
     spread = frame.groupby("offset")["score"].agg(lambda s: s.max() - s.min()).max()
     return offset_scores_figure(frame), float(spread)
 
 
-def rope_angles_chart(head_dim: int, *, base: float = 10000.0, scheme: str = "rope") -> Recipe:
+def rope_angles_chart(head_dim: int, *, base: float = 10000.0, scheme: str = "rope", share: float | None = None) -> Recipe:
     """The angle each pair of a head turns per position, as a recipe (lpos.figures.export)."""
-    return Recipe((step("angles", attention.rope_angle_frame, head_dim, base=base, scheme=scheme),
+    return Recipe((step("angles", attention.rope_angle_frame, head_dim, base=base, scheme=scheme, share=share),
                    step("fig", rope_angle_figure, Ref("angles"))))
 
 
@@ -97,23 +97,24 @@ def rope_section(loaded: LoadedModel, ids: list[int], tokens: list[str], *, own:
     pair = b.slider("Column pair of the head", 0, head_dim // 2 - 1, 0, key=f"ra_pair_{head_dim}")
     steps = c.slider("Positions to draw", 2, 32, 8, key="ra_steps")
     scheme = model.config.position if own else "rope"  # what turns: this model's rotation, or plain RoPE's
+    share = config.rope_share if own else None  # a configuration's own share of rotated columns (Pythia's rotary_pct)
     if own and not model.scheme.rotates_layer(layer):
         st.info(f"Layer {layer + 1} of this model rotates nothing: its queries and keys carry no position, so the "
                 "arrow below would stand still. Pick another layer to see its rotation.", icon=":material/info:")
         return
     query, key = query_and_key(model, ids, layer=layer, head=head, position=position)
-    chart(rope_arrow_figure(rotating_pair(query, pair=pair, positions=steps, base=base, scheme=scheme),
+    chart(rope_arrow_figure(rotating_pair(query, pair=pair, positions=steps, base=base, scheme=scheme, share=share),
                             pair=pair, token=tokens[position]), name="attention-rope-arrow", model=loaded, key="ra_arrow")
     st.caption(rope_query_sentence(rotates=own, layer=layer, head=head, pair=pair, head_dim=head_dim,
-                                   base=base, steps=steps, scheme=scheme))
+                                   base=base, steps=steps, scheme=scheme, share=share))
     if grouped := key_head_sentence(model, layer=layer, head=head):  # grouped-query attention (Llama)
         st.caption(grouped)
-    chart(rope_angles_chart(head_dim, base=base, scheme=scheme), name="attention-rope-angles", model=loaded,
+    chart(rope_angles_chart(head_dim, base=base, scheme=scheme, share=share), name="attention-rope-angles", model=loaded,
           key="ra_angles")
-    st.caption(rope_speed_sentence(head_dim, n_embd=config.n_embd, base=base, scheme=scheme))
+    st.caption(rope_speed_sentence(head_dim, n_embd=config.n_embd, base=base, scheme=scheme, share=share))
     length = max(len(ids), 64)
     offsets = [offset for offset in (0, 1, 4, 16) if offset < length]
-    flat, _ = offset_scores_view(query, key, offsets=offsets, length=length, scheme=scheme)
+    flat, _ = offset_scores_view(query, key, offsets=offsets, length=length, scheme=scheme, share=share)
     chart(flat, name="attention-offset-scores", model=loaded, key="ra_flat")
     st.caption("The token's query at position m against its own key at n = m − offset, after rotation.\n"
                "Every line is flat: moving both by the same amount changes nothing, only m − n counts.")

@@ -177,22 +177,24 @@ def pca_sentence(table: np.ndarray, projection: similarity.Projection, *, scheme
                                   "rows on average (so bunched in a small knot)"))
 
 
-def rope_kernel(length: int, head_dim: int, *, base: float, scheme: str) -> tuple[Recipe, Recipe, str]:
+def rope_kernel(length: int, head_dim: int, *, base: float, scheme: str,
+                share: float | None = None) -> tuple[Recipe, Recipe, str]:
     """A rotating scheme's position x position kernel and the same kernel by offset at the model's base, as
     recipes (lpos.figures.export), and what the line shows (its range read off the drawn line)."""
-    kernel = Recipe((step("kernel", similarity.rope_kernel, length, head_dim, base=base, scheme=scheme),
+    kernel = Recipe((step("kernel", similarity.rope_kernel, length, head_dim, base=base, scheme=scheme, share=share),
                      step("kernel_map", similarity.similarity_map, Ref("kernel"), title="rope kernel"),
                      step("fig", similarity_heatmaps, [Ref("kernel_map")],
                           axis_title="position")))
-    line = Recipe((step("line", similarity.rope_kernel_by_offset, length - 1, head_dim, base=base, scheme=scheme),
+    line = Recipe((step("line", similarity.rope_kernel_by_offset, length - 1, head_dim, base=base, scheme=scheme,
+                        share=share),
                    step("fig", kernel_line_figure, Ref("line"), head_dim=head_dim)))
-    return kernel, line, kernel_reading(length, head_dim, base=base, scheme=scheme)
+    return kernel, line, kernel_reading(length, head_dim, base=base, scheme=scheme, share=share)
 
 
 @st.cache_data(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)
-def kernel_reading(length: int, head_dim: int, *, base: float, scheme: str) -> str:
-    line = similarity.rope_kernel_by_offset(length - 1, head_dim, base=base, scheme=scheme)
-    return similarity.rope_kernel_sentence(line, head_dim=head_dim, base=base, scheme=scheme)
+def kernel_reading(length: int, head_dim: int, *, base: float, scheme: str, share: float | None = None) -> str:
+    line = similarity.rope_kernel_by_offset(length - 1, head_dim, base=base, scheme=scheme, share=share)
+    return similarity.rope_kernel_sentence(line, head_dim=head_dim, base=base, scheme=scheme, share=share)
 
 
 def rows_never_trained(loaded: LoadedModel, length: int) -> None:
@@ -242,10 +244,12 @@ def rope_kernel_section(loaded: LoadedModel, length: int) -> None:
     """RoPE adds no rows: its kernel, the cosine of one vector turned to two positions."""
     config = loaded.model.config
     head_dim = config.head_size
-    kernel_map, kernel_line, kernel_reading = rope_kernel(length, head_dim, base=config.rope_base, scheme=config.position)
+    kernel_map, kernel_line, kernel_reading = rope_kernel(length, head_dim, base=config.rope_base, scheme=config.position,
+                                                          share=config.rope_share)
     chart(kernel_map, name="similarity-position-map", model=loaded, key="sim_positions", in_place=True)
     st.caption(similarity.rope_kernel_map_sentence(label=loaded.model.scheme.label, head_dim=head_dim,
-                                                   base=config.rope_base, scheme=config.position))
+                                                   base=config.rope_base, scheme=config.position,
+                                                   share=config.rope_share))
     chart(kernel_line, name="similarity-kernel-by-offset", model=loaded, key="sim_kernel", in_place=True)
     st.caption(kernel_reading)
 

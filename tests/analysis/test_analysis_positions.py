@@ -301,3 +301,27 @@ def test_the_bands_sentence_of_one_position_says_nothing_turned():
 
     said = bands_sentence(1, 128, pairs=[0, 31])
     assert "From position 0 to 0" not in said and said.startswith("One position")
+
+
+def test_the_angle_views_of_a_model_with_its_own_share_turn_what_the_model_turns(tiny_model):
+    """A configuration's own share of rotated columns (Pythia's rotary_pct 0.25 on plain `rope`): the angles, the
+    arrow and the speed sentence read the model's rotation, not the scheme's default of every column."""
+    model = tiny_model("rope", n_embd=64, rope_share=0.25)
+    hs, share = model.config.head_size, model.config.rope_share
+    angles = attention.rope_angle_frame(hs, scheme="rope", share=share)
+    q = torch.randn(1, 1, 2, hs)
+    turned, _ = model.scheme.rotate(model.transformer.h[0].attn, q, q, torch.arange(2))
+    moved = (turned - q)[0, 0, 1].abs().reshape(hs // 2, 2).amax(-1)  # (hs/2,): 0 where the model leaves a pair
+    assert ((moved > 0).numpy() == (angles["radians"] > 0).to_numpy()).all()
+    assert int((angles["radians"] > 0).sum()) == hs // 8  # a quarter of the columns, so a quarter of the pairs
+    assert (attention.rope_angle_frame(hs, scheme="rope")["radians"] > 0).all()  # the scheme's own: every pair
+    said = attention.rope_speed_sentence(hs, n_embd=64, base=10000.0, scheme="rope", share=share)
+    assert f"over the head's {hs // 4} rotated columns" in said
+    assert "never turns" in attention.rope_step_sentence(hs // 2 - 1, hs, scheme="rope", share=share)
+
+
+def test_the_rope_kernel_of_a_quarter_share_keeps_three_quarters_of_its_pairs_still():
+    whole = similarity.rope_kernel_by_offset(200, 32, scheme="rope")["similarity"].to_numpy()
+    quarter = similarity.rope_kernel_by_offset(200, 32, scheme="rope", share=0.25)["similarity"].to_numpy()
+    assert quarter.min() >= 0.75 - 1e-12 > whole.min()  # 12 of 16 pairs never turn: each adds cos(0) = 1
+    assert "ωᵢ = 0 for the last 12, which never turn" in similarity.frequencies_said(32, base=10000.0, share=0.25)
