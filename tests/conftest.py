@@ -61,12 +61,23 @@ def heavy_kind(path: Path) -> str | None:
     return None
 
 
+# Under pytest-xdist (`-n 2`, as the README's full command runs), `--dist loadgroup` keeps each file's tests on one
+# worker (a module's server and browser are started once) and every deploy test on one worker: they start and stop
+# machine-wide services (the Docker engine, the proxy, Redis), so two at once could stop each other's.
+SHARED_GROUP = {"deploy": "deploy"}
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "xdist_group(name): the tests pytest-xdist's loadgroup runs on one worker")
+
+
 def pytest_collection_modifyitems(config, items):
-    """Mark each heavy test with its kind and `slow`; skip the slow ones unless --all is given."""
+    """Mark each heavy test with its kind and `slow`, and its xdist group; skip the slow ones unless --all is given."""
     run_all = config.getoption(ALL_OPTION)
     kinds = {kind for kind in HEAVY.values() if kind}
     for item in items:
         kind = heavy_kind(Path(item.fspath))
+        item.add_marker(pytest.mark.xdist_group(SHARED_GROUP.get(kind, Path(item.fspath).name)))
         if kind is not None:
             item.add_marker(kind)
             item.add_marker("slow")
