@@ -25,6 +25,7 @@ from lpos.bench.common import CHROMIUM, CHROMIUM_ARGS, ROOT
 
 APP = ROOT / "app.py"
 VIEWPORT = {"width": 1400, "height": 1000}
+CHECK_MS = 10  # between two checks of the drawn condition (Playwright delivers the websocket's frames meanwhile)
 # A chart on the page: st.plotly_chart's element, or the div of a chart updated in place (lpos.ui.plotly_react).
 CHARTS = "[data-testid='stPlotlyChart'], .lpos-plotly"
 # `sent` is {key: digest} of the figures sent to charts updated in place since the action (Tab.charts_sent).
@@ -213,7 +214,12 @@ class Tab(Runs):
                 raise TimeoutError(f"no script run finished within {timeout:.0f} s ({self.page.url})")
             self.page.wait_for_timeout(2)  # lets Playwright deliver the websocket's frames
         condition = DRAWN if also is None else f"sent => ({DRAWN})(sent) && ({also})()"
-        self.page.wait_for_function(condition, arg=self.charts_sent, polling="raf", timeout=timeout * 1000)
+        # checked against the figures sent so far at each try: a run that follows sends newer ones, which an
+        # argument handed to wait_for_function once would never see (the page would never match it)
+        while not self.page.evaluate(condition, self.charts_sent):
+            if time.time() > deadline:
+                raise TimeoutError(f"the page was not drawn within {timeout:.0f} s ({self.page.url})")
+            self.page.wait_for_timeout(CHECK_MS)  # lets Playwright deliver the websocket's frames
         drawn = time.perf_counter()
         errors = self.page.locator('[data-testid="stException"]').count()
         return {"ms": (drawn - began) * 1000, "script_ms": (self.finished_at - began) * 1000, "errors": errors}
@@ -266,7 +272,10 @@ async def wait_drawn_async(page, runs: Runs, runs_before: int, *, timeout: float
         await page.wait_for_timeout(2)  # lets Playwright deliver the websocket's frames
     if runs.finished == runs_before:
         raise TimeoutError(f"no script run finished within {timeout:.0f} s ({page.url})")
-    await page.wait_for_function(DRAWN, arg=runs.charts_sent, polling="raf", timeout=timeout * 1000)
+    while not await page.evaluate(DRAWN, runs.charts_sent):  # the figures sent so far, at each try
+        if time.time() > deadline:
+            raise TimeoutError(f"the page was not drawn within {timeout:.0f} s ({page.url})")
+        await page.wait_for_timeout(CHECK_MS)
 
 
 def tab_of(page) -> Tab:
