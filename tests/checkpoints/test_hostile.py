@@ -12,6 +12,7 @@ import io
 import json
 import os
 import pickle
+import random
 import re
 import struct
 import subprocess
@@ -552,7 +553,7 @@ def test_damaged_meta_pkl(tmp_path, content, message):
     ("tokenizer.json", b"{not json", "could not be read as a Hugging Face tokenizer (JSONDecodeError"),
     ("tokenizer.json", b'{"model": {"type": "BPE", "vocab": 7}}', "could not be read as a Hugging Face tokenizer"),
     ("tokenizer.json", b"\xff\xfe", "is not UTF-8 text"),
-    ("tok.model", b"\x0a\x05hello" + os.urandom(64), "could not be read as a SentencePiece model"),
+    ("tok.model", b"\x0a\x05hello" + random.Random(0).randbytes(64), "could not be read as a SentencePiece model"),
     ("tok.model", b"minbpe v1\n\n1\n", "has a line that is not"),
     ("tok.model", b"minbpe v1\n\n0\n300 301\n", "merge 1 joins token 301, which is not made yet"),
     ("tok.model", b"minbpe v1\n(unclosed\n0\n", "split pattern is not a regular expression"),
