@@ -3,7 +3,7 @@ import streamlit as st
 
 from lpos import ui
 from lpos.lesson import STEPS
-from lpos.ui import lesson, live_class
+from lpos.ui import class_panel, lesson, live_class
 from lpos.ui.export import chart
 
 selection = ui.selection()
@@ -36,7 +36,7 @@ if not presenter:
     st.caption(lesson.lesson_caption())
 
 live_class.student_banner()
-live_class.teacher_panel(presenter=presenter)
+class_panel.teacher_panel(presenter=presenter)
 
 
 @st.fragment

@@ -1,11 +1,9 @@
 """Loss against evaluation length, per-token loss along a text, and the unigram baseline.
 
-Loss at length L is the mean next-token loss over non-overlapping windows of L tokens of the
-held-out stream (Press et al. 2021 evaluate the same way). When the model's softmax runs over a
-corpus vocabulary, targets outside it are left out and their share is reported separately:
-the model gives them probability zero. The readings at the end turn measured numbers into
-sentences, so the app never states a result it did not measure.
-"""
+Loss at length L is the mean next-token loss over non-overlapping windows of L tokens of the held-out stream
+(Press et al. 2021 evaluate the same way). When the model's softmax runs over a corpus vocabulary, targets outside
+it are left out and their share is reported separately: the model gives them probability zero. The readings at
+the end turn measured numbers into sentences, so the app never states a result it did not measure."""
 from __future__ import annotations
 
 import math
@@ -253,10 +251,8 @@ def length_reading(tables: dict[str, dict[int, dict]], *, train_length: int) -> 
     for name in sorted(change, key=change.get):
         lines.append(f"- **{name}** at {longest} tokens ({longest // train_length}× the training length): "
                      f"{tables[name][longest]['loss']:.3f}, {change[name]:+.3f} against {train_length}.")
-    for name, table in tables.items():
-        if table.get(longest, {}).get("loss") is None and name in at_train:
-            note = table.get(longest, {}).get("note", "n/a").removeprefix("n/a: ")
-            lines.append(f"- **{name}** has no number past its wall: {note}.")
+    lines += [f"- **{name}** has no number past its wall: {table.get(longest, {}).get('note', 'n/a').removeprefix('n/a: ')}."
+              for name, table in tables.items() if table.get(longest, {}).get("loss") is None and name in at_train]
     if len(change) > 1:
         steadiest, frailest = min(change, key=change.get), max(change, key=change.get)
         verdict = (f"Here **{steadiest}** rises least from {train_length} to {longest} tokens "
@@ -266,12 +262,10 @@ def length_reading(tables: dict[str, dict[int, dict]], *, train_length: int) -> 
         verdict += (f" It also has the lowest loss at {longest} tokens." if lowest == steadiest else
                     f" The lowest loss at {longest} tokens is **{lowest}**'s ({at_longest[lowest]:.3f}, against "
                     f"{at_longest[steadiest]:.3f}): it starts lower, and rising least is not ending lowest.")
-        if isinstance(REGISTRY.get(steadiest), Alibi):
-            verdict += " That echoes Press et al. (2021): ALiBi extrapolates where added positions do not."
-        else:
-            verdict += (" Press et al. (2021) found ALiBi best on a far larger model and corpus; this small, briefly "
-                        "trained model ranks differently.")
-        lines.append(f"- {verdict}")
+        echo = isinstance(REGISTRY.get(steadiest), Alibi)
+        lines.append(f"- {verdict} " + ("That echoes Press et al. (2021): ALiBi extrapolates where added positions do "
+                                         "not." if echo else "Press et al. (2021) found ALiBi best on a far larger "
+                                         "model and corpus; this small, briefly trained model ranks differently."))
     return "\n".join(lines)
 
 

@@ -72,7 +72,7 @@ class Rope(PositionScheme):
     def for_config(self, config) -> Rope:
         if config.rope_share is None and not config.nope_layers:
             return self
-        configured = self.with_share(config.rope_share)
+        configured = copy.copy(self.with_share(config.rope_share))  # never the registry's own object
         if config.nope_layers:
             configured.nope_layers = frozenset(config.nope_layers)
         return configured

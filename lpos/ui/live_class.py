@@ -16,7 +16,6 @@ the class again from its current view (`take_back`).
 """
 from __future__ import annotations
 
-import io
 import math
 import secrets
 import time
@@ -30,7 +29,7 @@ from lpos.checkpoints import ModelRef
 from lpos.lesson import STEPS
 from lpos.pages import page_named
 from lpos.positions import DEFAULT_SCHEME, SCHEMES
-from lpos.ui.models import UNTRAINED, label, offered
+from lpos.ui.models import UNTRAINED, offered
 from lpos.ui.selection import MAX_CHARS
 from lpos.ui import teacher_cookie
 from lpos.ui.text import literal
@@ -292,64 +291,3 @@ def teach() -> None:
         st.warning("Your class has ended (it expired); start a new one to teach again.", icon=":material/warning:")
     except ClassError as error:
         st.warning(str(error), icon=":material/warning:")
-
-
-def class_link(code: str) -> str:
-    """The Lesson's own URL with ?class=CODE (st.context.url is the page's: on the Lesson it ends in
-    /lesson already, after any base path a proxy adds)."""
-    page = (st.context.url or "").split("?")[0].rstrip("/")
-    return f"{page if page.endswith('/' + LESSON_PATH) else page + '/' + LESSON_PATH}?class={code}"
-
-
-def _qr_png(link: str) -> bytes | None:
-    try:
-        import segno
-    except ImportError:  # the QR code is a convenience: the code and link still work
-        return None
-    buffer = io.BytesIO()
-    segno.make(link, error="m").save(buffer, kind="png", scale=8, border=2)
-    return buffer.getvalue()
-
-
-@st.fragment(run_every=COUNT_S)
-def _followers(code: str) -> int | str:
-    """How many students follow the class now, or what went wrong asking the store."""
-    try:
-        return class_store().followers(code)
-    except ClassError as error:
-        return str(error)
-
-
-def teacher_panel(*, presenter: bool) -> None:
-    """Presenter mode offers a class; a running class shows its code, link and QR code, large, until the first
-    student follows: then the panel folds to one line, so the lesson fills the screen (open it for latecomers)."""
-    teaching = st.session_state.get("live_teacher")
-    teacher_cookie.keep(teaching)
-    if not teaching:
-        if presenter:
-            st.button("Start a live class", key="live_start", on_click=start, icon=":material/groups:",
-                      help="Students open the link or type the code, and their Lesson follows yours.")
-        return
-    code, link = teaching["code"], class_link(teaching["code"])
-    followers = _followers(code)
-    following = f" · {followers} following" if isinstance(followers, int) else ""
-    with st.expander(f"Live class {shown_code(code)}{following}", expanded=not followers or isinstance(followers, str),
-                     icon=":material/groups:"):
-        words, qr = st.columns([3, 1], vertical_alignment="center")
-        with words:
-            with st.container(key="live_class_code"):  # drawn large by lpos.ui.lesson.presenter_css
-                st.title(shown_code(code), anchor=False)
-            st.code(link, language=None)
-            st.caption("If this page loses its server or is reloaded, it takes the class back by itself: this "
-                       "browser keeps the class in a cookie until the class ends.")
-            if isinstance(followers, str):
-                st.caption(followers)
-            else:
-                teach()  # the same view: keeps the class alive while this page is open
-                st.metric("Following now", followers)
-            if _own_upload():
-                st.caption(f"Students see {label(_local_view().model)}: your uploaded model stays in this browser.")
-            st.button("End the class", key="live_stop", on_click=stop, icon=":material/stop_circle:")
-        png = _qr_png(link)
-        if png:
-            qr.image(png, caption="Scan to follow", width="stretch")

@@ -120,7 +120,8 @@ def test_students_on_another_replica_follow_through_redis(browser, tmp_path, red
         replicas[0].process.wait(timeout=20)
         back = teacher.context.new_page()
         open_url(back, f"{replicas[1].url}/lesson?presenter=1")
-        panel = back.get_by_test_id("stExpander")  # folded to one line once a student follows: opened for the code
+        panel = back.get_by_test_id("stMainBlockContainer").get_by_test_id("stExpander").filter(has_text="Live class")
+        # folded to one line once a student follows: opened for the code
         assert re.search(f"Live class {code[:4]}-{code[4:]} · [12] following", panel.locator("summary").inner_text())
         panel.locator("summary").click()
         assert back.locator(".st-key-live_class_code h1").inner_text().strip().replace("-", "") == code

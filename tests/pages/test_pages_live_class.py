@@ -192,7 +192,10 @@ def test_the_readme_says_how_to_start_a_class_and_how_students_join():
     section = section[: section.index(" ## ")]
     from lpos.pages import page_named  # noqa: PLC0415
 
-    source = inspect.getsource(live_class) + (ROOT / page_named("lesson").file).read_text(encoding="utf-8")
+    from lpos.ui import class_panel  # noqa: PLC0415
+
+    source = "".join(inspect.getsource(module) for module in (live_class, class_panel)) + (
+        ROOT / page_named("lesson").file).read_text(encoding="utf-8")
     for control in ("Presenter mode", "Start a live class", "Join a class", "End the class"):
         assert f"**{control}**" in section and f'"{control}"' in source, control
     assert "?class=CODE" in section and "LPOS_REDIS_URL" in section

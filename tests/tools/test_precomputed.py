@@ -11,6 +11,7 @@ an absolute bound ten times that. The plain-data round trip itself is exact (che
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 import pandas as pd
@@ -152,8 +153,12 @@ def test_a_sample_recomputes_to_the_stored_numbers():
 
 # --- the pages read them -------------------------------------------------------------------------
 
-def refuse(*args, **kwargs):
-    raise AssertionError("a page computed a view the shipped models have precomputed")
+def refusing(function):
+    """`function` that raises when called; it keeps its name, so a recipe that names it still builds."""
+    @functools.wraps(function)
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"a page computed {function.__name__}, a view the shipped models have precomputed")
+    return refuse
 
 
 @pytest.fixture
@@ -164,7 +169,7 @@ def no_recomputing(monkeypatch):
     for module, name in ((stretch, "chunk_losses"), (stretch, "attention_profile"), (probes, "position_probes"),
                          (heads, "head_portraits"), (streaming, "sink_test"), (lengths, "loss_along_text"),
                                  (coverage, "loss_by_position")):
-        monkeypatch.setattr(module, name, refuse)
+        monkeypatch.setattr(module, name, refusing(getattr(module, name)))
     yield
     st.cache_data.clear()
     st.cache_resource.clear()
@@ -194,7 +199,8 @@ def test_pages_read_the_precomputed_views(no_recomputing, page, model):
     controls = {key: value for key, value in page.view_query().items() if key not in ("scheme", "model")}
     at = app_test(page=page.file, model=model, timeout=300, **controls)
     assert not at.exception, at.exception
-    assert bool(at.get("plotly_chart")) == page.charts_on_open  # the Lab draws once a run has trained
+    said = [e.value for e in (*at.warning, *at.info, *at.error)]
+    assert bool(at.get("plotly_chart")) == page.charts_on_open, said  # the Lab draws once a run has trained
     if page.name == "inside":
         for tab in ("Head portraits", "The sink, tested"):
             at.session_state["inside_tab"] = tab
@@ -235,7 +241,7 @@ def test_a_shared_model_is_scored_once_and_kept_on_disk(long_model_folder, monke
     assert len(kept) == 1  # the story's loss curve, by the file's digest
     st.cache_data.clear()
     st.cache_resource.clear()  # a new server: only the disk remembers
-    monkeypatch.setattr(lengths, "loss_along_text", refuse)
+    monkeypatch.setattr(lengths, "loss_along_text", refusing(lengths.loss_along_text))
     at = app_test(page="pages/lengths.py", model="dir:long.pt", scheme="learned", timeout=300)
     assert not at.exception, at.exception
     assert "token_losses" in " ".join(c.proto.id for c in at.get("plotly_chart"))
