@@ -71,7 +71,7 @@ PAGES: tuple[Page, ...] = (
                          "scheme=learned&model=learned&positions=64")),  # mid-range: 128 is its end
     Page("attention", "Positions in attention", ":material/rotate_right:", "What each scheme is",
          view="scheme=rope&model=rope", old_paths=("rope_alibi",),
-         control=Control("Head box, another head", "select", "Head", "scheme=rope&model=rope", ("1", "0"))),
+         control=Control("Head box, another head", "select", "Head", "scheme=rope&model=rope", ("head 2", "head 1"))),
     Page("shuffle", "Order blindness (shuffle)", ":material/shuffle:", "Experiments",
          view="scheme=rope&model=untrained", old_paths=("order_blindness",),
          control=Control("Shuffle button", "button", "Shuffle earlier tokens", "scheme=learned&model=learned")),

@@ -116,9 +116,10 @@ def bench_json(*flags: str, timeout: float) -> dict:
 @pytest.mark.slow
 @pytest.mark.browser
 def test_quick_benchmark_reports_every_page():
-    """`lpos bench --quick` end to end within 5 minutes on an idle machine: every page once, the walk with one
-    scheme's models (a smoke test: no timing asserted beyond the limit)."""
-    data = bench_json("--quick", timeout=300)
+    """`lpos bench --quick` end to end: every page once, the walk with one scheme's models (a smoke test: no timing
+    asserted). Its goal, 5 minutes on an idle machine, is measured by timing the command alone (docs/PERFORMANCE.md);
+    here it shares the machine with the other xdist worker, so the limit only stops a run that hangs."""
+    data = bench_json("--quick", timeout=720)
     assert all(entry["tokens_per_s"] > 0 for entry in data["model"]["train"])
     assert data["model"]["eval"]["tokens_per_s"]["128"] > 0
     app = data["app"]
