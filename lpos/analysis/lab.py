@@ -6,7 +6,7 @@ task, window, steps, seconds, stopped, accuracy_by_length with None where the sc
 """
 from __future__ import annotations
 
-from lpos.analysis.scheme_views import names
+from lpos.analysis.counts import listed
 
 
 def percent(value: float) -> str:
@@ -56,6 +56,6 @@ def compare_sentence(runs: list[dict]) -> str:
         said = f"At {farthest} tokens {run_label(best[1])} holds up best ({percent(best[0])})"
         said += f" and {run_label(worst[1])} worst ({percent(worst[0])})." if len(measured) > 1 else "."
     if unread:
-        said += f" {names(unread)} cannot read {farthest} tokens at all."
+        said += f" {listed(unread)} cannot read {farthest} tokens at all."
     return said.strip()
 

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from lpos.analysis.counts import listed
 from lpos.analysis.shuffle import ORDER_BLIND_TOLERANCE, ShuffleResult, moved_from
 from lpos.positions import REGISTRY, scheme_info
 
@@ -30,11 +31,6 @@ def positionless_scheme() -> str | None:
     return next((name for name, s in REGISTRY.items() if not s.adds_rows and not s.in_attention), None)
 
 
-def names(items: list[str]) -> str:
-    """ "a", "a and b", "a, b and c"."""
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
 def bias_sentence(curves: dict[str, np.ndarray]) -> str:
     """Per scheme (by label): how much its heads' bias changes from distance 0 to the farthest key,
     from curves (nh, D + 1) with distance 0 first (lpos.analysis.biases.bias_at)."""
@@ -42,7 +38,7 @@ def bias_sentence(curves: dict[str, np.ndarray]) -> str:
     for label, curve in curves.items():
         change = curve[:, -1] - curve[:, 0]  # (nh,) farthest minus distance 0
         said.append(f"{label}: from distance 0 to {curve.shape[1] - 1}, its {len(change)} heads' bias changes by "
-                    f"{change.min():+.3g} to {change.max():+.3g}")
+                    f"{change.min():+.2f} to {change.max():+.2f}")  # one precision for both ends
     return "; ".join(said) + "."
 
 
@@ -69,7 +65,7 @@ def ties_sentence(schemes: list[str]) -> str:
     for view, tie in TIES.items():
         having = [s for s in schemes if scheme_info(s).shows(view)]
         if having:
-            parts.append(f"with {names(having)} {tie}")
+            parts.append(f"with {listed(having)} {tie}")
     said = "; ".join(parts)
     return said[:1].upper() + said[1:] + "." if parts else ""
 
@@ -88,17 +84,17 @@ def moved_sentence(results: list[ShuffleResult], *, trained: list[bool]) -> str:
     still = [(t, r) for t, r in zip(trained, results) if r.order_blind]
     least, most = (min(moved, key=lambda r: r.attention_change), max(moved, key=lambda r: r.attention_change)) \
         if moved else (None, None)
-    said = (f"{names([r.scheme for r in moved])} moved it by more than float error: from {least.attention_change:.1e} "
+    said = (f"{listed([r.scheme for r in moved])} moved it by more than float error: from {least.attention_change:.1e} "
             f"({least.scheme}) to {most.attention_change:.1e} ({most.scheme})." if len(moved) > 1 else
             f"{least.scheme} moved it by more than float error: {least.attention_change:.1e}." if moved else "")
     if still:
         its = "its" if len(still) == 1 else "their"
         untrained = [r.scheme for t, r in still if not t]
         why = ("" if not untrained else f" (untrained, so {its} position weights are still as they started)"
-               if len(untrained) == len(still) else f" ({names(untrained)}: untrained, its position weights still as "
-               "they started)" if len(untrained) == 1 else f" ({names(untrained)}: untrained, their position weights "
+               if len(untrained) == len(still) else f" ({listed(untrained)}: untrained, its position weights still as "
+               "they started)" if len(untrained) == 1 else f" ({listed(untrained)}: untrained, their position weights "
                "still as they started)")
-        said += (f" {names([r.scheme for _, r in still])} stayed within float error too: with these weights, {its} "
+        said += (f" {listed([r.scheme for _, r in still])} stayed within float error too: with these weights, {its} "
                  f"positions leave layer 1's output at the last token unchanged{why}.")
     return said.strip()
 

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lpos.analysis.scheme_views import names
+from lpos.analysis.counts import listed
 from lpos.analysis.similarity import cosine_by_distance, cosine_similarity_map, mean_neighbour_distance
 from lpos.tokenizer import GPT2, Tokenizer, visible
 
@@ -224,7 +224,7 @@ def bias_reading(timeline: Timeline, index: int) -> str:
     shared = min(timeline.bias_queries)
     at = frame[frame.distance == shared].groupby("head")["bias"].agg(lambda b: b.max() - b.min())
     first, now, step = spread(0), spread(index), timeline.steps[index]
-    queries = names([str(q) for q in timeline.bias_queries])
+    queries = listed([str(q) for q in timeline.bias_queries])
     differ = float(at.max())
     if len(timeline.bias_queries) == 1:
         where = ""

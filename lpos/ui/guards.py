@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from lpos.analysis.scheme_views import names
+from lpos.analysis.counts import listed
 from lpos.positions import REGISTRY
 from lpos.ui.selection import MAX_TOKENS, Selection
 
@@ -13,7 +13,7 @@ __all__ = ["usable_ids"]
 
 def schemes_without_a_table(extending: list[str]) -> str:
     """The schemes that read any length, named when they are few, counted with the first three when they are many."""
-    return names(extending) if len(extending) <= 4 else f"the {len(extending)} schemes without one ({', '.join(extending[:3])}, …)"
+    return listed(extending) if len(extending) <= 4 else f"the {len(extending)} schemes without one ({', '.join(extending[:3])}, …)"
 
 
 def usable_ids(selection: Selection, *, minimum: int = 1) -> list[int]:

@@ -14,7 +14,7 @@ import torch
 
 from lpos.analysis import similarity, timeline
 from lpos.analysis.lengths import training_length
-from lpos.analysis.scheme_views import names
+from lpos.analysis.counts import listed
 from lpos.figures.export import Recipe, Ref, step
 from lpos.figures.similarity import kernel_line_figure, pca_figure, similarity_heatmaps, similarity_panels
 from lpos.figures.timeline import band_figure
@@ -28,7 +28,7 @@ from lpos.ui.sinusoids import FIGURES, LIFETIME
 
 NEAREST_POSITIONS = 10  # rows listed for "nearest positions of position"
 NO_ROWS = (f"Nearest positions and the PCA path need position rows; this scheme has none (choose "
-           f"{names(schemes_with('rows')).replace(' and ', ' or ')}).")
+           f"{listed(schemes_with('rows')).replace(' and ', ' or ')}).")
 
 
 def position_maps(model: LoadedModel, length: int, *, with_untrained: bool, apart: bool = False) -> Recipe | list[Recipe]:

@@ -202,3 +202,12 @@ def test_count_table_on_the_sentence_and_the_story(cope_model):
 def test_schemes_without_counts_are_refused(tiny_model):
     with pytest.raises(ValueError, match="counts no contextual positions"):
         counts.contextual_counts(tiny_model("t5"), [1, 2, 3], layer=0)
+
+
+def test_the_bias_sentence_gives_both_ends_of_a_range_at_one_precision():
+    import numpy as np
+
+    from lpos.analysis.scheme_views import bias_sentence
+
+    curves = {"ALiBi": np.array([[0.0, -5.0, -11.0], [0.0, -3.1, -6.2734]])}  # farthest minus distance 0: -11, -6.27
+    assert bias_sentence(curves) == "ALiBi: from distance 0 to 2, its 2 heads' bias changes by -11.00 to -6.27."
