@@ -93,7 +93,9 @@ with st.expander("The raw numbers", icon=":material/table:"):
     st.caption(f"{len(frame):,} rows (position × part) and {frame.shape[1] - 4} dimensions; "
                f"the first 8 dimensions are shown, the download has every column.")
     left, right = st.columns(2)
-    left.download_button("Download all numbers (CSV)", lambda: frame.to_csv(index=False), file_name="embeddings.csv",
+    # the CSV is small and sent with the page: a deferred download (a callable) sometimes left its button disabled,
+    # waiting for the server's answer, when the app was busy (tests/browser/test_browser_embeddings.py)
+    left.download_button("Download all numbers (CSV)", frame.to_csv(index=False), file_name="embeddings.csv",
                          mime="text/csv", key="download_csv", icon=":material/download:")
     right.download_button("Download the figure (HTML, works offline)",
                           lambda: heatmaps.to_html(include_plotlyjs=True), file_name="embeddings.html",

