@@ -178,13 +178,16 @@ def heatmaps_title(view: EmbeddingView, *, scheme: str) -> str:
 
 
 PANEL_TITLES = ("token rows", "+ position rows", "= summed rows (input to block 1)")
+PANEL_SCALE = dict(orientation="h", x=0.5, xanchor="center", y=0.01, yref="container", yanchor="bottom", thickness=10,
+                   len=0.8)  # the same zmin and zmax in every panel: the same scale
 
 
 def embedding_panels(view: EmbeddingView, *, scheme: str) -> list[go.Figure]:
     """The three tables as three figures (token, position, summed rows) on one shared colour scale,
     for a page to put side by side in columns that a phone stacks: one figure of three subplots
     cannot reflow, and at 400 px its titles overprint. Each panel has its own row labels, so a stacked
-    panel still reads alone; the scale bar is on the last. An empty position panel says why.
+    panel still reads alone; each drawn panel has the scale under it, the same for all three. An empty position
+    panel says why.
     """
     T, C = view.token_rows.shape
     labels = position_labels(view.tokens)
@@ -203,20 +206,18 @@ def embedding_panels(view: EmbeddingView, *, scheme: str) -> list[go.Figure]:
             fig.update_layout(plot_bgcolor="#f4f4f4")
         else:
             fig.add_trace(go.Heatmap(
-                z=rows, y=labels, zmin=-limit, zmax=limit, colorscale=DIVERGING, showscale=col == 3,
-                colorbar=dict(title="value", thickness=12), name=name,
+                z=rows, y=labels, zmin=-limit, zmax=limit, colorscale=DIVERGING, colorbar=PANEL_SCALE, name=name,
                 hovertemplate=f"{name}<br>position %{{y}}<br>dimension %{{x}}<br>value %{{z:.4f}}<extra></extra>"))
             fig.update_xaxes(title_text="embedding dimension", range=[-0.5, C - 0.5])
             fig.update_yaxes(autorange="reversed", tickmode="array", tickvals=labels[::step],
                              ticktext=labels[::step], tickfont=dict(size=11 if T <= 40 else 10))
-        figures.append(finish(fig, title=title, height=plot_height + 130))
+        figures.append(finish(fig, title=title, height=plot_height + 190).update_layout(margin_b=70))
     return figures
 
 
-# one colour scale for the three panels, under them across the figure's width: beside the third panel it reads
-# as that panel's alone, and on a phone it takes a third of the width
-SHARED_SCALE = dict(title=dict(text="value (one scale for the three panels)", side="top"), orientation="h",
-                    x=0.5, xanchor="center", y=0, yref="container", yanchor="bottom", thickness=12, len=0.6)
+# the one colour scale, under a figure across its width: beside the third panel it read as that panel's alone,
+# and on a phone it took a third of the width
+SHARED_SCALE = dict(PANEL_SCALE, len=0.6)
 
 
 def embedding_heatmaps(view: EmbeddingView, *, scheme: str) -> go.Figure:
