@@ -3,7 +3,7 @@ import streamlit as st
 
 from lpos import ui
 from lpos.analysis import sinusoids as sinusoid_words
-from lpos.analysis.scheme_views import names
+from lpos.analysis.counts import listed
 from lpos.positions import schemes_with
 from lpos.positions.sinusoidal import SINUSOID_SCALE
 from lpos.ui import sinusoids
@@ -82,7 +82,7 @@ st.subheader("This model's table")
 config, scheme = selection.model.model.config, selection.model.model.scheme
 if not scheme.shows("sinusoids"):
     st.info(f"This model adds no sinusoidal table: its scheme, {scheme.name}, {scheme.acts}. Choose "
-            f"{names(schemes_with('sinusoids')).replace(' and ', ' or ')} in the sidebar to see the rows it adds to "
+            f"{listed(schemes_with('sinusoids')).replace(' and ', ' or ')} in the sidebar to see the rows it adds to "
             "your sentence.", icon=":material/info:")
 else:
     ids = ui.usable_ids(selection)

@@ -2,7 +2,7 @@
 import streamlit as st
 
 from lpos import ui
-from lpos.analysis.scheme_views import names
+from lpos.analysis.counts import listed
 from lpos.analysis.coverage import timeline_coverage_reading
 from lpos.analysis.timeline import evaluation_rows_sentence, neighbours_at
 from lpos.figures.timeline import ANIMATION_CELLS
@@ -54,8 +54,8 @@ def probe_word(index: int, figures) -> None:
     right.caption(f"“{timeline.repeated_word}” appears {timeline.repeated_cos.shape[-1]} times in the probe sentence. "
                   "Its token rows are identical; what enters the first block is token + position, so the copies' cosine "
                   f"(here {views.repeated['cosine'][index]:.3f} at step {step}) is below 1 only for schemes that add "
-                  f"position rows ({names(list(schemes_with('rows')))}), and exactly 1 for "
-                  f"{names([name for name in SCHEMES if name not in schemes_with('rows')])}.")
+                  f"position rows ({listed(list(schemes_with('rows')))}), and exactly 1 for "
+                  f"{listed([name for name in SCHEMES if name not in schemes_with('rows')])}.")
 
 
 def first_layer_attention(index: int, figures) -> None:
