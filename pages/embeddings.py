@@ -93,8 +93,8 @@ with st.expander("The raw numbers", icon=":material/table:"):
     st.caption(f"{len(frame):,} rows (position × part) and {frame.shape[1] - 4} dimensions; "
                f"the first 8 dimensions are shown, the download has every column.")
     left, right = st.columns(2)
-    # the CSV is small and sent with the page: a deferred download (a callable) sometimes left its button disabled,
-    # waiting for the server's answer, when the app was busy (tests/browser/test_browser_embeddings.py)
+    # the CSV is small, so it goes with the page; a deferred download (a callable) keeps its button disabled until
+    # the server answers, which a busy server may not do for a long while
     left.download_button("Download all numbers (CSV)", frame.to_csv(index=False), file_name="embeddings.csv",
                          mime="text/csv", key="download_csv", icon=":material/download:")
     right.download_button("Download the figure (HTML, works offline)",

@@ -215,8 +215,8 @@ def embedding_panels(view: EmbeddingView, *, scheme: str) -> list[go.Figure]:
     return figures
 
 
-# the one colour scale, under a figure across its width: beside the third panel it read as that panel's alone,
-# and on a phone it took a third of the width
+# the one colour scale, under the figure across its width: beside the third panel it would read as that panel's
+# alone, and on a phone it would take a third of the width
 SHARED_SCALE = dict(PANEL_SCALE, len=0.6)
 
 

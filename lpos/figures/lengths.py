@@ -37,13 +37,13 @@ def length_curves_figure(tables: dict[str, dict[int, dict]], *, train_length: in
                        showarrow=False, xanchor="center", yanchor="bottom")
     all_lengths = sorted({length for table in tables.values() for length in table} | {train_length})
     losses = [entry["loss"] for table in tables.values() for entry in table.values() if entry.get("loss") is not None]
-    if losses:  # the y axis spans the curves: a baseline far above them would squeeze them into a strip
+    above = False  # a baseline far above the curves would squeeze them into a strip: the axis spans the curves then
+    if losses:
         low, high = min(losses), max(losses)
         pad = max(high - low, 0.1) * 0.08
-        top = high + pad if unigram is None or unigram > high + (high - low) * 0.5 + pad else max(high, unigram) + pad
-        fig.update_yaxes(range=[low - pad, top])
+        above = unigram is not None and unigram > high + (high - low) / 2 + pad
+        fig.update_yaxes(range=[low - pad, (high if unigram is None or above else max(high, unigram)) + pad])
     if unigram is not None:
-        above = bool(losses) and unigram > fig.layout.yaxis.range[1]
         fig.add_trace(go.Scatter(x=[all_lengths[0], all_lengths[-1]], y=[unigram, unigram], mode="lines",
                                  name=f"unigram baseline {unigram:.2f}: word frequencies alone"
                                       + (" (above the plotted range)" if above else ""),

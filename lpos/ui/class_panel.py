@@ -42,7 +42,8 @@ def _follower_count(code: str, *, drawn_open: bool) -> None:
     """The count, kept fresh, and the class kept alive while this page is open; the first follower folds the panel."""
     followers = _followers(code)
     if isinstance(followers, str):
-        return st.caption(followers)
+        st.caption(followers)
+        return
     teach()  # the same view
     st.metric("Following now", followers)
     if drawn_open and followers:
@@ -71,8 +72,8 @@ def teacher_panel(*, presenter: bool) -> None:
             st.caption("If this page loses its server or is reloaded, it takes the class back by itself: this "
                        "browser keeps the class in a cookie until the class ends.")
             _follower_count(code, drawn_open=drawn_open)
-            if live_class._own_upload():
-                st.caption(f"Students see {label(live_class._local_view().model)}: your uploaded model stays in this browser.")
+            if live_class.own_upload():
+                st.caption(f"Students see {label(live_class.local_view().model)}: your uploaded model stays in this browser.")
             st.button("End the class", key="live_stop", on_click=stop, icon=":material/stop_circle:")
         png = _qr_png(link)
         if png:

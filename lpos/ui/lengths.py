@@ -7,7 +7,6 @@ import re
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
-import streamlit as st
 
 from lpos import checkpoints, precomputed
 from lpos.analysis import lengths

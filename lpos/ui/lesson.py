@@ -126,16 +126,17 @@ def learned_band(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Fi
 
 
 def _band(near: float, far: float | None) -> str:
-    """How alike neighbouring rows are, read against rows 64 apart where the table has them: a level that far
-    rows share too is a direction every row leans in, not nearness."""
+    """How alike neighbouring rows are, read against rows 64 apart where the table has them: a level that rows
+    64 apart share too is not nearness at that distance (a band hundreds of rows wide, or a direction every row
+    shares: the map tells them apart, these two numbers do not)."""
     if far is None:
         return f"neighbouring rows have mean cosine {near:.2f}"
     said = f"neighbouring rows have mean cosine {near:.2f}, rows 64 apart {far:+.2f}"
     if near - far >= 0.2:
         return said + ": near rows are much more alike than far ones"
     if far >= 0.2:
-        return (said + f": every row leans one way (rows 64 apart still share {far:.2f}), and neighbours are only "
-                f"{near - far:.2f} more alike")
+        return (said + f": neighbours are only {near - far:.2f} more alike than rows 64 apart, which still share "
+                f"{far:.2f}, so over 64 rows nearness hardly shows (the map shows the wider pattern)")
     return said + ": neighbours are hardly more alike than far rows"
 
 

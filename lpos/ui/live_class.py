@@ -58,19 +58,19 @@ def _default_model(scheme: str) -> str:
     return scheme if scheme in offered() else UNTRAINED
 
 
-def _own_upload() -> bool:
+def own_upload() -> bool:
     """Whether this session shows its own upload (this browser's alone: never sent to a class)."""
     model = st.session_state.get("model")
     return model is not None and ModelRef.parse(model).is_upload
 
 
-def _local_view() -> Broadcast:
+def local_view() -> Broadcast:
     """What this session shows now (an upload is this browser's own: the scheme's default goes out)."""
     state = st.session_state
     scheme = state.get("scheme", DEFAULT_SCHEME)
     model = state.get("model", _default_model(scheme))
     return Broadcast(step=int(state.get("lesson_step", 1)), text=state.get("sentence", state.get("url_text") or ""),
-                     scheme=scheme, model=_default_model(scheme) if _own_upload() else model)
+                     scheme=scheme, model=_default_model(scheme) if own_upload() else model)
 
 
 def before_widgets() -> None:
@@ -153,7 +153,7 @@ def _apply(view: Broadcast) -> None:
 
 def _moved_here(seen: Broadcast) -> bool:
     """The student changed the step, sentence, scheme or model since the teacher's view was applied."""
-    return _own_upload() or not _local_view().same_view(seen)
+    return own_upload() or not local_view().same_view(seen)
 
 
 def _catch_up() -> None:
@@ -209,7 +209,7 @@ def _poll() -> None:
     seen, code = st.session_state.get("live_seen"), st.session_state.get("live_class")
     if not st.session_state.get("live_following") or code is None or seen is None:
         return
-    if not _local_view().same_view(seen):
+    if not local_view().same_view(seen):
         _apply(seen)
         st.rerun(scope="app")  # redraw the controls with the teacher's values
     try:
@@ -261,7 +261,7 @@ def start() -> None:
         st.session_state.update(live_class=None, live_seen=None)
     _leave_teaching()
     try:
-        code, secret = class_store().start(_local_view())
+        code, secret = class_store().start(local_view())
     except ClassError as error:
         _notify(str(error))
         return
@@ -285,7 +285,7 @@ def teach() -> None:
     if not teaching:
         return
     try:
-        class_store().publish(teaching["code"], teaching["secret"], _local_view())
+        class_store().publish(teaching["code"], teaching["secret"], local_view())
     except ClassEnded:
         st.session_state.pop("live_teacher", None)
         st.warning("Your class has ended (it expired); start a new one to teach again.", icon=":material/warning:")
