@@ -22,6 +22,7 @@ def add_commands(commands) -> None:
                      help="; ".join(f"{p.name}: {p.description}" for p in PRESETS.values()))
     lab.add_argument("--steps", type=int, default=d.steps)
     lab.add_argument("--seed", type=int, default=d.seed)
+    lab.add_argument("--threads", type=int, help="torch threads (default: torch's choice; the app's workers use 1)")
     lab.add_argument("--text", metavar="FILE", help="the text task's UTF-8 text, at most 1 MB (default: the built-in story)")
     lab.add_argument("--out", help="write the run as an lpos checkpoint here")
     lab.add_argument("--json", action="store_true", help="print the run as JSON")
@@ -29,8 +30,12 @@ def add_commands(commands) -> None:
 
 
 def run_lab(args) -> int:
+    import torch
+
     from lpos import lab
 
+    if args.threads:
+        torch.set_num_threads(args.threads)
     text = lab.read_text(Path(args.text).read_bytes(), name=Path(args.text).name) if args.text else None
     run = LabArgs(task=args.task, scheme=args.scheme, window=args.window, preset=args.preset, steps=args.steps,
                   seed=args.seed, text=text, text_source=Path(args.text).name if args.text else LAB_DEFAULTS.text_source)
