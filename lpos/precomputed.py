@@ -33,7 +33,7 @@ import torch
 from lpos import checkpoints, corpus
 from lpos.analysis import coverage, heads, lengths, probes, shuffle, streaming, stretch, timeline
 from lpos.model import GPT, untrained_model
-from lpos.positions import ROPE_METHODS, SCHEMES, RopeScaling
+from lpos.positions import AS_TRAINED, RESCALINGS, SCHEMES, RopeScaling
 from lpos.tokenizer import GPT2, encode
 
 VERSION = 1  # bump when an analysis function's output changes: older files are then ignored
@@ -153,14 +153,10 @@ class View:
         return self.key(**{name: value for name, value in parameters.items() if name not in self.context})
 
 
-def scaling(method: str, factor: float, train_length: int) -> RopeScaling | None:
-    return RopeScaling(method, factor, train_length) if method != "none" else None
-
-
 def methods(model: GPT) -> list[tuple[str, float]]:
     """(method, factor) pairs Stretching measures: every method and factor for a model that rotates, none for others."""
-    rescaled = [(m, float(f)) for f in FACTORS for m in ROPE_METHODS if m != "none"]
-    return [("none", 1.0)] + (rescaled if model.scheme.shows("rotation") else [])
+    rescaled = [(m, float(f)) for f in FACTORS for m in RESCALINGS]
+    return [(AS_TRAINED.name, 1.0)] + (rescaled if model.scheme.shows("rotation") else [])
 
 
 def probe_text(model: GPT, parts) -> probes.ProbeText:
@@ -198,10 +194,10 @@ def _position_loss_written(model, meta, corpus_meta):
 
 
 LOSSES = View("losses", loss_key, lambda model, *, method, factor, chunks, train_length: stretch.chunk_losses(
-    model, chunks, rope_scaling=scaling(method, factor, train_length)), _losses_written, context=("train_length",))
+    model, chunks, rope_scaling=RopeScaling.of(method, factor, train_length)), _losses_written, context=("train_length",))
 PROFILE = View("profile", lambda *, method, factor, ids: f"profile|{method}|{float(factor):g}|{ids_digest(ids)}",
                lambda model, *, method, factor, ids, train_length: stretch.attention_profile(
-                   model, ids, rope_scaling=scaling(method, factor, train_length)), _profiles_written, context=("train_length",))
+                   model, ids, rope_scaling=RopeScaling.of(method, factor, train_length)), _profiles_written, context=("train_length",))
 PROBES = View("probes", lambda *, parts: inside_key("probes", parts), lambda model, *, parts, tokenizer=GPT2:
               probes.position_probes(model, probe_text(model, parts), tokenizer=tokenizer),
               _inside_written, context=("tokenizer",), untrained=True)

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 from lpos import corpus
 from lpos.model import GPT
-from lpos.positions import RESCALINGS, REGISTRY, ROPE_METHOD_NAMES, RopeScaling, scheme_info
+from lpos.positions import AS_TRAINED, RESCALINGS, REGISTRY, ROPE_METHOD_NAMES, RopeScaling, scheme_info
 from lpos.tokenizer import GPT2, Tokenizer
 
 LENGTHS = (128, 256, 512, 1024)
@@ -82,9 +82,9 @@ def chunk_losses(model: GPT, texts: torch.Tensor, *, lengths=LENGTHS, rope_scali
     return results
 
 
-def curve_name(scheme: str, method: str = "none", factor: float = 1.0) -> str:
+def curve_name(scheme: str, method: str = AS_TRAINED.name, factor: float = 1.0) -> str:
     """A loss curve's name: the scheme's, and for a scheme that rotates, the scaling applied to it."""
-    if not scheme_info(scheme).shows("rotation") or method == "none":
+    if not scheme_info(scheme).shows("rotation") or method == AS_TRAINED.name:
         return scheme
     return f"{scheme} + {ROPE_METHOD_NAMES[method]} ×{factor:g}"
 

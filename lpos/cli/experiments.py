@@ -6,14 +6,14 @@ import json
 import sys
 
 from lpos.cli.choosing import chosen_model, load_checkpoint, model_flags
-from lpos.positions import ROPE_METHODS
+from lpos.positions import AS_TRAINED, ROPE_METHODS
 
 
 def add_commands(commands) -> None:
     extend = commands.add_parser("extend", help="loss by evaluation length of a RoPE model under a scaling method")
     extend.add_argument("--method", choices=ROPE_METHODS, default="yarn")
     extend.add_argument("--factor", type=float, default=4.0, help="target length / training length")
-    extend.add_argument("--checkpoint", default="rope", help="a shipped name or a path (method none: any scheme)")
+    extend.add_argument("--checkpoint", default="rope", help="a shipped name or a path (method as-trained: any scheme)")
     extend.add_argument("--lengths", type=int, nargs="+", default=[128, 256, 512, 1024], help="each must divide 1024")
     extend.add_argument("--json", action="store_true")
     extend.set_defaults(run=run_extend)
@@ -41,19 +41,18 @@ def run_extend(args) -> int:
     model, meta = load_checkpoint(args.checkpoint)
     scheme, trained_at = model.config.position, training_length(meta, model)
     scaling = RopeScaling(args.method, args.factor, trained_at)
-    if not model.scheme.shows("rotation") and args.method != "none":
+    if not model.scheme.shows("rotation") and args.method != AS_TRAINED.name:
         raise ValueError(f"{args.checkpoint} uses the {scheme!r} scheme, which rotates nothing; RoPE scaling needs a "
-                         "scheme that rotates queries and keys (or --method none)")
+                         f"scheme that rotates queries and keys (or --method {AS_TRAINED.name})")
     texts = {"story": stretch.chunks(torch.tensor(encode(story())), count=1)}
     held_out = held_out_stream(meta)
     if held_out is None:
         print("note: the training corpus is not here; scoring the built-in story only", file=sys.stderr)
     else:
         texts["held-out"] = stretch.chunks(held_out, count=stretch.EVAL_CHUNKS)
-    methods = ["none"] + ([args.method] if args.method != "none" else [])
+    methods = [AS_TRAINED.name] + ([args.method] if args.method != AS_TRAINED.name else [])
     results = {text: {method: stretch.chunk_losses(model, chunks, lengths=args.lengths,
-                                                   rope_scaling=RopeScaling(method, args.factor, trained_at)
-                                                   if method != "none" else None)
+                                                   rope_scaling=RopeScaling.of(method, args.factor, trained_at))
                       for method in methods} for text, chunks in texts.items()}
     if args.json:
         print(json.dumps({"checkpoint": args.checkpoint, "scheme": scheme, "method": args.method, "factor": args.factor,
@@ -63,14 +62,14 @@ def run_extend(args) -> int:
         return 0
     name = f"{args.method}×{args.factor:g}"
     print(f"{args.checkpoint} ({scheme}, trained at {trained_at}): loss by evaluation length"
-          + (f", as trained and under {name}" if args.method != "none" else ""))
+          + (f", as trained and under {name}" if args.method != AS_TRAINED.name else ""))
     rows = {}
     for text, by_method in results.items():
         for method, table in by_method.items():
-            column = f"{text}: {'as trained' if method == 'none' else name}"
+            column = f"{text}: {'as trained' if method == AS_TRAINED.name else name}"
             rows[column] = {length: entry["loss"] for length, entry in table.items()}
-        if args.method != "none":
-            pairs = {length: (by_method[args.method][length]["loss"], by_method["none"][length]["loss"])
+        if args.method != AS_TRAINED.name:
+            pairs = {length: (by_method[args.method][length]["loss"], by_method[AS_TRAINED.name][length]["loss"])
                      for length in args.lengths}
             rows[f"{text}: change"] = {length: f"{a - b:+.4f}" if a is not None else "n/a"
                                        for length, (a, b) in pairs.items()}

@@ -9,7 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from lpos.figures.common import finish, safe
-from lpos.positions import REGISTRY, ROPE_METHODS
+from lpos.positions import AS_TRAINED, REGISTRY, ROPE_METHODS
 
 REGION_FILLS = {"left alone": "rgba(44,160,44,0.10)", "ramp": "rgba(255,187,0,0.14)",
                 "interpolated": "rgba(214,39,40,0.10)", "never turns": "rgba(127,127,127,0.12)"}
@@ -20,7 +20,7 @@ def curve_style(name: str) -> dict:
     if name in REGISTRY and not REGISTRY[name].shows("rotation"):  # a model beside the rotating one, for reference
         return dict(color=REGISTRY[name].colour, dash="dash")
     method = next((m for m in ROPE_METHODS.values() if m.rescales and m.label in name), None)
-    return dict(color=(method or ROPE_METHODS["none"]).colour, dash="solid")
+    return dict(color=(method or AS_TRAINED).colour, dash="solid")
 
 
 def _training_line(fig: go.Figure, train_length: int, *, log_x: bool) -> None:
@@ -62,7 +62,7 @@ def wavelength_methods_figure(frame: pd.DataFrame, *, original_length: int, fact
         fig.add_trace(go.Scatter(
             x=frame["pair"], y=frame[method.name], mode="lines+markers", name=title,
             line=dict(color=method.colour, width=2 if method.rescales else 3,
-                      dash="solid" if method.name in ("none", "yarn") else "dot"),
+                      dash="solid" if method.name in (AS_TRAINED.name, "yarn") else "dot"),
             customdata=np.stack([frame["turns"], frame["yarn_share"]], axis=-1),
             hovertemplate=f"{title}<br>pair %{{x}}: wavelength %{{y:,.1f}} positions<br>as trained: "
                           f"%{{customdata[0]:.2f}} turns in {original_length} tokens<br>YaRN interpolates "

@@ -34,6 +34,7 @@ from lpos.positions.maths import (
     YARN_BETA_SLOW,
     RopeMethod,
     RopeScaling,
+    applied_factor,
     check_rope_method,
     llama3_ramp,
     pair_frequencies,
@@ -95,7 +96,7 @@ def schemes_with(view: str) -> tuple[str, ...]:
 
 __all__ = [
     "REGISTRY", "SCHEMES", "ALIBI", "NO_POSITIONS", "DEFAULT_SCHEME", "SCHEME_INFO", "HINTS", "VIEWS", "Paper", "PositionScheme", "SchemeInfo", "check_scheme",
-    "scheme_info", "get", "schemes_with", "alibi_bias", "alibi_slopes", "AS_TRAINED", "LLAMA3_HIGH_FREQUENCY_FACTOR", "LLAMA3_LOW_FREQUENCY_FACTOR", "RESCALINGS", "ROPE_METHOD_NAMES", "ROPE_METHODS", "llama3_ramp",
+    "scheme_info", "get", "schemes_with", "alibi_bias", "alibi_slopes", "AS_TRAINED", "applied_factor", "LLAMA3_HIGH_FREQUENCY_FACTOR", "LLAMA3_LOW_FREQUENCY_FACTOR", "RESCALINGS", "ROPE_METHOD_NAMES", "ROPE_METHODS", "llama3_ramp",
     "YARN_BETA_FAST", "YARN_BETA_SLOW", "RopeMethod", "RopeScaling", "check_rope_method", "pair_frequencies",
     "rope_angles", "rope_attention_factor", "rope_frequencies", "rope_rotate", "rotation_frequencies",
     "sinusoidal_table", "wavelengths", "yarn_pair_index", "yarn_ramp",

@@ -128,7 +128,7 @@ class RopeMethod:
         return self is not AS_TRAINED
 
 
-AS_TRAINED = RopeMethod("none", "RoPE as trained", "#2ca02c", lambda trained, dim, base, scaling: trained,
+AS_TRAINED = RopeMethod("as-trained", "RoPE as trained", "#2ca02c", lambda trained, dim, base, scaling: trained,
                         "every pair as trained")
 _METHODS = (
     AS_TRAINED,
@@ -170,11 +170,16 @@ def check_rope_method(method: str, factor: float) -> None:
         raise ValueError(f"the scaling factor must be at least 1 (the target length over the training length), got {factor}")
 
 
-def rope_frequencies(dim: int, base: float = 10000.0, *, method: str = "none", factor: float = 1.0,
+def rope_frequencies(dim: int, base: float = 10000.0, *, method: str = "as-trained", factor: float = 1.0,
                      original_length: int = 128) -> torch.Tensor:
     """Angular frequency of each pair after rescaling for `factor` times the training length, [dim/2], by
-    the method of that name (`ROPE_METHODS`: none, pi, ntk, yarn, llama3; see each record's `about`)."""
+    the method of that name (`ROPE_METHODS`: as-trained, pi, ntk, yarn, llama3; see each record's `about`)."""
     return RopeScaling(method, factor, original_length).frequencies(dim, base)
+
+
+def applied_factor(method: str, factor: float) -> float:
+    """The factor `method` stretches by: `factor`, or 1 for RoPE as trained (which stretches nothing)."""
+    return factor if ROPE_METHODS[method].rescales else 1.0
 
 
 def rope_attention_factor(method: str, factor: float) -> float:
@@ -189,7 +194,7 @@ def rope_attention_factor(method: str, factor: float) -> float:
 class RopeScaling:
     """One RoPE scaling method, applied at inference (`GPT.forward(..., rope_scaling=...)`)."""
 
-    method: str  # a name in ROPE_METHODS: none | pi | ntk | yarn | llama3
+    method: str  # a name in ROPE_METHODS: as-trained | pi | ntk | yarn | llama3
     factor: float  # target length / training length
     original_length: int = 128  # the length the model was trained at
     low_frequency_factor: float = LLAMA3_LOW_FREQUENCY_FACTOR  # llama3 only
@@ -199,6 +204,11 @@ class RopeScaling:
         check_rope_method(self.method, self.factor)
         if self.original_length < 1:
             raise ValueError(f"original_length must be positive, got {self.original_length}")
+
+    @classmethod
+    def of(cls, method: str, factor: float, original_length: int = 128) -> RopeScaling | None:
+        """`method` at `factor`, or None for RoPE as trained (the model reads as it was trained)."""
+        return cls(method, factor, original_length) if ROPE_METHODS[method].rescales else None
 
     @property
     def record(self) -> RopeMethod:

@@ -25,7 +25,7 @@ from lpos.figures.export import Recipe, Ref, Step, step
 from lpos.figures.stretch import (attention_profile_figure, division_figure, scaled_loss_figure,
                                  wavelength_methods_figure)
 from lpos.model import GPT
-from lpos.positions import REGISTRY, ROPE_METHODS, RopeScaling, schemes_with
+from lpos.positions import AS_TRAINED, REGISTRY, ROPE_METHODS, RopeScaling, applied_factor, schemes_with
 from lpos.ui.caching import cache_resource
 from lpos.ui.export import chart, run_recipe
 from lpos.ui.models import LoadedModel, label, load_offered
@@ -102,12 +102,12 @@ def _losses(model: GPT, method: str, factor: float, text: str, rope: LoadedModel
 def worded(scheme: str, method: str, factor: float) -> str:
     """A curve's name as a progress bar says it: a rotating model's curve without rescaling says so."""
     name = stretch.curve_name(scheme, method, factor)
-    return f"{name}, not rescaled" if method == "none" and REGISTRY[scheme].shows("rotation") else name
+    return f"{name}, not rescaled" if method == AS_TRAINED.name and REGISTRY[scheme].shows("rotation") else name
 
 
 def scaling_step(method: str, factor: float, train_length: int) -> tuple[list[Step], dict[str, Ref]]:
-    """The step that builds `method`'s RopeScaling (none for "none"), and the keyword that hands it to a model."""
-    if method == "none":
+    """The step that builds `method`'s RopeScaling (none as trained), and the keyword that hands it to a model."""
+    if method == AS_TRAINED.name:
         return [], {}
     return ([step(f"{method}_scaling", RopeScaling, method, factor, train_length)],
             {"rope_scaling": Ref(f"{method}_scaling")})
@@ -122,7 +122,7 @@ def loss_steps(rope: LoadedModel, factor: float, *, text: str) -> tuple[list[Ste
              step("chunks", stretch.held_out_chunks, Ref("meta"))]
     curves = {}
     for method in ROPE_METHODS:
-        scaled = factor if method != "none" else 1.0
+        scaled = applied_factor(method, factor)
         made, scaling = scaling_step(method, scaled, train_length)
         steps += [*made, step(f"{method}_losses", stretch.chunk_losses, Ref("model"), Ref("chunks"), **scaling)]
         curves[stretch.curve_name(rope.model.config.position, method, scaled)] = (f"{method}_losses", rope.model, method, scaled)
@@ -130,7 +130,7 @@ def loss_steps(rope: LoadedModel, factor: float, *, text: str) -> tuple[list[Ste
         var = re.sub(r"\W", "_", name)
         steps += [step(f"{var}_model, {var}_card", checkpoints.load, name),
                   step(f"{var}_losses", stretch.chunk_losses, Ref(f"{var}_model"), Ref("chunks"))]
-        curves[stretch.curve_name(name)] = (f"{var}_losses", load_offered(name)[0], "none", 1.0)
+        curves[stretch.curve_name(name)] = (f"{var}_losses", load_offered(name)[0], AS_TRAINED.name, 1.0)
     return steps, curves
 
 
@@ -183,7 +183,7 @@ def attention_profiles(rope: LoadedModel, factor: float) -> dict[str, pd.DataFra
     with progress(len(ROPE_METHODS), "method") as bar:
         for method in ROPE_METHODS:
             out[stretch.curve_name(rope.scheme, method, factor)] = computed(
-                rope.model, precomputed.PROFILE, method=method, factor=factor if method != "none" else 1.0, ids=ids,
+                rope.model, precomputed.PROFILE, method=method, factor=applied_factor(method, factor), ids=ids,
                 train_length=rope_length(rope), progress=bar,  # precomputed for the shipped model
                 doing=f"Reading {len(ids):,} tokens through {rope.model.config.n_layer} layers: {worded(rope.scheme, method, factor)}")
     return out
@@ -193,7 +193,7 @@ def attention_recipe(rope: LoadedModel, factor: float, *, layer: int, measure: s
     """Section 3's figure as a recipe (lpos.figures.export): the story read under every method."""
     train_length, steps = rope_length(rope), [step("ids", stretch.story_window, tokenizer=Ref("tokenizer"))]
     for method in ROPE_METHODS:
-        made, scaling = scaling_step(method, factor if method != "none" else 1.0, train_length)
+        made, scaling = scaling_step(method, applied_factor(method, factor), train_length)
         steps += [*made, step(f"{method}_profile", stretch.attention_profile, Ref("model"), Ref("ids"), **scaling)]
     profiles = {stretch.curve_name(rope.scheme, method, factor): Ref(f"{method}_profile") for method in ROPE_METHODS}
     return Recipe((*steps, step("fig", attention_profile_figure, profiles, layer=layer,

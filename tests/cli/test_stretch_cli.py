@@ -28,7 +28,7 @@ def test_extend_json_equals_the_api(capsys):
     chunks = stretch.chunks(torch.tensor(encode(story())), count=1)
     expected = stretch.chunk_losses(model, chunks, lengths=(256, 1024), rope_scaling=RopeScaling("yarn", 2.0, 128))
     assert out["losses"]["story"]["yarn"] == {str(k): v for k, v in expected.items()}
-    assert set(out["losses"]["story"]) == {"none", "yarn"}
+    assert set(out["losses"]["story"]) == {"as-trained", "yarn"}
     assert out["attention_factor"] == pytest.approx(RopeScaling("yarn", 2.0).attention_factor)
     assert out["predictions"]["story"] == 1024
 

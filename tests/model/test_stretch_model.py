@@ -117,8 +117,8 @@ def test_method_none_gives_the_unscaled_logits_bit_for_bit(shipped_models, schem
     model, idx = shipped_models["rope"], random_ids(1, 300, seed=4)
     with torch.no_grad():
         plain = model(idx)[0]
-        assert torch.equal(model(idx, rope_scaling=RopeScaling("none", 4.0))[0], plain)
-        assert torch.equal(model.vocab_loss(idx[:, :-1], idx[:, 1:], rope_scaling=RopeScaling("none", 8.0)),
+        assert torch.equal(model(idx, rope_scaling=RopeScaling("as-trained", 4.0))[0], plain)
+        assert torch.equal(model.vocab_loss(idx[:, :-1], idx[:, 1:], rope_scaling=RopeScaling("as-trained", 8.0)),
                            model.vocab_loss(idx[:, :-1], idx[:, 1:]))
         for method in ("pi", "ntk", "yarn"):
             assert not torch.allclose(model(idx, rope_scaling=RopeScaling(method, 4.0))[0], plain)

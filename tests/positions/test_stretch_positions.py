@@ -93,10 +93,10 @@ def test_the_shipped_head_size_regions():
     assert torch.all(got[1:6] < trained[1:6]) and torch.all(got[1:6] > trained[1:6] / 4)
 
 
-def test_none_and_factor_one_change_nothing():
-    for method in ("none", "pi", "ntk", "yarn"):
+def test_as_trained_and_factor_one_change_nothing():
+    for method in ("as-trained", "pi", "ntk", "yarn"):
         assert_close(rope_frequencies(32, method=method, factor=1.0), pair_frequencies(32), rtol=1e-15, atol=0)
-    assert torch.equal(rope_frequencies(32, method="none", factor=8.0), pair_frequencies(32))
+    assert torch.equal(rope_frequencies(32, method="as-trained", factor=8.0), pair_frequencies(32))
 
 
 def test_ntk_keeps_the_fastest_pair_and_divides_the_slowest_by_the_factor():
@@ -108,7 +108,7 @@ def test_ntk_keeps_the_fastest_pair_and_divides_the_slowest_by_the_factor():
 def test_attention_factor():
     assert rope_attention_factor("yarn", 4.0) == pytest.approx(0.1 * math.log(4) + 1)
     assert rope_attention_factor("yarn", 1.0) == 1.0
-    for method in ("none", "pi", "ntk"):
+    for method in ("as-trained", "pi", "ntk"):
         assert rope_attention_factor(method, 8.0) == 1.0
     scaling = RopeScaling("yarn", 8.0, 128)
     assert scaling.attention_factor == pytest.approx(1.2079441541679836)

@@ -23,6 +23,7 @@ from conftest import SCHEMES, app_test
 from lpos import checkpoints, precomputed
 from lpos.pages import PAGES, page_named
 from lpos.analysis import coverage, heads, lengths, probes, shuffle, streaming, stretch
+from lpos.positions import RopeScaling
 
 SHIPPED = checkpoints.available()
 needs_shipped = pytest.mark.skipif(not SHIPPED, reason="no shipped checkpoint is installed")
@@ -104,7 +105,7 @@ def test_every_shipped_model_has_a_current_small_sidecar(name):
     assert precomputed.inside_key("probes", story) in entries
     assert precomputed.curve_key(precomputed.story_ids()) in entries
     chunks = precomputed.stretch_chunks(precomputed.STRETCH_STORY, {})
-    assert precomputed.loss_key("none", 1.0, chunks) in entries
+    assert precomputed.loss_key("as-trained", 1.0, chunks) in entries
 
 
 @needs_shipped
@@ -138,7 +139,7 @@ def test_a_sample_recomputes_to_the_stored_numbers():
     chunks = precomputed.stretch_chunks(precomputed.STRETCH_STORY, meta)
     train_length = lengths.training_length(meta, model)
     key = precomputed.loss_key("yarn", 4.0, chunks)
-    fresh = stretch.chunk_losses(model, chunks, rope_scaling=precomputed.scaling("yarn", 4.0, train_length))
+    fresh = stretch.chunk_losses(model, chunks, rope_scaling=RopeScaling("yarn", 4.0, train_length))
     same(fresh, precomputed.from_plain(entries[key]), exact=False)
     ids = precomputed.story_ids()
     same(lengths.loss_along_text(model, ids), precomputed.from_plain(entries[precomputed.curve_key(ids)]), exact=False)
