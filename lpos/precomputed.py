@@ -146,7 +146,7 @@ class View:
     compute: Callable[..., object]
     written: Callable[[GPT, dict, dict | None], Iterable[dict]]
     context: tuple[str, ...] = ()
-    untrained: bool = False  # written for every scheme's untrained model too (Inside draws them beside the trained)
+    untrained: bool = False  # written for every scheme's untrained model too (pages draw it beside the trained)
     may_refuse: bool = False  # a ValueError means this model cannot (the page says why): nothing is written
 
     def key_of(self, parameters: dict) -> str:
@@ -209,10 +209,11 @@ SINK = View("sink", lambda *, parts, window: inside_key("sink", parts, window), 
                                               for window in streaming.WINDOWS),  # every window the slider offers
             untrained=True, may_refuse=True)  # a window past a table's rows: the page says why
 CURVE = View("curve", curve_key, lambda model, *, ids: lengths.loss_along_text(model, ids),
-             lambda model, meta, corpus_meta: [dict(ids=story_ids())])
+             lambda model, meta, corpus_meta: [dict(ids=story_ids())], untrained=True)
 SLIDING = View("sliding", lambda *, ids, window: f"sliding|{window}|{ids_digest(ids)}",  # the curve's baseline
                lambda model, *, ids, window: lengths.sliding_losses(model, ids, window=window),
-               lambda model, meta, corpus_meta: [dict(ids=story_ids(), window=lengths.training_length(meta, model))])
+               lambda model, meta, corpus_meta: [dict(ids=story_ids(), window=lengths.training_length(meta, model))],
+               untrained=True)
 SHUFFLE = View("shuffle", shuffle_key, lambda model, *, original, shuffled, tokenizer=GPT2: shuffle.shuffle_experiment(
     model, original, shuffled=shuffled, tokenizer=tokenizer),
     lambda model, meta, corpus_meta: [dict(original=o, shuffled=s) for o, s in shuffle_pairs()], context=("tokenizer",))
@@ -335,7 +336,7 @@ def precompute(names: list[str] | None = None, *, folder: Path | None = None, vi
               file_digest(checkpoints.CHECKPOINT_DIR / f"{name}.pt"))
     if first_meta is None and checkpoints.available():
         first_meta = checkpoints.load(checkpoints.available()[0])[1]
-    untrained = {}  # the views Inside draws for the untrained model of every scheme, beside the trained ones
+    untrained = {}  # the views pages draw for the untrained model of every scheme, beside the trained ones
     for scheme in SCHEMES if any(view.untrained for view in views) else ():
         progress(f"untrained {scheme}")
         done = compute(untrained_model(scheme), {}, held_out_meta=first_meta or {}, progress=progress,

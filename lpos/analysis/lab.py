@@ -3,6 +3,7 @@ task, window, steps, seconds, stopped, accuracy_by_length with None where the sc
 
     run_sentence(summary)    "rope: 99% at 32 tokens (its window), 41% at 128."
     compare_sentence(runs)   which run of a task holds up best at four times its window, and which cannot read it
+    twins_sentence(...)      a scheme whose model at this size computes exactly what another's does (lpos.lab.twins)
 """
 from __future__ import annotations
 
@@ -59,3 +60,11 @@ def compare_sentence(runs: list[dict]) -> str:
         said += f" {listed(unread)} cannot read {farthest} tokens at all."
     return said.strip()
 
+
+
+def twins_sentence(scheme: str, preset: str, layers: int, same: list[str] | tuple[str, ...], apart: list[str]) -> str:
+    """Says that a `scheme` run at the `preset` size (`layers` layers) gives the numbers of a run of each scheme in
+    `same`, and which sizes (`apart`) tell them apart."""
+    return (f"At the {preset} size ({layers} layers), a {scheme} model computes exactly what a {' or '.join(same)} "
+            f"model of the same seed computes: their runs give the same numbers."
+            + (f" The {' or '.join(apart)} size tells them apart." if apart else ""))

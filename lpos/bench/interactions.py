@@ -92,13 +92,15 @@ def measure_walk(browser, log_dir: Path, *, schemes: Sequence[str] = tuple(SCHEM
             "end_rss_mb": end}
 
 
-def open_every_model(browser, server: Server, *, schemes: Sequence[str] = tuple(SCHEMES)) -> None:
-    """One session opens each of `schemes`' shipped and untrained model, then leaves: the server holds them all."""
+def open_every_model(browser, server: Server, *, schemes: Sequence[str] = tuple(SCHEMES)) -> list[str]:
+    """One session opens each of `schemes`' shipped and untrained model, then leaves: the server holds them all.
+    Returns the models opened, as the memory report names them."""
     tab = Tab(browser)
     for scheme in schemes:
         for model in (scheme, "untrained"):
             tab.open(f"{server.url}/?scheme={scheme}&model={model}")
     tab.close()
+    return [*schemes, f"the untrained model of each of these {len(schemes)}"]
 
 
 def measure_idle(browser, log_dir: Path, *, settle_s: float = 5.0, schemes: Sequence[str] = tuple(SCHEMES)) -> dict:

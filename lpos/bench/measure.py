@@ -104,9 +104,8 @@ def measure_cold_start(browser, log_dir: Path, runs: int) -> dict:
 def sentence_ratios(browser, server: Server, floor_server: Server, paths: dict[str, str], runs: int,
                     progress=print) -> tuple[dict, dict]:
     """The bare page's new sentence and scheme switch (measured before and after the pages: load may
-    drift), and each page's, with their ratios to it; every model loaded first, so that no timing
-    includes a first load."""
-    open_every_model(browser, server)
+    drift), and each page's, with their ratios to it; the models the pages switch to loaded first
+    (`opened_schemes`), so that no timing includes a first load."""
     progress("measuring the floor page")
     floor = measure_floor(browser, floor_server, runs)
     pages = {}
@@ -121,10 +120,14 @@ def sentence_ratios(browser, server: Server, floor_server: Server, paths: dict[s
     return floor, pages
 
 
+def opened_schemes(runs: int, *, quick: bool) -> tuple[str, ...]:
+    """The schemes whose models the server holds while pages are timed: every scheme, or with --quick the first
+    ones the pages switch to (learned, then SCHEMES[run + 1]) and sinusoidal for the big map."""
+    return tuple(SCHEMES) if not quick else tuple(dict.fromkeys([*SCHEMES[: runs + 1], "sinusoidal"]))
+
+
 def app_side(*, runs: int = 5, quick: bool = False, progress=print) -> dict:
     """Every browser measurement; needs Playwright and Chromium (check_browser)."""
-    from lpos import checkpoints
-
     with tempfile.TemporaryDirectory() as folder, chromium() as browser:
         folder = Path(folder)
         (folder / "floor.py").write_text(FLOOR_APP)
@@ -133,6 +136,7 @@ def app_side(*, runs: int = 5, quick: bool = False, progress=print) -> dict:
         try:
             with peak_memory(server) as sampler:
                 paths = url_paths()
+                loaded = open_every_model(browser, server, schemes=opened_schemes(runs, quick=quick))
                 floor, pages = sentence_ratios(browser, server, floor_server, paths, runs, progress=progress)
                 progress("measuring the 1024 x 1024 similarity map")
                 big_map = measure_big_map(browser, server, paths["similarity"], 1 if quick else 3) if "similarity" in paths else None
@@ -145,7 +149,7 @@ def app_side(*, runs: int = 5, quick: bool = False, progress=print) -> dict:
                     control["ratio"] = control["ms"]["median"] / floor["sentence_ms"]["median"]
                 idle_mb = server.rss_mb()
             memory = {"peak_rss_mb": sampler["peak_mb"], "end_rss_mb": idle_mb, "limit_mb": MEMORY_LIMIT_MB,
-                      "models_loaded": [*checkpoints.available(), "untrained x 5"], "sessions_at_once": sessions,
+                      "models_loaded": loaded, "sessions_at_once": sessions,
                       "sessions_drawn": drawn}
         finally:
             server.stop()

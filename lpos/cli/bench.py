@@ -22,6 +22,9 @@ def add_commands(commands) -> None:
                        help="only the seed-size model (45M) from a shared folder: every page on one server, peak RSS")
     bench.add_argument("--tiny-model", action="store_true",
                        help="with --memory-walk: a 2-layer model instead (a smoke test of the walk)")
+    bench.add_argument("--lab", action="store_true",
+                       help="only the lab: time to 95%% per scheme on copy, a new sentence with a run training, "
+                            "memory while four runs queue")
     bench.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
     bench.add_argument("--out", help="also write the results as JSON to this file")
     bench.set_defaults(run=run_bench)
@@ -52,6 +55,11 @@ def run_bench(args) -> int:
         results = {"machine": bench.machine(), "runs": args.runs,
                    "plotly_react": plotly_react_side(runs=args.runs, progress=progress)}
         return emit(results, args, lambda: "\n".join(report(results["plotly_react"])))
+    if args.lab:
+        from lpos.bench.lab import lab_side, report
+
+        results = {"machine": bench.machine(), "runs": args.runs, "lab": lab_side(runs=args.runs, progress=progress)}
+        return emit(results, args, lambda: "\n".join(report(results["lab"])))
     if args.memory_walk:
         from lpos.bench.first_visit import memory_walk, report
 

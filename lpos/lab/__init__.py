@@ -21,7 +21,7 @@ from lpos import checkpoints
 from lpos.lab.measure import Picture, evaluation_lengths
 from lpos.lab.tasks import TASK_NAMES, TASKS, TEXT, Task
 from lpos.lab.text import TextError, TextTask, read_text
-from lpos.lab.training import PRESETS, Caps, LabArgs, Preset, Progress, train
+from lpos.lab.training import PRESETS, Caps, LabArgs, Preset, Progress, train, twins
 from lpos.model import GPT
 
 SUMMARY_KEYS = ("scheme", "task", "window", "preset", "seed", "steps", "seconds", "stopped", "accuracy_by_length")
@@ -61,4 +61,4 @@ def load_bytes(data: bytes, *, name: str = "run.pt") -> tuple[GPT, dict]:
 
 __all__ = ["PRESETS", "SUMMARY_KEYS", "TASKS", "TASK_NAMES", "TEXT", "Caps", "LabArgs", "Picture", "Preset",
            "Progress", "Task", "TextError", "TextTask", "checkpoint_bytes", "evaluation_lengths", "load_bytes",
-           "read_text", "save", "summary", "train"]
+           "read_text", "save", "summary", "train", "twins"]

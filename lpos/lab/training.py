@@ -8,6 +8,7 @@ carries: its tokenizer, its timeline and `meta["lab"]` (the run: task, window, a
 """
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable
@@ -20,7 +21,7 @@ from lpos.lab.measure import Picture, accuracy_by_length, evaluation_batch, loss
 from lpos.lab.tasks import LETTERS, PAD, TASKS, TEXT, check_task
 from lpos.lab.text import TextTask
 from lpos.model import GPT, GPTConfig, seeded_model
-from lpos.positions import DEFAULT_SCHEME, check_scheme
+from lpos.positions import DEFAULT_SCHEME, SCHEMES, check_scheme
 from lpos.tokenizer import GPT2
 from lpos.vocab.characters import CharacterTokenizer
 
@@ -112,6 +113,24 @@ def build_model(args: LabArgs, task) -> tuple[GPT, object]:
     if text:
         model.output_vocab = task.vocabulary()  # sorted: the softmax runs over the text's tokens only
     return model, tokenizer
+
+
+@functools.lru_cache(maxsize=64)
+def twins(scheme: str, preset: str, window: int) -> tuple[str, ...]:
+    """The other schemes whose lab model of this size and window computes exactly what `scheme`'s does (the same
+    seeded weights give the same scores on a sample): a run of either gives the same numbers. The vocabulary
+    plays no part, so the copy task's stands for every task's."""
+    task = TASKS["copy"]
+    sample = task.batch(1, min(window, 16), torch.Generator().manual_seed(0)).x
+
+    def scores(name: str) -> tuple[torch.Tensor, dict]:
+        model, _ = build_model(LabArgs(scheme=name, window=window, preset=preset), task)
+        with torch.no_grad():
+            return model.eval()(sample)[0], {k: v.shape for k, v in model.state_dict().items()}
+
+    own, shapes = scores(scheme)
+    return tuple(other for other in SCHEMES if other != scheme
+                 and (theirs := scores(other))[1] == shapes and torch.equal(theirs[0], own))
 
 
 def optimizer_for(model: GPT, lr: float) -> torch.optim.AdamW:

@@ -14,7 +14,7 @@ import hashlib
 import streamlit as st
 
 from lpos import lab
-from lpos.analysis.lab import compare_sentence, run_label, run_sentence
+from lpos.analysis.lab import compare_sentence, run_label, run_sentence, twins_sentence
 from lpos.checkpoints import ModelRef
 from lpos.figures.lab import curves_figure, lengths_figure, picture_figure
 from lpos.lab.runs import RunStatus, current_caps, lab_runs
@@ -52,6 +52,9 @@ def run_form() -> lab.LabArgs | None:
                          help="; ".join(f"{p.name}: {p.description}" for p in lab.PRESETS.values()))
     steps = c.number_input("Steps", 10, current_caps().max_steps, d.steps, step=100, key="lab_steps")
     seed = e.number_input("Seed", 0, 10_000, d.seed, key="lab_seed")
+    if same := lab.twins(scheme, preset, window):
+        apart = [p for p in lab.PRESETS if p != preset and not set(same) & set(lab.twins(scheme, p, window))]
+        st.info(twins_sentence(scheme, preset, lab.PRESETS[preset].n_layer, same, apart))
     if not st.button("Start training", type="primary", key="lab_start", icon=":material/play_arrow:"):
         return None
     if task == TEXT and text is None:

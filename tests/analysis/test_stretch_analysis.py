@@ -127,7 +127,7 @@ def test_shift_sentence_counts_one_token_in_the_singular():
 def test_wavelength_frame():
     frame = rescaling.wavelength_frame(32, factor=4.0, original_length=128)
     trained = 2 * math.pi / pair_frequencies(32).numpy()
-    np.testing.assert_allclose(frame["none"], trained)
+    np.testing.assert_allclose(frame["as-trained"], trained)
     np.testing.assert_allclose(frame["pi"], 4 * trained)
     np.testing.assert_allclose(frame["turns"], 128 / trained)
     assert frame["yarn_region"].tolist() == ["left alone"] + ["ramp"] * 5 + ["interpolated"] * 10
@@ -219,7 +219,7 @@ def test_shift_sentence_says_a_table_cannot_hold_a_long_text_even_at_offset_0():
 def test_wavelength_frame_marks_the_pairs_that_never_turn(scheme, turning):
     frame = rescaling.wavelength_frame(32, factor=4.0, original_length=128, scheme=scheme)
     never = frame["yarn_region"] == "never turns"
-    assert int((~never).sum()) == turning and frame.loc[never, "none"].isna().all()
+    assert int((~never).sum()) == turning and frame.loc[never, "as-trained"].isna().all()
     assert frame.loc[~never, list(ROPE_METHODS)].notna().all().all()
     reading = rescaling.wavelength_reading(frame, original_length=128, factor=4.0)
     assert ("never turns" in reading) == (turning < 16)
@@ -228,7 +228,7 @@ def test_wavelength_frame_marks_the_pairs_that_never_turn(scheme, turning):
 def test_a_partial_head_is_rescaled_over_its_rotated_columns_as_transformers_does():
     frame = rescaling.wavelength_frame(32, factor=4.0, original_length=128, scheme="rope-partial")
     rotated = 2 * math.pi / pair_frequencies(8).numpy()  # the first 8 columns: frequencies over 8, not 32
-    np.testing.assert_allclose(frame["none"][:4], rotated)
+    np.testing.assert_allclose(frame["as-trained"][:4], rotated)
     np.testing.assert_allclose(frame["pi"][:4], 4 * rotated)
 
 

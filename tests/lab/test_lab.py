@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from lpos import checkpoints, lab
-from lpos.analysis.lab import compare_sentence, run_sentence
+from lpos.analysis.lab import compare_sentence, run_sentence, twins_sentence
 from lpos.cli import main
 from lpos.figures.lab import lengths_figure
 from lpos.lab.measure import accuracy_by_length, evaluation_lengths
@@ -112,3 +112,21 @@ def test_length_chart_marks_what_a_run_cannot_read():
                          task="Copy")
     marks = [t for t in fig.data if t.marker.symbol == "x"]
     assert len(marks) == 1 and list(marks[0].x) == [64, 128] and "cannot read" in marks[0].hovertemplate
+
+
+def test_twins_are_the_schemes_whose_model_computes_the_same_at_that_size():
+    """rnope skips RoPE in every fourth layer: with the tiny size's 2 layers none is skipped, so its model is rope's
+    (the same seeded weights, the same scores); the shipped size's 4 layers tell them apart."""
+    assert lab.twins("rnope", "tiny", 32) == ("rope",) and lab.twins("rope", "tiny", 32) == ("rnope",)
+    assert lab.twins("rnope", "shipped", 32) == ()
+    assert lab.twins("learned", "tiny", 32) == () and lab.twins("alibi", "tiny", 16) == ()
+    tiny = build_model(lab.LabArgs(scheme="rnope"), TASKS["copy"])[0]
+    assert all(tiny.scheme.rotates_layer(layer) for layer in range(tiny.config.n_layer))
+    shipped = build_model(lab.LabArgs(scheme="rnope", preset="shipped"), TASKS["copy"])[0]
+    assert not shipped.scheme.rotates_layer(3)
+
+
+def test_twins_sentence_names_the_size_that_tells_them_apart():
+    assert twins_sentence("rnope", "tiny", 2, ("rope",), ["shipped"]) == (
+        "At the tiny size (2 layers), a rnope model computes exactly what a rope model of the same seed computes: "
+        "their runs give the same numbers. The shipped size tells them apart.")

@@ -52,6 +52,7 @@ def test_every_page_runs_with_every_scheme_and_model(scheme, trained):
     for path in PAGES:
         at.switch_page(path).run()
         assert not at.exception, f"{path} with {scheme}/{model}: {[e.value for e in at.exception]}"
+        assert at.main.title or at.main.header, (path, scheme, model)  # the page drew, not only the sidebar
         assert shown(at)["sidebar"] == (SENTENCE, scheme, model), path
 
 

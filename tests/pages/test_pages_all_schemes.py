@@ -1,7 +1,7 @@
-"""Every page by what a scheme does, drawn with every registered scheme's untrained model: one AppTest
-per page, the scheme switched in the sidebar, no exception, and the one line that says a view does
-not apply where it does not (the rows of Similarity and Embeddings, the Sinusoids table, the
-order-blind baseline of Order blindness)."""
+"""The pages whose words follow what a scheme does, with every registered scheme's untrained model: one
+AppTest per page, the scheme switched in the sidebar, no exception, and the one line that says a view does
+not apply where it does not (the rows of Similarity and Embeddings, the Sinusoids table, the order-blind
+baseline of Order blindness). That every page draws with every scheme and model is test_app_shell's."""
 from __future__ import annotations
 
 import pytest
@@ -87,16 +87,6 @@ def test_order_blindness_compares_every_scheme_and_its_sentences_follow_the_numb
             if other != baseline:
                 assert other in (stayers if verdict == "yes" else movers), (name, other, verdict, moved)
         assert "causal mask" in said or "single layer" in said
-
-
-# the pages a test of this file opens with every scheme for what it says; every other page is drawn below
-SAID_ABOVE = {"embeddings", "similarity", "sinusoids", "shuffle", "inside", "lesson"}
-
-
-@pytest.mark.parametrize("page", [p.file for p in PAGES if p.name not in SAID_ABOVE])
-def test_every_other_page_draws_for_every_scheme(page):
-    for name, _, at in each_scheme(page):
-        assert at.title, (page, name)
 
 
 def test_inside_draws_every_tab_for_every_scheme():
