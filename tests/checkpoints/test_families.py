@@ -16,6 +16,7 @@ import json
 import pytest
 import torch
 
+from family_folders import NO_SPECIAL_IDS, spread
 from lpos import checkpoints
 from lpos.checkpoints import CheckpointError
 from lpos.checkpoints.families import trained_scaling_sentence
@@ -31,26 +32,12 @@ CHARACTERS = [chr(33 + i) for i in range(VOCAB)]  # "!" to "`": one token each
 TEXT = "".join(CHARACTERS[(7 * i + 3) % VOCAB] for i in range(24))  # 24 tokens: past every window and length below
 SMALL = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_attention_heads=4,
              attn_implementation="eager")
-NO_SPECIAL_IDS = dict(pad_token_id=None, bos_token_id=None, eos_token_id=None)  # defaults past a 64-token vocabulary
 
 
 def save_tokenizer(folder) -> None:
     """A tokenizer.json of the 64 characters, no merges: token i is CHARACTERS[i]."""
     model = tokenizers.models.BPE(vocab={c: i for i, c in enumerate(CHARACTERS)}, merges=[])
     tokenizers.Tokenizer(model).save(str(folder / "tokenizer.json"))
-
-
-def spread(model, *, seed: int = 0, dtype: torch.dtype = torch.float32):
-    """Weights large enough for logits that differ by whole units (norm weights near 1, or near 0 for Gemma's
-    1 + weight), rounded to `dtype` so the float32 reference holds what the file holds."""
-    generator = torch.Generator().manual_seed(seed)
-    gemma = "Gemma3" in type(model).__name__
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            noise = torch.randn(p.shape, generator=generator)
-            value = (0.2 if gemma else 1.0) + 0.2 * noise if name.endswith("norm.weight") else 0.3 * noise
-            p.copy_(value.to(dtype).float())
-    return model.eval()
 
 
 def opened(reference, folder, *, dtype: torch.dtype = torch.float32, **save) -> GPT:
@@ -264,48 +251,3 @@ def test_a_setting_lpos_does_not_reproduce_is_refused_by_name(tmp_path, build, c
     edited(build(), tmp_path / "model", change)
     with pytest.raises(CheckpointError, match=message.replace("(", r"\(").replace(")", r"\)")):
         checkpoints.load(tmp_path / "model")
-
-
-def gpt2_vocabulary_folders(folder) -> dict[str, str]:
-    """One small model of each family with GPT-2's 50,257 tokens (so the pages' own texts read the same), saved
-    as Hugging Face folders in `folder`; {folder name: what its Positions in attention page says of it}."""
-    shape = dict(vocab_size=50257, hidden_size=32, intermediate_size=48, num_hidden_layers=4, num_attention_heads=2,
-                 max_position_embeddings=128)
-    models = {
-        "qwen2": (transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**shape, num_key_value_heads=1, rope_theta=1e6)),
-                  "Every one of the 8 pairs of each head turns"),
-        "qwen3": (transformers.Qwen3ForCausalLM(transformers.Qwen3Config(**shape, num_key_value_heads=1, head_dim=8)),
-                  "Every one of the 4 pairs of each head turns"),
-        "pythia": (transformers.GPTNeoXForCausalLM(transformers.GPTNeoXConfig(**shape, rotary_pct=0.25)),
-                   "Only the first 4 of each head's 16 columns turn"),
-        "smollm3": (transformers.SmolLM3ForCausalLM(transformers.SmolLM3Config(**shape, **NO_SPECIAL_IDS, num_key_value_heads=1)),
-                    "Layer 4 rotates nothing"),
-        "gemma3": (transformers.Gemma3ForCausalLM(transformers.Gemma3TextConfig(
-            **shape, num_key_value_heads=1, head_dim=16, sliding_window=8, pad_token_id=0,
-            layer_types=["sliding_attention"] * 3 + ["full_attention"])),
-                   "3 local layers see the last 8 positions and turn with base 10,000; layer 4 is global: every "
-                   "position, base 1,000,000"),
-    }
-    for name, (model, _) in models.items():
-        spread(model).save_pretrained(folder / name)
-    return {name: said for name, (_, said) in models.items()}
-
-
-@pytest.mark.slow
-def test_every_page_runs_with_each_family_from_the_shared_folder(tmp_path, monkeypatch):
-    """Each family's model in LPOS_CHECKPOINT_DIR as its Hugging Face folder: every page draws with it, and
-    Positions in attention says its own practice."""
-    from conftest import app_test
-
-    from lpos.pages import PAGES
-
-    practice = gpt2_vocabulary_folders(tmp_path)
-    monkeypatch.setenv("LPOS_CHECKPOINT_DIR", str(tmp_path))
-    for name, said in practice.items():
-        at = app_test(model=f"dir:{name}", text="one two three four five six seven eight nine", timeout=600)
-        assert not at.exception, (name, [e.message for e in at.exception])
-        for declared in PAGES:
-            at.switch_page(declared.file).run(timeout=600)
-            assert not at.exception, (name, declared.name, [e.message for e in at.exception])
-            if declared.name == "attention":
-                assert said in " ".join(c.value for c in at.caption), name
