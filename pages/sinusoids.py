@@ -54,9 +54,11 @@ def explorer() -> None:
 
 
 def rotating_model(selection) -> dict:
-    """The sidebar model's RoPE base and scheme for the RoPE sentence, when it rotates."""
+    """The sidebar model's RoPE bases (one per layer) and its rotation for the RoPE sentence, when it rotates."""
     model = selection.model.model
-    return dict(model_base=model.config.rope_base, model_scheme=model.config.position) if model.scheme.shows("rotation") else {}
+    if not model.scheme.shows("rotation"):
+        return {}
+    return dict(model_bases=model.config.layer_bases or (model.config.rope_base,), model_rotation=model.scheme)
 
 
 @st.fragment

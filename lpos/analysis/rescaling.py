@@ -11,21 +11,26 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lpos.positions import (LLAMA3_HIGH_FREQUENCY_FACTOR, LLAMA3_LOW_FREQUENCY_FACTOR, RESCALINGS, ROPE_METHOD_NAMES,
-                            ROPE_METHODS, YARN_BETA_FAST, YARN_BETA_SLOW, RopeScaling, scheme_info, yarn_ramp)
+from lpos.analysis.attention import rotating_scheme
+from lpos.positions import (AS_TRAINED, LLAMA3_HIGH_FREQUENCY_FACTOR, LLAMA3_LOW_FREQUENCY_FACTOR, RESCALINGS,
+                            ROPE_METHOD_NAMES, ROPE_METHODS, YARN_BETA_FAST, YARN_BETA_SLOW, PositionScheme, RopeScaling,
+                            scheme_info, yarn_ramp)
 
 
 def wavelength_frame(dim: int, base: float = 10000.0, *, factor: float, original_length: int,
-                     scheme: str = "rope") -> pd.DataFrame:
-    """Per pair of a `dim`-column head of a rotating `scheme`: wavelength (positions per full turn) as trained and
-    under each method (NaN for a pair that never turns), turns inside the training length, and YaRN's
-    interpolated share and region over the pairs that turn."""
-    rotating = scheme_info(scheme)
+                     scheme: str = "rope", share: float | None = None, trained_scaling: RopeScaling | None = None
+                     ) -> pd.DataFrame:
+    """Per pair of a `dim`-column head of a rotating `scheme` (turning `share` of its columns, as a model's config
+    may say): wavelength (positions per full turn) as trained (under `trained_scaling`, a config's own rescaling)
+    and under each method, which replaces it (NaN for a pair that never turns); turns inside the training length
+    at the base; YaRN's interpolated share and region over the pairs that turn."""
+    rotating = rotating_scheme(scheme, share)
     trained = rotating.head_frequencies(dim, None, base)  # (dim/2,): 0 where a pair never turns
     turning = (trained > 0).numpy()
     frame = pd.DataFrame({"pair": np.arange(dim // 2), "turns": (original_length * trained / (2 * math.pi)).numpy()})
     for method in ROPE_METHODS:
-        frequencies = rotating.head_frequencies(dim, RopeScaling(method, factor, original_length), base)
+        scaling = trained_scaling if method == AS_TRAINED.name else RopeScaling(method, factor, original_length)
+        frequencies = rotating.head_frequencies(dim, scaling, base)
         frame[method] = np.where(turning, 2 * math.pi / frequencies.clamp_min(1e-300).numpy(), np.nan)
     rotated = rotating.rotated_width(dim)
     share = np.zeros(dim // 2)
@@ -37,13 +42,17 @@ def wavelength_frame(dim: int, base: float = 10000.0, *, factor: float, original
 
 
 def division_frame(dim: int, base: float = 10000.0, *, factor: float, original_length: int,
-                   scheme: str = "rope") -> pd.DataFrame:
+                   scheme: str = "rope", share: float | None = None) -> pd.DataFrame:
     """How far each method divides each pair's frequency, as a share of the full factor: 0 leaves the pair as
     trained, 1 divides it by `factor`, between blends (log(trained / rescaled) / log(factor)); NaN for a pair
     that never turns. Rows (method, label, pair, share), the methods that rescale in their order."""
+    return divisions(rotating_scheme(scheme, share), dim, base, factor=factor, original_length=original_length)
+
+
+def divisions(rotating: PositionScheme, dim: int, base: float, *, factor: float, original_length: int) -> pd.DataFrame:
+    """division_frame for a rotating scheme object (a model's own, as its config sets it)."""
     if not factor > 1:
         raise ValueError(f"a share of the factor needs a factor over 1, got {factor}")
-    rotating = scheme_info(scheme)
     trained = rotating.head_frequencies(dim, None, base)  # (dim/2,)
     rows = []
     for method in RESCALINGS:
@@ -94,17 +103,18 @@ def wavelength_reading(frame: pd.DataFrame, *, original_length: int, factor: flo
     return "\n".join(lines)
 
 
-def pairs_sentence(head: int, *, train_length: int, base: float, scheme: str = "rope", layers: int = 1) -> str:
-    """What each method does to the turning pairs of a `head`-column head of the rotating `scheme` at RoPE base
-    `base`, why YaRN leaves pair 0 alone when its floored boundaries do, and what no method touches (pairs that
-    never turn, layers of `layers` that rotate nothing)."""
-    rotating = scheme_info(scheme)
+def pairs_sentence(head: int, *, train_length: int, base: float, scheme: str | PositionScheme = "rope",
+                   layers: int = 1) -> str:
+    """What each method does to the turning pairs of a `head`-column head of the rotating `scheme` (a name, or a
+    model's own scheme as its config sets it) at RoPE base `base`, why YaRN leaves pair 0 alone when its floored
+    boundaries do, and what no method touches (pairs that never turn, layers of `layers` that rotate nothing)."""
+    rotating = scheme_info(scheme) if isinstance(scheme, str) else scheme
     rotated = rotating.rotated_width(head)
     turning = int((rotating.head_frequencies(head, None, base) > 0).sum())
     turns = train_length / (2 * math.pi)  # pair 0 turns once every 2π positions
     floored = turns < YARN_BETA_FAST and float(yarn_ramp(rotated, base, original_length=train_length)[0]) == 0
     still = [layer + 1 for layer in range(layers) if not rotating.rotates_layer(layer)]
-    ntk = division_frame(head, base, factor=2.0, original_length=train_length, scheme=scheme)
+    ntk = divisions(rotating, head, base, factor=2.0, original_length=train_length)
     ntk_full = float(ntk[ntk["method"] == "ntk"]["share"].max()) > 1 - 1e-6  # NTK's shares do not depend on the factor
     untouched = ("" if turning == head // 2 else
                  f" The other {head // 2 - turning} pairs never turn, so no method changes them.") + (

@@ -15,6 +15,7 @@ import pandas as pd
 import torch
 
 from lpos.analysis.sinusoids import block_average
+from lpos.checkpoints.families import bases_by_layer_words
 from lpos.model import GPT
 from lpos.analysis.attention import head_frequencies, rotating_scheme
 from lpos.positions import sinusoidal_table
@@ -221,10 +222,13 @@ def rope_kernel_sentence(kernel: pd.DataFrame, *, head_dim: int, base: float, pa
 
 
 def rope_kernel_map_sentence(*, label: str, head_dim: int, base: float, scheme: str = "rope",
-                             share: float | None = None) -> str:
-    """What the rope kernel map (rope_kernel) stands for, for a scheme that adds no rows, at the model's head size and base."""
+                             share: float | None = None, layer_bases: tuple[float, ...] = ()) -> str:
+    """What the rope kernel map (rope_kernel) stands for, for a scheme that adds no rows, at the model's head size and
+    base (its first layer's; `layer_bases`: each layer's, when they differ)."""
+    own = ("this model's" if len(set(layer_bases)) <= 1 else
+           f"layer 1's: this model's layers turn with {len(set(layer_bases))} RoPE bases, {bases_by_layer_words(layer_bases)}")
     return (f"{label} adds no rows. Its counterpart: the mean of cos((m − n)·ωᵢ) over the {head_dim // 2} pairs of "
-            f"this model's {head_dim}-column heads (base {base:,g}, this model's; "
+            f"this model's {head_dim}-column heads (base {base:,g}, {own}; "
             f"{frequencies_said(head_dim, base=base, scheme=scheme, share=share)}), the cosine between "
             "one vector rotated to positions m and n when all its pairs have the same length.\n"
             "Every diagonal is constant: the kernel depends on m − n only.")

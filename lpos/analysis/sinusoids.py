@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lpos.positions import pair_frequencies, scheme_info, sinusoidal_table, wavelengths
+from lpos.checkpoints.families import bases_by_layer_words
+from lpos.positions import PositionScheme, pair_frequencies, sinusoidal_table, wavelengths
 
 
 @dataclass(frozen=True)
@@ -149,12 +150,26 @@ def ordinal(n: int) -> str:
     return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
-def rope_sentence(width: int, head_columns: int, *, base: float = 10000.0, model_base: float | None = None,
-                  model_scheme: str | None = None) -> str:
+def model_bases_clause(model_bases: tuple[float, ...], base: float) -> str:
+    """What the sidebar model's own RoPE bases (one per layer) mean for the ladder at `base`: "" when every layer
+    uses `base`."""
+    distinct = sorted(set(model_bases))
+    if not distinct or distinct == [base]:
+        return ""
+    if len(distinct) == 1:
+        return (f" (this model's own RoPE base is {_number(distinct[0])}, not the {_number(base)} set here, so its "
+                "heads' wavelengths are not these)")
+    return (f" (this model's layers turn with {len(distinct)} RoPE bases: {bases_by_layer_words(model_bases)}; "
+            + (f"only those with base {_number(base)} turn at these wavelengths)" if base in distinct else
+               f"none with the {_number(base)} set here)"))
+
+
+def rope_sentence(width: int, head_columns: int, *, base: float = 10000.0, model_bases: tuple[float, ...] = (),
+                  model_rotation: PositionScheme | None = None) -> str:
     """How RoPE's wavelengths relate to this table's: a RoPE head of d columns uses base^(−2i/d) over its
     d/2 pairs, which are every (width/d)-th pair of a width-column table when d divides width and both use
-    the same base. `model_base`, `model_scheme`: the sidebar model's own RoPE base and scheme, when it rotates (its
-    base said when it differs, its pairs when it turns fewer than a RoPE head)."""
+    the same base. `model_bases`: the sidebar model's RoPE base in each of its layers; `model_rotation`: its own
+    rotating scheme (as configured: a share of columns or pairs), when it rotates."""
     if head_columns % 2 or head_columns < 2:
         return "RoPE uses the same formula over a head's columns."
     if width == head_columns:
@@ -165,15 +180,12 @@ def rope_sentence(width: int, head_columns: int, *, base: float = 10000.0, model
     else:
         same = (f"; at the base set here, a ladder of {head_columns // 2} wavelengths from 2π to "
                 f"{slowest_wavelength(head_columns, base=base):,.0f}, not this table's {width // 2}")
-    if model_base is not None and model_base != base:
-        same += (f" (this model's own RoPE base is {_number(model_base)}, not the {_number(base)} set here, so its heads' "
-                 "wavelengths are not these)")
-    if model_scheme is not None:
-        rotating = scheme_info(model_scheme)
-        turning = int((rotating.head_frequencies(head_columns, None, base) > 0).sum())
-        rotated = rotating.rotated_width(head_columns)
+    same += model_bases_clause(model_bases, base)
+    if model_rotation is not None:
+        turning = int((model_rotation.head_frequencies(head_columns, None, base) > 0).sum())
+        rotated = model_rotation.rotated_width(head_columns)
         if turning < head_columns // 2:
-            same += (f"; this model's {rotating.label} turns only {turning} of them"
+            same += (f"; this model's {model_rotation.label} turns only {turning} of them"
                      + (f", by base^(−2i/{rotated}) over its first {rotated} columns" if rotated < head_columns else
                         ", the fastest") + ", and the rest never")
     return (f"RoPE uses the same formula over one head's columns: this model's heads have {head_columns} columns, "

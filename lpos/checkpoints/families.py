@@ -9,12 +9,18 @@ from lpos.model_config import GPTConfig
 from lpos.positions import ROPE_METHOD_NAMES, RopeScaling, scheme_info
 
 
-def _layers(layers: list[int]) -> str:
+def layer_words(layers: list[int]) -> str:
     """"layer 4", "layers 2 and 4", "layers 1, 2, 3 and 6" (counted from 1)."""
     named = [str(layer + 1) for layer in layers]
     if len(named) == 1:
         return f"layer {named[0]}"
     return f"layers {', '.join(named[:-1])} and {named[-1]}"
+
+
+def bases_by_layer_words(bases: tuple[float, ...]) -> str:
+    """Each distinct RoPE base and the layers that turn with it: "10,000 in layers 1, 2 and 3; 1,000,000 in layer 4"."""
+    return "; ".join(f"{base_words(b)} in {layer_words([i for i, own in enumerate(bases) if own == b])}"
+                     for b in sorted(set(bases)))
 
 
 def base_words(base: float) -> str:
@@ -62,7 +68,7 @@ def trained_scaling_sentence(config: GPTConfig) -> str:
                 "method below replaces it.")
     if not scaled:
         return ""
-    words = "; ".join(scaling_words(s) + ("" if all(config.layer_scalings) else " in " + _layers(
+    words = "; ".join(scaling_words(s) + ("" if all(config.layer_scalings) else " in " + layer_words(
         [i for i, own in enumerate(config.layer_scalings) if own == s])) for s in sorted(scaled, key=str))
     return (f"Its config already rescales its rotations, as it was trained: {words}. \"RoPE as trained\" keeps that; "
             "each method below replaces it.")
@@ -78,13 +84,13 @@ def layer_practice(config: GPTConfig) -> list[str]:
     full = [i for i in range(n) if not windows[i]]
     if local and full and len(set(bases)) > 1:  # Gemma 3: local and global layers, each with its own base
         said.append(f"{len(local)} local layers see the last {windows[local[0]]:,} positions and turn with base "
-                    f"{base_words(bases[local[0]])}; {_layers(full)} {'is' if len(full) == 1 else 'are'} global: every "
+                    f"{base_words(bases[local[0]])}; {layer_words(full)} {'is' if len(full) == 1 else 'are'} global: every "
                     f"position, base {base_words(bases[full[0]])}")
     else:
         said.append(f"RoPE base {base_words(config.rope_base)}" if len(set(bases)) == 1 else
                     "RoPE bases by layer: " + ", ".join(base_words(b) for b in bases))
         if local:
-            said.append(f"{_layers(local)} see{'s' if len(local) == 1 else ''} only the last {windows[local[0]]:,} "
+            said.append(f"{layer_words(local)} see{'s' if len(local) == 1 else ''} only the last {windows[local[0]]:,} "
                         "positions (a sliding window)")
     return said
 
@@ -102,11 +108,11 @@ def position_practice(config: GPTConfig) -> list[str]:
                     "never do")
     still = [i for i in range(n) if not scheme.rotates_layer(i)]
     if still:
-        said.append(f"{_layers(still)} {'has' if len(still) == 1 else 'have'} no RoPE: no position at all")
+        said.append(f"{layer_words(still)} {'has' if len(still) == 1 else 'have'} no RoPE: no position at all")
     scaled = {s for s in config.layer_scalings if s is not None}
     for scaling in scaled:
         where = [i for i in range(n) if config.layer_scalings[i] == scaling]
-        said.append(f"trained with {scaling_words(scaling)}" + ("" if len(where) == n else f" in {_layers(where)}"))
+        said.append(f"trained with {scaling_words(scaling)}" + ("" if len(where) == n else f" in {layer_words(where)}"))
     if config.dynamic_factor is not None:
         said.append(f"dynamic NTK ×{config.dynamic_factor:g}: past {config.block_size:,} positions the base grows "
                     "with the input")

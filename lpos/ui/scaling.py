@@ -105,12 +105,17 @@ def worded(scheme: str, method: str, factor: float) -> str:
     return f"{name}, not rescaled" if method == AS_TRAINED.name and REGISTRY[scheme].shows("rotation") else name
 
 
+def variable(name: str) -> str:
+    """A method's or model's name as a Python variable of a recipe ("as-trained" -> "as_trained")."""
+    return re.sub(r"\W", "_", name)
+
+
 def scaling_step(method: str, factor: float, train_length: int) -> tuple[list[Step], dict[str, Ref]]:
     """The step that builds `method`'s RopeScaling (none as trained), and the keyword that hands it to a model."""
     if method == AS_TRAINED.name:
         return [], {}
-    return ([step(f"{method}_scaling", RopeScaling, method, factor, train_length)],
-            {"rope_scaling": Ref(f"{method}_scaling")})
+    return ([step(f"{variable(method)}_scaling", RopeScaling, method, factor, train_length)],
+            {"rope_scaling": Ref(f"{variable(method)}_scaling")})
 
 
 def loss_steps(rope: LoadedModel, factor: float, *, text: str) -> tuple[list[Step], dict[str, tuple[str, GPT, str, float]]]:
@@ -124,10 +129,10 @@ def loss_steps(rope: LoadedModel, factor: float, *, text: str) -> tuple[list[Ste
     for method in ROPE_METHODS:
         scaled = applied_factor(method, factor)
         made, scaling = scaling_step(method, scaled, train_length)
-        steps += [*made, step(f"{method}_losses", stretch.chunk_losses, Ref("model"), Ref("chunks"), **scaling)]
-        curves[stretch.curve_name(rope.model.config.position, method, scaled)] = (f"{method}_losses", rope.model, method, scaled)
+        steps += [*made, step(f"{variable(method)}_losses", stretch.chunk_losses, Ref("model"), Ref("chunks"), **scaling)]
+        curves[stretch.curve_name(rope.model.config.position, method, scaled)] = (f"{variable(method)}_losses", rope.model, method, scaled)
     for name in references() if speaks_gpt2(rope) else []:
-        var = re.sub(r"\W", "_", name)
+        var = variable(name)
         steps += [step(f"{var}_model, {var}_card", checkpoints.load, name),
                   step(f"{var}_losses", stretch.chunk_losses, Ref(f"{var}_model"), Ref("chunks"))]
         curves[stretch.curve_name(name)] = (f"{var}_losses", load_offered(name)[0], AS_TRAINED.name, 1.0)
@@ -156,22 +161,35 @@ def loss_view(rope: LoadedModel, factor: int, *, text: str) -> tuple[go.Figure, 
     return _loss_view(rope, tuple(checkpoints.available()), float(factor), text)
 
 
-def wavelength_view(head: int, *, factor: int, train_length: int, base: float, scheme: str) -> tuple[Recipe, str]:
-    """Section 2: each pair's wavelength under every method at RoPE base `base` for a head of the rotating `scheme`,
-    as a recipe (lpos.figures.export), and YaRN's regions in words."""
-    waves = rescaling.wavelength_frame(head, base, factor=factor, original_length=train_length, scheme=scheme)
-    return (Recipe((step("waves", rescaling.wavelength_frame, head, base, factor=factor,
-                         original_length=train_length, scheme=scheme),
+def trained_scaling_steps(scaling: RopeScaling | None) -> tuple[list[Step], dict[str, Ref]]:
+    """The step that builds a config's own rescaling (none without one), and the keyword that hands it on."""
+    if scaling is None:
+        return [], {}
+    return ([step("trained_scaling", RopeScaling, scaling.method, scaling.factor, scaling.original_length,
+                  scaling.low_frequency_factor, scaling.high_frequency_factor)], {"trained_scaling": Ref("trained_scaling")})
+
+
+def wavelength_view(head: int, *, factor: int, train_length: int, base: float, scheme: str, share: float | None = None,
+                    trained_scaling: RopeScaling | None = None) -> tuple[Recipe, str]:
+    """Section 2: each pair's wavelength under every method at RoPE base `base` for a head of the rotating `scheme`
+    (turning `share` of its columns; as trained under the config's `trained_scaling`), as a recipe
+    (lpos.figures.export), and YaRN's regions in words."""
+    waves = rescaling.wavelength_frame(head, base, factor=factor, original_length=train_length, scheme=scheme,
+                                       share=share, trained_scaling=trained_scaling)
+    made, trained = trained_scaling_steps(trained_scaling)
+    return (Recipe((*made, step("waves", rescaling.wavelength_frame, head, base, factor=factor,
+                                original_length=train_length, scheme=scheme, share=share, **trained),
                     step("fig", wavelength_methods_figure, Ref("waves"),
                          original_length=train_length, factor=factor))),
             rescaling.wavelength_reading(waves, original_length=train_length, factor=factor))
 
 
-def division_view(head: int, *, factor: int, train_length: int, base: float, scheme: str) -> tuple[Recipe, str]:
+def division_view(head: int, *, factor: int, train_length: int, base: float, scheme: str,
+                  share: float | None = None) -> tuple[Recipe, str]:
     """Section 2's second figure: which pairs each method leaves, divides or blends, as a recipe, and in words."""
-    frame = rescaling.division_frame(head, base, factor=factor, original_length=train_length, scheme=scheme)
+    frame = rescaling.division_frame(head, base, factor=factor, original_length=train_length, scheme=scheme, share=share)
     return (Recipe((step("shares", rescaling.division_frame, head, base, factor=factor,
-                         original_length=train_length, scheme=scheme),
+                         original_length=train_length, scheme=scheme, share=share),
                     step("fig", division_figure, Ref("shares"), factor=factor))),
             rescaling.division_reading(frame, factor=factor))
 
@@ -194,8 +212,8 @@ def attention_recipe(rope: LoadedModel, factor: float, *, layer: int, measure: s
     train_length, steps = rope_length(rope), [step("ids", stretch.story_window, tokenizer=Ref("tokenizer"))]
     for method in ROPE_METHODS:
         made, scaling = scaling_step(method, applied_factor(method, factor), train_length)
-        steps += [*made, step(f"{method}_profile", stretch.attention_profile, Ref("model"), Ref("ids"), **scaling)]
-    profiles = {stretch.curve_name(rope.scheme, method, factor): Ref(f"{method}_profile") for method in ROPE_METHODS}
+        steps += [*made, step(f"{variable(method)}_profile", stretch.attention_profile, Ref("model"), Ref("ids"), **scaling)]
+    profiles = {stretch.curve_name(rope.scheme, method, factor): Ref(f"{variable(method)}_profile") for method in ROPE_METHODS}
     return Recipe((*steps, step("fig", attention_profile_figure, profiles, layer=layer,
                                 measure=measure, train_length=train_length)))
 
@@ -206,7 +224,7 @@ def attention_view(rope: LoadedModel, factor: int, *, layer: int, measure: str) 
     it, and its reading."""
     profiles, train_length = attention_profiles(rope, float(factor)), rope_length(rope)
     recipe = attention_recipe(rope, float(factor), layer=layer, measure=measure)
-    given = {f"{method}_profile": profiles[stretch.curve_name(rope.scheme, method, float(factor))] for method in ROPE_METHODS}
+    given = {f"{variable(method)}_profile": profiles[stretch.curve_name(rope.scheme, method, float(factor))] for method in ROPE_METHODS}
     return (run_recipe(recipe, rope, **given), recipe,
             stretch.profile_reading(profiles, layer=layer, train_length=train_length))
 
@@ -277,13 +295,14 @@ def wavelengths(rope: LoadedModel, factor: int, train_length: int) -> None:
     st.subheader("2. Which pairs turn fully inside the training window")
     head = config.head_size
     recipe, reading = wavelength_view(head, factor=factor, train_length=train_length, base=config.rope_base,
-                                      scheme=config.position)
+                                      scheme=config.position, share=config.rope_share,
+                                      trained_scaling=config.layer_scalings[0] if config.layer_scalings else None)
     chart(recipe, name="stretch-wavelengths", model=rope, key="stretch_wavelengths")
     st.markdown(reading)
-    st.caption(rescaling.pairs_sentence(head, train_length=train_length, base=config.rope_base, scheme=config.position,
+    st.caption(rescaling.pairs_sentence(head, train_length=train_length, base=config.rope_base, scheme=rope.model.scheme,
                                       layers=config.n_layer))
     recipe, reading = division_view(head, factor=factor, train_length=train_length, base=config.rope_base,
-                                    scheme=config.position)
+                                    scheme=config.position, share=config.rope_share)
     chart(recipe, name="stretch-division", model=rope, key="stretch_division")
     st.markdown(reading)
     st.page_link("pages/sinusoids.py", label="The same wavelengths for the sinusoidal table", icon=":material/waves:")

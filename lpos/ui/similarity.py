@@ -249,7 +249,7 @@ def rope_kernel_section(loaded: LoadedModel, length: int) -> None:
     chart(kernel_map, name="similarity-position-map", model=loaded, key="sim_positions", in_place=True)
     st.caption(similarity.rope_kernel_map_sentence(label=loaded.model.scheme.label, head_dim=head_dim,
                                                    base=config.rope_base, scheme=config.position,
-                                                   share=config.rope_share))
+                                                   share=config.rope_share, layer_bases=config.layer_bases))
     chart(kernel_line, name="similarity-kernel-by-offset", model=loaded, key="sim_kernel", in_place=True)
     st.caption(kernel_reading)
 

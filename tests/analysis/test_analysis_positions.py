@@ -239,11 +239,27 @@ def test_table_caption_at_base_2_says_the_right_columns_go_round():
 def test_rope_sentence_says_the_ladder_holds_at_the_base_set_and_names_the_model_base():
     from lpos.analysis.sinusoids import rope_sentence  # noqa: PLC0415
 
-    said = rope_sentence(128, 32, base=2.0, model_base=10000.0)
+    said = rope_sentence(128, 32, base=2.0, model_bases=(10000.0,))
     assert "at the base set here, those are the wavelengths of every 4th of these 64 pairs" in said
     assert "this model's own RoPE base is 10,000, not the 2 set here" in said
-    assert "own RoPE base" not in rope_sentence(128, 32, base=10000.0, model_base=10000.0)
+    assert "own RoPE base" not in rope_sentence(128, 32, base=10000.0, model_bases=(10000.0,) * 4)
     assert "own RoPE base" not in rope_sentence(128, 32, base=2.0)
+
+
+def test_rope_sentence_names_each_base_of_a_model_with_local_and_global_layers():
+    """Gemma 3: local layers turn with base 10,000, the global one with 1,000,000; a partial head turns fewer pairs."""
+    from lpos.analysis.sinusoids import rope_sentence  # noqa: PLC0415
+    from lpos.positions import scheme_info  # noqa: PLC0415
+
+    gemma = (10000.0, 10000.0, 10000.0, 1_000_000.0)
+    said = rope_sentence(128, 32, base=10000.0, model_bases=gemma)
+    assert ("this model's layers turn with 2 RoPE bases: 10,000 in layers 1, 2 and 3; 1,000,000 in layer 4; only "
+            "those with base 10,000 turn at these wavelengths") in said
+    assert "none with the 500 set here" in rope_sentence(128, 32, base=500.0, model_bases=gemma)
+    quarter = scheme_info("rope").with_share(0.25)
+    said = rope_sentence(128, 32, model_rotation=quarter)
+    assert "turns only 4 of them, by base^(−2i/8) over its first 8 columns, and the rest never" in said
+    assert "turns only" not in rope_sentence(128, 32, model_rotation=scheme_info("rope"))
 
 
 def test_never_seen_rows_can_turn_up_by_chance():
@@ -327,3 +343,14 @@ def test_the_rope_kernel_of_a_quarter_share_keeps_three_quarters_of_its_pairs_st
     np.testing.assert_allclose(quarter, 0.75 + 0.25 * eight, rtol=1e-12)  # 12 of 16 pairs never turn: each adds 1
     assert quarter.min() > whole.min()
     assert "ωᵢ = 0 for the last 12, which never turn" in similarity.frequencies_said(32, base=10000.0, share=0.25)
+
+
+def test_the_kernel_sentence_says_which_layers_base_it_draws():
+    from lpos.analysis.similarity import rope_kernel_map_sentence  # noqa: PLC0415
+
+    one = rope_kernel_map_sentence(label="RoPE", head_dim=32, base=10000.0, layer_bases=(10000.0,) * 4)
+    assert "(base 10,000, this model's;" in one
+    gemma = rope_kernel_map_sentence(label="RoPE", head_dim=16, base=10000.0,
+                                     layer_bases=(10000.0, 10000.0, 10000.0, 1_000_000.0))
+    assert ("(base 10,000, layer 1's: this model's layers turn with 2 RoPE bases, 10,000 in layers 1, 2 and 3; "
+            "1,000,000 in layer 4;") in gemma

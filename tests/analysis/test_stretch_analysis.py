@@ -262,3 +262,29 @@ def test_division_figure_draws_one_row_per_method_and_greys_pairs_that_never_tur
     assert list(fig.data[0].y) == [ROPE_METHODS[m].label for m in RESCALINGS]
     assert np.isnan(np.asarray(fig.data[0].z, dtype=float)[:, 12:]).all()
     assert [s.type for s in fig.layout.shapes] == ["rect"]
+
+
+def test_a_models_own_share_and_trained_rescaling_reach_the_wavelengths():
+    """Pythia's rotary_pct as GPTConfig.rope_share turns a quarter of each head, as rope-partial does; a config's own
+    rescaling (Llama 3.1's llama3) is what "as trained" draws, and each method replaces it."""
+    quarter = rescaling.wavelength_frame(32, factor=4.0, original_length=128, share=0.25)
+    partial = rescaling.wavelength_frame(32, factor=4.0, original_length=128, scheme="rope-partial")
+    pd.testing.assert_frame_equal(quarter, partial)
+    bands = RopeScaling("llama3", 8.0, 128)
+    trained = rescaling.wavelength_frame(32, factor=4.0, original_length=128, trained_scaling=bands)
+    plain = rescaling.wavelength_frame(32, factor=4.0, original_length=128)
+    np.testing.assert_allclose(trained["as-trained"], 2 * np.pi / bands.frequencies(32).numpy())
+    assert not np.allclose(trained["as-trained"], plain["as-trained"])
+    pd.testing.assert_frame_equal(trained.drop(columns="as-trained"), plain.drop(columns="as-trained"))
+    shares = rescaling.division_frame(32, factor=4.0, original_length=128, share=0.25)
+    assert int(shares[shares["method"] == "pi"]["share"].notna().sum()) == 4
+
+
+def test_the_pairs_sentence_reads_a_models_own_layers_without_rope():
+    from lpos.model import GPTConfig  # noqa: PLC0415
+    from lpos.positions import scheme_info  # noqa: PLC0415
+
+    config = GPTConfig(n_layer=4, position="rope", nope_layers=(1,))
+    said = rescaling.pairs_sentence(32, train_length=128, base=1e4, scheme=scheme_info("rope").for_config(config), layers=4)
+    assert "Layer 2 rotates nothing" in said
+    assert "rotates nothing" not in rescaling.pairs_sentence(32, train_length=128, base=1e4, layers=4)
