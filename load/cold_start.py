@@ -1,4 +1,4 @@
-"""Where a cold start's time goes (issue 24, item 4), one part at a time, each in a fresh process.
+"""Where a cold start's time goes, one part at a time, each in a fresh process.
 
     python load/cold_start.py --runs 5
 

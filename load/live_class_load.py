@@ -10,7 +10,7 @@ websocket protocol), each opening `/lesson?class=CODE` and then doing what the b
 `st.fragment(run_every=...)`: rerunning the follow fragment at the interval the server's auto_rerun
 message gives. Without --url the script starts --replicas `streamlit run app.py` processes on free
 local ports (with more than one, a `redis-server` on a free port and LPOS_REDIS_URL for all) and
-spreads students over them round-robin; with --url (issue 26's proxy in deploy/) every student
+spreads students over them round-robin; with --url (the proxy in deploy/) every student
 connects there and --pids names the replica processes to measure.
 
 Measured: each server process's CPU seconds (psutil) over an idle stretch of --idle seconds where

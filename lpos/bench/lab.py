@@ -25,7 +25,7 @@ from lpos.bench.measure import sentence
 from lpos.positions import SCHEMES
 
 TARGET = 0.95  # accuracy inside the window
-GOAL_SECONDS = 60.0  # learned and rope reach TARGET within this (the defaults that teach in a minute)
+GOAL_SECONDS = 60.0  # learned and rope reach TARGET within this: defaults that teach within a minute
 GOAL_SCHEMES = ("learned", "rope")
 BUSY_GOAL_RATIO = 1.5  # a new sentence with a run training, against idle
 QUEUED = 4  # sessions that press Start at once for the memory figure
