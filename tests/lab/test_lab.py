@@ -128,5 +128,5 @@ def test_twins_are_the_schemes_whose_model_computes_the_same_at_that_size():
 
 def test_twins_sentence_names_the_size_that_tells_them_apart():
     assert twins_sentence("rnope", "tiny", 2, ("rope",), ["shipped"]) == (
-        "At the tiny size (2 layers), a rnope model computes exactly what a rope model of the same seed computes: "
+        "At the tiny size (2 layers), the rnope model computes exactly what the rope model of the same seed computes: "
         "their runs give the same numbers. The shipped size tells them apart.")

@@ -47,7 +47,7 @@ def test_the_form_says_when_a_scheme_computes_what_another_does_at_that_size():
     at = app_test(page=LAB)
     at.selectbox(key="lab_scheme").set_value("rnope").run()
     said = [info.value for info in at.info]
-    assert any("At the tiny size (2 layers), a rnope model computes exactly what a rope model" in s for s in said), said
+    assert any("At the tiny size (2 layers), the rnope model computes exactly what the rope model" in s for s in said), said
     at.selectbox(key="lab_preset").set_value("shipped").run()
     assert not any("computes exactly what" in info.value for info in at.info)
     at.selectbox(key="lab_scheme").set_value("alibi").run()
