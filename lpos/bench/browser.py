@@ -138,14 +138,17 @@ class Server:
 
 
 @contextmanager
-def peak_memory(server: Server, *, every: float = 0.05):
-    """Sample the server's RSS in a thread; yields a dict whose "peak_mb" grows as it runs."""
-    record = {"peak_mb": 0.0}
+def peak_memory(server: Server, *, every: float = 0.05, measures: dict | None = None):
+    """Sample the server's RSS in a thread; yields a dict whose "peak_mb" grows as it runs (or, with `measures`,
+    {name: function giving MB}, the peak of each under its name)."""
+    measures = measures or {"peak_mb": server.rss_mb}
+    record = dict.fromkeys(measures, 0.0)
     done = threading.Event()
 
     def sample():
         while not done.is_set():
-            record["peak_mb"] = max(record["peak_mb"], server.rss_mb())
+            for name, measure in measures.items():
+                record[name] = max(record[name], measure())
             done.wait(every)
 
     thread = threading.Thread(target=sample, daemon=True)

@@ -12,14 +12,12 @@
 from __future__ import annotations
 
 import tempfile
-import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 
-from lpos.bench.browser import Server, Tab, chromium
+from lpos.bench.browser import Server, Tab, chromium, peak_memory
 from lpos.bench.common import ROOT, spread
 from lpos.bench.measure import sentence
 from lpos.positions import SCHEMES
@@ -89,30 +87,14 @@ def busy_page(browser, folder: Path, runs: int, progress=print) -> dict:
         server.stop()
 
 
-@contextmanager
-def sampled(server: Server, every: float = 0.05):
-    """Peak RSS of the server process alone and of its whole tree (its lab workers with it), sampled in a thread."""
+def server_alone_mb(server: Server) -> float:
+    """The server process's RSS without its children (the lab's worker processes)."""
     import psutil
 
-    record, done = {"server_mb": 0.0, "with_workers_mb": 0.0}, threading.Event()
-    main = psutil.Process(server.process.pid)
-
-    def sample():
-        while not done.is_set():
-            try:
-                record["server_mb"] = max(record["server_mb"], main.memory_info().rss / 2**20)
-            except psutil.Error:
-                pass
-            record["with_workers_mb"] = max(record["with_workers_mb"], server.rss_mb())
-            done.wait(every)
-
-    thread = threading.Thread(target=sample, daemon=True)
-    thread.start()
     try:
-        yield record
-    finally:
-        done.set()
-        thread.join()
+        return psutil.Process(server.process.pid).memory_info().rss / 2**20
+    except psutil.Error:
+        return 0.0
 
 
 def queued_memory(browser, folder: Path, progress=print) -> dict:
@@ -121,7 +103,8 @@ def queued_memory(browser, folder: Path, progress=print) -> dict:
     try:
         tabs = [Tab(browser) for _ in range(QUEUED)]
         began = time.perf_counter()
-        with sampled(server) as peak:
+        with peak_memory(server, measures={"server_mb": lambda: server_alone_mb(server),
+                                           "with_workers_mb": server.rss_mb}) as peak:
             for tab in tabs:
                 start_run(tab, server, steps=QUEUED_STEPS)
             places = [tab.page.get_by_text("in the queue", exact=False).count() > 0 for tab in tabs]

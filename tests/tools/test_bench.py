@@ -204,3 +204,26 @@ def test_slow_paths_report_each_figure_beside_its_goal():
     assert "0.50 s (within goal)" in line("Inside") and "1.50 s (over goal by 0.5 s)" in line("Training timeline")
     assert "4.00 s against the bare page's 2.50 s (over goal by 0.5 s" in line("First page")
     assert report({}) == []
+
+
+def test_lab_report_gives_each_figure_beside_its_goal():
+    """`lpos bench --lab`'s lines (numbers made up here): time to 95% with a verdict for learned and rope only, a
+    run that never reached it said so, the busy page's ratio against its goal, the queue's memory."""
+    from lpos.bench.lab import report
+
+    run = lambda scheme, reached: {"scheme": scheme, "seconds_to_target": reached,  # noqa: E731
+                                   "step_at_target": 900 if reached else None, "seconds": 41.0, "steps": 2000,
+                                   "accuracy_at_window": 0.99}
+    results = {"target": 0.95, "goal_s": 60.0,
+               "time_to_target": [run("learned", 15.8), run("rope", 72.0), run("none", None)],
+               "busy_page": {"idle_ms": {"median": 500.0}, "busy_ms": {"median": 700.0}, "ratio": 1.4,
+                             "trained_throughout": True, "goal_ratio": 1.5},
+               "queued_memory": {"sessions": 4, "steps": 200, "shown_a_place": 3, "errors": 0, "seconds": 76.0,
+                                 "peak_server_mb": 421.0, "peak_with_workers_mb": 827.0}}
+    lines = report(results)
+    line = lambda start: next(text for text in lines if text.strip().startswith(start))  # noqa: E731
+    assert line("learned").endswith("met") and "15.8 s (step 900)" in line("learned")
+    assert line("rope").endswith("MISSED")
+    assert "never reached" in line("none") and not line("none").endswith(("met", "MISSED"))
+    assert "1.40x (goal at most 1.5x)  met" in line("New sentence")
+    assert "server peak 421 MB, 827 MB with its worker" in line("4 sessions")
