@@ -59,7 +59,8 @@ def test_which_models_get_which_views_follows_the_hooks():
     randomized = written(tiny("learned", block_size=256, random_positions=True))
     assert "position_loss" not in randomized  # its rows are read at random positions: no loss by row
     untrained_views = {view.name for view in precomputed.VIEWS if view.untrained}
-    assert untrained_views == {"probes", "portraits", "sink"}  # what Inside draws beside the trained models
+    # what Inside draws beside the trained models; Length extrapolation's curve and its baseline for an untrained model
+    assert untrained_views == {"probes", "portraits", "sink", "curve", "sliding"}
 
 
 @pytest.mark.parametrize("scheme", ["rope", "learned"])
