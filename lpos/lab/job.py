@@ -7,6 +7,7 @@ that reaches the Redis (progress and Stop through Redis keys named after the job
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import threading
@@ -21,6 +22,7 @@ from lpos.lab.training import Caps, LabArgs, Progress, train
 
 PROGRESS_TTL = 3600  # seconds a run's progress stays in Redis
 STOP_POLL_SECONDS = 0.25  # the longest a Stop waits to be seen
+NICENESS = 10  # a server-started worker yields the CPU to the pages served beside it
 
 
 def progress_key(run_id: str) -> str:
@@ -49,9 +51,11 @@ def run(args: dict, caps: dict, *, report: Callable[[dict], None], should_stop: 
 
 
 def main() -> None:
-    """A server-started worker: {"args", "caps", "out"} on stdin; {"progress": ...} lines, then {"finished": summary}
-    (the checkpoint in `out`) or {"failed": why} on stdout. SIGTERM stops the run after its step."""
+    """A server-started worker, at a lower priority than the server: {"args", "caps", "out"} on stdin;
+    {"progress": ...} lines, then {"finished": summary} (the checkpoint in `out`) or {"failed": why} on stdout.
+    SIGTERM stops the run after its step."""
     request = json.loads(sys.stdin.readline())
+    os.nice(NICENESS)  # the server's pages and the learners' browsers first, training with what is left
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     say = lambda message: print(json.dumps(message), flush=True)  # noqa: E731

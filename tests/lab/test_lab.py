@@ -3,7 +3,10 @@ and checkpoint, the text task's refusals, the sentences and the length chart com
 from __future__ import annotations
 
 import json
+import os
+import time
 
+import psutil
 import pytest
 import torch
 
@@ -11,7 +14,9 @@ from lpos import checkpoints, lab
 from lpos.analysis.lab import compare_sentence, run_sentence, twins_sentence
 from lpos.cli import main
 from lpos.figures.lab import lengths_figure
+from lpos.lab.job import NICENESS
 from lpos.lab.measure import accuracy_by_length, evaluation_lengths
+from lpos.lab.runs import LocalRuns
 from lpos.lab.tasks import BACK, LETTERS, PAD, SEPARATOR, TASKS
 from lpos.lab.training import build_model, make_task
 
@@ -130,3 +135,20 @@ def test_twins_sentence_names_the_size_that_tells_them_apart():
     assert twins_sentence("rnope", "tiny", 2, ("rope",), ["shipped"]) == (
         "At the tiny size (2 layers), the rnope model computes exactly what the rope model of the same seed computes: "
         "their runs give the same numbers. The shipped size tells them apart.")
+
+
+def test_a_server_started_worker_trains_at_a_lower_priority_than_the_server():
+    runs = LocalRuns(workers=1)
+    run_id = runs.submit(lab.LabArgs(steps=5000))
+    deadline = time.monotonic() + 120
+    while not (runs.status(run_id).progress or runs.status(run_id).done) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    workers = [p for p in psutil.Process().children() if "lpos.lab.job" in " ".join(p.cmdline())]
+    try:
+        assert len(workers) == 1 and runs.status(run_id).state == "running"
+        assert workers[0].nice() == min(19, os.nice(0) + NICENESS)
+    finally:
+        runs.stop(run_id)
+    while not runs.status(run_id).done and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert runs.status(run_id).state in ("finished", "stopped")
