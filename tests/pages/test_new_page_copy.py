@@ -75,17 +75,18 @@ def test_a_copied_page_is_a_page_everywhere(tmp_path):
     assert "navigation, page and bench: ok" in checked.stdout
 
     # the every-page tests: collected for the new page, and the ones that draw it pass
-    every_page = ["tests/pages/test_pages_all_schemes.py", "tests/figures/test_export.py", "tests/tools/test_precomputed.py"]
+    every_page = ["tests/pages/test_app_shell.py", "tests/figures/test_export.py", "tests/tools/test_precomputed.py"]
     collected = subprocess.run([sys.executable, "-m", "pytest", "--all", "--collect-only", "-q", *every_page],
                                cwd=copy, env=env, capture_output=True, text=True, timeout=600)
     assert collected.returncode == 0, collected.stdout[-3000:]
     ids = collected.stdout.splitlines()
-    for expected in ("test_every_other_page_draws_for_every_scheme[pages/waves.py]",
+    for expected in ("test_each_page_draws_the_view_it_declares[waves]",
                      "test_every_chart_downloads_a_named_svg[waves]", "test_pages_read_the_precomputed_views[waves-rope]"):
         assert any(expected in line for line in ids), (expected, ids[:40])
     ran = subprocess.run([sys.executable, "-m", "pytest", "--all", "-q", "-p", "no:cacheprovider",
-                          "tests/pages/test_pages_all_schemes.py::test_every_other_page_draws_for_every_scheme[pages/waves.py]",
+                          "tests/pages/test_app_shell.py::test_each_page_draws_the_view_it_declares[waves]",
+                          "tests/pages/test_app_shell.py::test_every_page_runs_with_every_scheme_and_model[rope-untrained]",
                           "tests/pages/test_page_registry.py::test_every_page_file_is_registered_once"],
                          cwd=copy, env=env, capture_output=True, text=True, timeout=900)
     assert ran.returncode == 0, ran.stdout[-4000:]
-    assert "2 passed" in ran.stdout, ran.stdout[-2000:]
+    assert "3 passed" in ran.stdout, ran.stdout[-2000:]

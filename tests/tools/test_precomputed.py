@@ -283,17 +283,17 @@ def test_a_file_that_says_0_steps_is_untrained(long_model_folder):
 
 @pytest.mark.slow  # computes a shipped model's views twice
 def test_precompute_of_some_views_keeps_the_others(tmp_path, monkeypatch):
-    """`python -m lpos precompute --views sliding` adds the sliding-window baseline to a sidecar without
-    recomputing (or losing) what it already holds; a full run rewrites the file."""
+    """`python -m lpos precompute --views position_loss` adds the learned table's loss by position to a sidecar
+    without recomputing (or losing) what it already holds."""
     monkeypatch.setattr(precomputed, "file_digest", lambda path: "digest")
     path = precomputed.sidecar("learned", tmp_path)
     precomputed.save_plain({"kept": 1.5}, path, source_digest="digest")
-    written = precomputed.precompute(["learned"], folder=tmp_path, views=(precomputed.SLIDING,), progress=lambda _: None)
-    assert written == [path]  # no untrained file: sliding is not an untrained view
+    view = precomputed.POSITION_LOSS
+    written = precomputed.precompute(["learned"], folder=tmp_path, views=(view,), progress=lambda _: None)
+    assert written == [path] and not view.untrained  # no untrained file: not a view of the untrained models
     entries = precomputed.load(path, source_digest="digest")
     model, meta = checkpoints.load("learned")
-    ids, window = precomputed.story_ids(), lengths.training_length(meta, model)
-    key = precomputed.SLIDING.key_of(dict(ids=ids, window=window))
-    assert set(entries) == {"kept", key}
-    np.testing.assert_allclose(precomputed.from_plain(entries[key]), lengths.sliding_losses(model, ids, window=window),
+    asked = [parameters for _, parameters in precomputed.entries(model, meta, views=(view,))]
+    assert asked and set(entries) == {"kept", *(view.key_of(parameters) for parameters in asked)}
+    np.testing.assert_allclose(precomputed.from_plain(entries[view.key_of(asked[0])]), view.compute(model, **asked[0]),
                                rtol=0, atol=5e-5)
