@@ -6,8 +6,8 @@
   learned and rope.
 - A new sentence on Embeddings while another session's run trains, against the same server idle (before the
   run and after it is stopped), as the app bench's new-sentence row times it. Goal: at most 1.5 times.
-- The server's memory while four sessions start a run at once (one trains, three wait): the server process
-  alone and with its worker processes, sampled until every run has finished.
+- The server's memory while four sessions start a run one after another (one trains, the rest wait): the server
+  process alone and with its worker processes, sampled until every run has finished.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ TARGET = 0.95  # accuracy inside the window
 GOAL_SECONDS = 60.0  # learned and rope reach TARGET within this: defaults that teach within a minute
 GOAL_SCHEMES = ("learned", "rope")
 BUSY_GOAL_RATIO = 1.5  # a new sentence with a run training, against idle
-QUEUED = 4  # sessions that press Start at once for the memory figure
+QUEUED = 4  # sessions that press Start, one after another, for the memory figure
 QUEUED_STEPS = 200  # each of their runs: short, so that all four finish
 BUSY_STEPS = 5000  # the run that trains while sentences are timed: stopped once they are
 RESULTS = "How far each run reads"  # the heading the Lab page shows under finished runs
@@ -97,36 +97,39 @@ def server_alone_mb(server: Server) -> float:
         return 0.0
 
 
-def queued_memory(browser, folder: Path, progress=print) -> dict:
-    """QUEUED sessions press Start together; the server's peak memory until every run has finished."""
+def queued_memory(browser, folder: Path, *, sessions: int = QUEUED, steps: int = QUEUED_STEPS, progress=print) -> dict:
+    """`sessions` sessions press Start one after another; each is told its place in the queue (or is training
+    already); the server's peak memory until every run has finished."""
     server = Server(ROOT / "app.py", folder / "queue.log")
     try:
-        tabs = [Tab(browser) for _ in range(QUEUED)]
+        tabs = [Tab(browser) for _ in range(sessions)]
         began = time.perf_counter()
         with peak_memory(server, measures={"server_mb": lambda: server_alone_mb(server),
                                            "with_workers_mb": server.rss_mb}) as peak:
+            places = []
             for tab in tabs:
-                start_run(tab, server, steps=QUEUED_STEPS)
-            places = [tab.page.get_by_text("in the queue", exact=False).count() > 0 for tab in tabs]
-            progress(f"{QUEUED} runs started, {sum(places)} shown a place in the queue")
+                start_run(tab, server, steps=steps)
+                places.append(tab.page.get_by_text("in the queue", exact=False).count() > 0)
+            progress(f"{sessions} runs started, {sum(places)} shown a place in the queue")
             for tab in tabs:
-                tab.page.get_by_text(RESULTS).wait_for(timeout=600_000)
+                tab.page.get_by_text(RESULTS).wait_for(timeout=1_800_000)
         errors = sum(tab.page.locator('[data-testid="stException"]').count() for tab in tabs)
-        return {"sessions": QUEUED, "steps": QUEUED_STEPS, "shown_a_place": sum(places), "errors": errors,
+        return {"sessions": sessions, "steps": steps, "shown_a_place": sum(places), "errors": errors,
+                "finished": sum(tab.page.get_by_text(RESULTS).count() > 0 for tab in tabs),
                 "seconds": time.perf_counter() - began, **{f"peak_{k}": v for k, v in peak.items()}}
     finally:
         server.stop()
 
 
-def lab_side(*, runs: int = 5, schemes=tuple(SCHEMES), progress=print) -> dict:
+def lab_side(*, runs: int = 5, schemes=tuple(SCHEMES), sessions: int = QUEUED, progress=print) -> dict:
     results = {"time_to_target": [], "target": TARGET, "goal_s": GOAL_SECONDS}
     for scheme in schemes:
         progress(f"training {scheme}'s default run on one thread")
         results["time_to_target"].append(time_to_target(scheme))
     with tempfile.TemporaryDirectory() as folder, chromium() as browser:
         results["busy_page"] = busy_page(browser, Path(folder), runs, progress=progress)
-        progress(f"{QUEUED} sessions starting a run at once")
-        results["queued_memory"] = queued_memory(browser, Path(folder), progress=progress)
+        progress(f"{sessions} sessions starting a run one after another")
+        results["queued_memory"] = queued_memory(browser, Path(folder), sessions=sessions, progress=progress)
     return results
 
 
@@ -149,8 +152,9 @@ def report(results: dict) -> list[str]:
                      + ("  met" if busy["ratio"] <= busy["goal_ratio"] else "  over goal"))
     if "queued_memory" in results:
         queue = results["queued_memory"]
-        lines.append(f"{queue['sessions']} sessions press Start at once ({queue['steps']} steps each, "
-                     f"{queue['shown_a_place']} shown a place in the queue, {queue['errors']} errors, all done in "
+        lines.append(f"{queue['sessions']} sessions press Start one after another ({queue['steps']} steps each, "
+                     f"{queue['shown_a_place']} shown a place in the queue, {queue['errors']} errors, "
+                     f"{queue['finished']} finished, all done in "
                      f"{queue['seconds']:.0f} s): server peak {queue['peak_server_mb']:,.0f} MB, "
                      f"{queue['peak_with_workers_mb']:,.0f} MB with its worker")
     return lines

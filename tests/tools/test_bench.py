@@ -218,7 +218,7 @@ def test_lab_report_gives_each_figure_beside_its_goal():
                "time_to_target": [run("learned", 15.8), run("rope", 72.0), run("none", None)],
                "busy_page": {"idle_ms": {"median": 500.0}, "busy_ms": {"median": 700.0}, "ratio": 1.4,
                              "trained_throughout": True, "goal_ratio": 1.5},
-               "queued_memory": {"sessions": 4, "steps": 200, "shown_a_place": 3, "errors": 0, "seconds": 76.0,
+               "queued_memory": {"sessions": 4, "steps": 200, "shown_a_place": 3, "errors": 0, "finished": 4, "seconds": 76.0,
                                  "peak_server_mb": 421.0, "peak_with_workers_mb": 827.0}}
     lines = report(results)
     line = lambda start: next(text for text in lines if text.strip().startswith(start))  # noqa: E731
