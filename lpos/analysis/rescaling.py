@@ -64,14 +64,21 @@ def divisions(rotating: PositionScheme, dim: int, base: float, *, factor: float,
     return pd.DataFrame(rows)
 
 
-def division_reading(frame: pd.DataFrame, *, factor: float) -> str:
-    """Markdown, one line per method: how many pairs it leaves, divides by the full factor, and blends."""
+def kept_words(trained_scaled: bool) -> str:
+    """What a pair a method leaves alone turns at: as trained, or (when the model was trained with a rescaling of its
+    own, which every method replaces) its base frequency."""
+    return "left at its base frequency" if trained_scaled else "left as trained"
+
+
+def division_reading(frame: pd.DataFrame, *, factor: float, trained_scaled: bool = False) -> str:
+    """Markdown, one line per method: how many pairs it leaves, divides by the full factor, and blends
+    (`trained_scaled`: the model's config rescales as trained, so a pair left alone is at its base frequency)."""
     lines = []
     for method, rows in frame.groupby("method", sort=False):
         share = rows["share"].dropna()
         kept, full = int((share < 1e-6).sum()), int((share > 1 - 1e-6).sum())
         blended = len(share) - kept - full
-        parts = [f"{count} {what}" for count, what in ((kept, "left as trained"), (full, f"divided by {factor:g}"),
+        parts = [f"{count} {what}" for count, what in ((kept, kept_words(trained_scaled)), (full, f"divided by {factor:g}"),
                                                          (blended, "blended between")) if count]
         lines.append(f"- **{rows['label'].iloc[0]}**: of {len(share)} turning pairs, {', '.join(parts)}.")
     never = int(frame[frame["method"] == frame["method"].iloc[0]]["share"].isna().sum())
@@ -81,7 +88,7 @@ def division_reading(frame: pd.DataFrame, *, factor: float) -> str:
     return "\n".join(lines)
 
 
-def wavelength_reading(frame: pd.DataFrame, *, original_length: int, factor: float) -> str:
+def wavelength_reading(frame: pd.DataFrame, *, original_length: int, factor: float, trained_scaled: bool = False) -> str:
     """Markdown: YaRN's three regions for this head size, with their pairs and turns."""
     lines = []
     for region, rows in frame.groupby("yarn_region", sort=False):
@@ -90,7 +97,7 @@ def wavelength_reading(frame: pd.DataFrame, *, original_length: int, factor: flo
         turns = f"{rows['turns'].max():.2f} to {rows['turns'].min():.2f}" if len(pairs) > 1 else f"{rows['turns'].iloc[0]:.2f}"
         turned = "" if region == "never turns" else f" ({turns} turns in {original_length} tokens)"
         what = {"never turns": "frequency 0: they carry no position, and no method changes them",
-                "left alone": "kept exactly as trained",
+                "left alone": "kept at the base frequency" if trained_scaled else "kept exactly as trained",
                 "ramp": "partly interpolated, more the slower they turn",
                 "interpolated": f"divided by {factor:g}, as Position Interpolation does"}[region]
         lines.append(f"- **{region}**: {span}{turned}: {what}.")

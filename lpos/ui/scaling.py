@@ -181,17 +181,18 @@ def wavelength_view(head: int, *, factor: int, train_length: int, base: float, s
                                 original_length=train_length, scheme=scheme, share=share, **trained),
                     step("fig", wavelength_methods_figure, Ref("waves"),
                          original_length=train_length, factor=factor))),
-            rescaling.wavelength_reading(waves, original_length=train_length, factor=factor))
+            rescaling.wavelength_reading(waves, original_length=train_length, factor=factor,
+                                         trained_scaled=trained_scaling is not None))
 
 
 def division_view(head: int, *, factor: int, train_length: int, base: float, scheme: str,
-                  share: float | None = None) -> tuple[Recipe, str]:
+                  share: float | None = None, trained_scaled: bool = False) -> tuple[Recipe, str]:
     """Section 2's second figure: which pairs each method leaves, divides or blends, as a recipe, and in words."""
     frame = rescaling.division_frame(head, base, factor=factor, original_length=train_length, scheme=scheme, share=share)
     return (Recipe((step("shares", rescaling.division_frame, head, base, factor=factor,
                          original_length=train_length, scheme=scheme, share=share),
                     step("fig", division_figure, Ref("shares"), factor=factor))),
-            rescaling.division_reading(frame, factor=factor))
+            rescaling.division_reading(frame, factor=factor, trained_scaled=trained_scaled))
 
 
 def attention_profiles(rope: LoadedModel, factor: float) -> dict[str, pd.DataFrame]:
@@ -293,16 +294,15 @@ def wavelengths(rope: LoadedModel, factor: int, train_length: int) -> None:
     """Section 2: which RoPE pairs turn fully inside the training window, under each method."""
     config = rope.model.config
     st.subheader("2. Which pairs turn fully inside the training window")
-    head = config.head_size
+    head, trained = config.head_size, config.layer_scalings[0] if config.layer_scalings else None  # layer 1's
     recipe, reading = wavelength_view(head, factor=factor, train_length=train_length, base=config.rope_base,
-                                      scheme=config.position, share=config.rope_share,
-                                      trained_scaling=config.layer_scalings[0] if config.layer_scalings else None)
+                                      scheme=config.position, share=config.rope_share, trained_scaling=trained)
     chart(recipe, name="stretch-wavelengths", model=rope, key="stretch_wavelengths")
     st.markdown(reading)
     st.caption(rescaling.pairs_sentence(head, train_length=train_length, base=config.rope_base, scheme=rope.model.scheme,
                                       layers=config.n_layer))
     recipe, reading = division_view(head, factor=factor, train_length=train_length, base=config.rope_base,
-                                    scheme=config.position, share=config.rope_share)
+                                    scheme=config.position, share=config.rope_share, trained_scaled=trained is not None)
     chart(recipe, name="stretch-division", model=rope, key="stretch_division")
     st.markdown(reading)
     st.page_link("pages/sinusoids.py", label="The same wavelengths for the sinusoidal table", icon=":material/waves:")

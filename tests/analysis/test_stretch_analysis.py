@@ -288,3 +288,13 @@ def test_the_pairs_sentence_reads_a_models_own_layers_without_rope():
     said = rescaling.pairs_sentence(32, train_length=128, base=1e4, scheme=scheme_info("rope").for_config(config), layers=4)
     assert "Layer 2 rotates nothing" in said
     assert "rotates nothing" not in rescaling.pairs_sentence(32, train_length=128, base=1e4, layers=4)
+
+
+def test_a_pair_left_alone_is_at_its_base_frequency_when_the_model_was_trained_rescaled():
+    frame = rescaling.division_frame(32, factor=4.0, original_length=128)
+    assert "left as trained" in rescaling.division_reading(frame, factor=4.0)
+    scaled = rescaling.division_reading(frame, factor=4.0, trained_scaled=True)
+    assert "left at its base frequency" in scaled and "left as trained" not in scaled
+    waves = rescaling.wavelength_frame(32, factor=4.0, original_length=128, trained_scaling=RopeScaling("llama3", 8.0, 128))
+    assert "kept at the base frequency" in rescaling.wavelength_reading(waves, original_length=128, factor=4.0,
+                                                                        trained_scaled=True)
