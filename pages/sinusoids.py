@@ -84,7 +84,7 @@ st.subheader("This model's table")
 config, scheme = selection.model.model.config, selection.model.model.scheme
 if not scheme.shows("sinusoids"):
     st.info(f"This model adds no sinusoidal table: its scheme, {scheme.name}, {scheme.acts}. Choose "
-            f"{listed(schemes_with('sinusoids')).replace(' and ', ' or ')} in the sidebar to see the rows it adds to "
+            f"{listed(schemes_with('sinusoids'), 'or')} in the sidebar to see the rows it adds to "
             "your sentence.", icon=":material/info:")
 else:
     ids = ui.usable_ids(selection)

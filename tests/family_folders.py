@@ -21,26 +21,31 @@ def spread(model, *, seed: int = 0, dtype: torch.dtype = torch.float32):
     return model.eval()
 
 
-def gpt2_vocabulary_folders(folder) -> dict[str, str]:
+PRACTICE = {  # each family's folder name -> what its Positions in attention page says of the model built below
+    "qwen2": "Every one of the 8 pairs of each head turns",
+    "qwen3": "Every one of the 4 pairs of each head turns",
+    "pythia": "Only the first 4 of each head's 16 columns turn",
+    "smollm3": "Layer 4 rotates nothing",
+    "gemma3": "3 local layers see the last 8 positions and turn with base 10,000; layer 4 is global: every position, "
+              "base 1,000,000",
+}
+
+
+def gpt2_vocabulary_folders(folder) -> None:
     """One small model of each family with GPT-2's 50,257 tokens (so the pages' own texts read the same), saved
-    as Hugging Face folders in `folder`; {folder name: what its Positions in attention page says of it}."""
+    as Hugging Face folders in `folder`, named as PRACTICE names them."""
     shape = dict(vocab_size=50257, hidden_size=32, intermediate_size=48, num_hidden_layers=4, num_attention_heads=2,
                  max_position_embeddings=128)
     models = {
-        "qwen2": (transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**shape, num_key_value_heads=1, rope_theta=1e6)),
-                  "Every one of the 8 pairs of each head turns"),
-        "qwen3": (transformers.Qwen3ForCausalLM(transformers.Qwen3Config(**shape, num_key_value_heads=1, head_dim=8)),
-                  "Every one of the 4 pairs of each head turns"),
-        "pythia": (transformers.GPTNeoXForCausalLM(transformers.GPTNeoXConfig(**shape, rotary_pct=0.25)),
-                   "Only the first 4 of each head's 16 columns turn"),
-        "smollm3": (transformers.SmolLM3ForCausalLM(transformers.SmolLM3Config(**shape, **NO_SPECIAL_IDS, num_key_value_heads=1)),
-                    "Layer 4 rotates nothing"),
-        "gemma3": (transformers.Gemma3ForCausalLM(transformers.Gemma3TextConfig(
+        "qwen2": transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**shape, num_key_value_heads=1, rope_theta=1e6)),
+        "qwen3": transformers.Qwen3ForCausalLM(transformers.Qwen3Config(**shape, num_key_value_heads=1, head_dim=8)),
+        "pythia": transformers.GPTNeoXForCausalLM(transformers.GPTNeoXConfig(**shape, rotary_pct=0.25)),
+        "smollm3": transformers.SmolLM3ForCausalLM(transformers.SmolLM3Config(**shape, **NO_SPECIAL_IDS,
+                                                                             num_key_value_heads=1)),
+        "gemma3": transformers.Gemma3ForCausalLM(transformers.Gemma3TextConfig(
             **shape, num_key_value_heads=1, head_dim=16, sliding_window=8, pad_token_id=0,
             layer_types=["sliding_attention"] * 3 + ["full_attention"])),
-                   "3 local layers see the last 8 positions and turn with base 10,000; layer 4 is global: every "
-                   "position, base 1,000,000"),
     }
-    for name, (model, _) in models.items():
+    assert set(models) == set(PRACTICE)
+    for name, model in models.items():
         spread(model).save_pretrained(folder / name)
-    return {name: said for name, (_, said) in models.items()}

@@ -152,9 +152,9 @@ def count_table(model: GPT, *, layer: int, sentence: tuple[list[int], list[str]]
     return CountSummary(table=table, window=window, windows=len(story_parts))
 
 
-def listed(items: list[str]) -> str:
-    """"a", "a and b", "a, b and c"."""
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+def listed(items: list[str] | tuple[str, ...], conjunction: str = "and") -> str:
+    """"a", "a and b", "a, b and c" (or "a, b or c")."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" {conjunction} " + items[-1]
 
 
 def heads_named(heads: list[int]) -> str:

@@ -65,6 +65,6 @@ def compare_sentence(runs: list[dict]) -> str:
 def twins_sentence(scheme: str, preset: str, layers: int, same: list[str] | tuple[str, ...], apart: list[str]) -> str:
     """Says that a `scheme` run at the `preset` size (`layers` layers) gives the numbers of a run of each scheme in
     `same`, and which sizes (`apart`) tell them apart."""
-    return (f"At the {preset} size ({layers} layers), the {scheme} model computes exactly what the {' or '.join(same)} "
+    return (f"At the {preset} size ({layers} layers), the {scheme} model computes exactly what the {listed(same, 'or')} "
             f"model of the same seed computes: their runs give the same numbers."
-            + (f" The {' or '.join(apart)} size tells them apart." if apart else ""))
+            + (f" The {listed(apart, 'or')} size tells them apart." if apart else ""))

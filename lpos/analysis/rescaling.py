@@ -64,12 +64,6 @@ def divisions(rotating: PositionScheme, dim: int, base: float, *, factor: float,
     return pd.DataFrame(rows)
 
 
-def kept_words(trained_scaled: bool) -> str:
-    """What a pair a method leaves alone turns at: as trained, or (when the model was trained with a rescaling of its
-    own, which every method replaces) its base frequency."""
-    return "left at its base frequency" if trained_scaled else "left as trained"
-
-
 def division_reading(frame: pd.DataFrame, *, factor: float, trained_scaled: bool = False) -> str:
     """Markdown, one line per method: how many pairs it leaves, divides by the full factor, and blends
     (`trained_scaled`: the model's config rescales as trained, so a pair left alone is at its base frequency)."""
@@ -78,7 +72,7 @@ def division_reading(frame: pd.DataFrame, *, factor: float, trained_scaled: bool
         share = rows["share"].dropna()
         kept, full = int((share < 1e-6).sum()), int((share > 1 - 1e-6).sum())
         blended = len(share) - kept - full
-        parts = [f"{count} {what}" for count, what in ((kept, kept_words(trained_scaled)), (full, f"divided by {factor:g}"),
+        parts = [f"{count} {what}" for count, what in ((kept, "left at its base frequency" if trained_scaled else "left as trained"), (full, f"divided by {factor:g}"),
                                                          (blended, "blended between")) if count]
         lines.append(f"- **{rows['label'].iloc[0]}**: of {len(share)} turning pairs, {', '.join(parts)}.")
     never = int(frame[frame["method"] == frame["method"].iloc[0]]["share"].isna().sum())

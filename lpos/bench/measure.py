@@ -12,6 +12,8 @@ from lpos.bench.interactions import measure_controls, measure_idle, measure_walk
 from lpos.pages import PAGES, url_paths
 from lpos.positions import DEFAULT_SCHEME, SCHEMES
 
+BIG_MAP_SCHEME = "sinusoidal"  # the Similarity map at 1024 positions: a table that reads that far
+
 # The floor: the cheapest page that has the same two sidebar controls. Written to a temp dir at bench time.
 FLOOR_APP = f'''import streamlit as st
 
@@ -58,11 +60,11 @@ def measure_page(browser, server: Server, path: str, index: int, runs: int) -> d
 
 
 def measure_big_map(browser, server: Server, path: str, runs: int) -> dict:
-    """The Similarity page's position map at its largest: 1024 positions (sinusoidal; a learned table stops at 128)."""
+    """The Similarity page's position map at its largest: 1024 positions (BIG_MAP_SCHEME; a learned table stops at 128)."""
     times, sent = [], []
     for _ in range(runs):
         tab = Tab(browser)
-        tab.open(f"{server.url}/{path}?scheme=sinusoidal&model=sinusoidal&positions=1023")
+        tab.open(f"{server.url}/{path}?scheme={BIG_MAP_SCHEME}&model={BIG_MAP_SCHEME}&positions=1023")
         measured = tab.step_slider("Positions")
         thumb = tab.page.locator('[data-testid="stSlider"]').filter(has_text="Positions").get_by_role("slider")
         # Streamlit 1.67's slider is an <input type="range">; 1.58's a div with aria-valuenow (bench before/after)
@@ -70,7 +72,7 @@ def measure_big_map(browser, server: Server, path: str, runs: int) -> dict:
         times.append(measured["ms"])
         sent.append(measured["ws_bytes"])
         tab.close()
-    return {"scheme": "sinusoidal", "positions": int(value), "ms": spread(times), "ws_bytes": spread(sent)}
+    return {"scheme": BIG_MAP_SCHEME, "positions": int(value), "ms": spread(times), "ws_bytes": spread(sent)}
 
 
 def measure_sessions(browser, server: Server, sessions: int) -> int:
@@ -122,8 +124,8 @@ def sentence_ratios(browser, server: Server, floor_server: Server, paths: dict[s
 
 def opened_schemes(runs: int, *, quick: bool) -> tuple[str, ...]:
     """The schemes whose models the server holds while pages are timed: every scheme, or with --quick the first
-    ones the pages switch to (learned, then SCHEMES[run + 1]) and sinusoidal for the big map."""
-    return tuple(SCHEMES) if not quick else tuple(dict.fromkeys([*SCHEMES[: runs + 1], "sinusoidal"]))
+    ones the pages switch to (learned, then SCHEMES[run + 1]) and the big map's."""
+    return tuple(SCHEMES) if not quick else tuple(dict.fromkeys([*SCHEMES[: runs + 1], BIG_MAP_SCHEME]))
 
 
 def app_side(*, runs: int = 5, quick: bool = False, progress=print) -> dict:

@@ -170,7 +170,7 @@ def check_rope_method(method: str, factor: float) -> None:
         raise ValueError(f"the scaling factor must be at least 1 (the target length over the training length), got {factor}")
 
 
-def rope_frequencies(dim: int, base: float = 10000.0, *, method: str = "as-trained", factor: float = 1.0,
+def rope_frequencies(dim: int, base: float = 10000.0, *, method: str = AS_TRAINED.name, factor: float = 1.0,
                      original_length: int = 128) -> torch.Tensor:
     """Angular frequency of each pair after rescaling for `factor` times the training length, [dim/2], by
     the method of that name (`ROPE_METHODS`: as-trained, pi, ntk, yarn, llama3; see each record's `about`)."""

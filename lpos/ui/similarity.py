@@ -28,7 +28,7 @@ from lpos.ui.sinusoids import FIGURES, LIFETIME
 
 NEAREST_POSITIONS = 10  # rows listed for "nearest positions of position"
 NO_ROWS = (f"Nearest positions and the PCA path need position rows; this scheme has none (choose "
-           f"{listed(schemes_with('rows')).replace(' and ', ' or ')}).")
+           f"{listed(schemes_with('rows'), 'or')}).")
 
 
 def position_maps(model: LoadedModel, length: int, *, with_untrained: bool, apart: bool = False) -> Recipe | list[Recipe]:

@@ -8,27 +8,24 @@ import urllib.parse
 
 import pytest
 from conftest import model_box_text, open_url, start_app, walk_every_page
+from family_folders import PRACTICE, gpt2_vocabulary_folders
 
 from lpos.pages import page_named
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-pytest.importorskip("transformers")
 
 SENTENCE = "one two three four five six seven eight nine"
-PRACTICE = {}  # folder name -> what Positions in attention says of it, filled by the fixture
 
 
 @pytest.fixture(scope="module")
 def family_app(tmp_path_factory):
-    from family_folders import gpt2_vocabulary_folders
-
     shared = tmp_path_factory.mktemp("families")
-    PRACTICE.update(gpt2_vocabulary_folders(shared))
+    gpt2_vocabulary_folders(shared)
     with start_app(tmp_path_factory.mktemp("app"), env={"LPOS_CHECKPOINT_DIR": str(shared)}) as app:
         yield app
 
 
-@pytest.mark.parametrize("name", ["qwen2", "qwen3", "pythia", "smollm3", "gemma3"])
+@pytest.mark.parametrize("name", list(PRACTICE))
 def test_every_page_draws_each_family_and_says_its_practice(family_app, page, name):
     page.set_viewport_size({"width": 1400, "height": 1000})
     query = urllib.parse.urlencode({"model": f"dir:{name}", "text": SENTENCE})

@@ -23,6 +23,7 @@ from conftest import SCHEMES, app_test
 from lpos import checkpoints, precomputed
 from lpos.pages import PAGES, page_named
 from lpos.analysis import coverage, heads, lengths, probes, shuffle, streaming, stretch
+from lpos.model import untrained_model
 from lpos.positions import RopeScaling
 
 SHIPPED = checkpoints.available()
@@ -128,6 +129,15 @@ def test_the_untrained_sidecar_covers_every_scheme():
         assert f"{scheme}|{precomputed.inside_key('probes', story)}" in entries, scheme
         for window in streaming.WINDOWS:
             assert f"{scheme}|{precomputed.inside_key('sink', story, window)}" in entries, (scheme, window)
+    ids = precomputed.story_ids()
+    sliding = {}  # Length extrapolation's curve and its sliding baseline, for every untrained model
+    for scheme in SCHEMES:
+        window = lengths.training_length({}, untrained_model(scheme))
+        sliding[scheme] = (f"{scheme}|{precomputed.SLIDING.key_of(dict(ids=ids, window=window))}", window)
+        assert {f"{scheme}|{precomputed.curve_key(ids)}", sliding[scheme][0]} <= set(entries), scheme
+    key, window = sliding["alibi"]  # one of them recomputed: the stored numbers are the model's
+    np.testing.assert_allclose(precomputed.from_plain(entries[key]),
+                               lengths.sliding_losses(untrained_model("alibi"), ids, window=window), rtol=0, atol=5e-5)
 
 
 @pytest.mark.skipif("rope" not in SHIPPED, reason="checkpoints/rope.pt is not installed")
