@@ -9,7 +9,7 @@ import streamlit as st
 
 from lpos.classroom import ClassError, shown_code
 from lpos.ui import live_class, teacher_cookie
-from lpos.ui.live_class import COUNT_S, LESSON_PATH, start, stop, teach
+from lpos.ui.live_class import COUNT_S, LESSON_PATH, keep_alive, start, stop
 from lpos.ui.models import label
 
 
@@ -44,7 +44,7 @@ def _follower_count(code: str, *, drawn_open: bool) -> None:
     if isinstance(followers, str):
         st.caption(followers)
         return
-    teach()  # the same view
+    keep_alive()
     st.metric("Following now", followers)
     if drawn_open and followers:
         st.rerun()  # the whole page: drawn again, the panel folded

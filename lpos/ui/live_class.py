@@ -3,11 +3,19 @@ QR code; students who open the link follow the teacher's step, sentence, scheme 
 
 This browser session's state: "live_teacher" ({"code", "secret"}) while it teaches; "live_class",
 the class a student joined; "live_following", whether the page follows it now; "live_seen", the
-teacher's view as last applied here. A follower's Lesson holds a fragment that reruns every POLL_S
+teacher's view as last applied here, and "live_before" what the page showed before it; "live_published", the
+view a teacher last sent. A follower's Lesson holds a fragment that reruns every POLL_S
 seconds and asks the store (lpos.classroom) for the class's version only; when the teacher moved,
 it reruns the app, and `before_widgets` (app.py's sidebar, before its widgets) copies the view in.
 A student who changes the view themselves is exploring; one click rejoins. Every failure (a
 forged or expired code, a full class, an unreachable store) is a sentence; the page keeps working.
+
+A browser sends all its control values with every run it asks for, timers' included, and one that has not yet
+drawn the run that applied the teacher's view sends the values from before it (Streamlit then sets them, as if
+chosen; a pending full run takes the newest request's values). So the view this session showed before the
+teacher's latest, arriving within STALE_S of it, is read as such a late echo and put back, never as the student
+moving; and the teacher's timer keeps the class alive with the view last published, never with what a timer's
+run carries.
 
 A replica that dies takes its sessions' state with it, the teacher's secret included. So the teacher's
 browser also keeps the class in a cookie (lpos.ui.teacher_cookie, written by the page itself, never in a URL);
@@ -36,6 +44,7 @@ from lpos.ui.text import literal
 
 POLL_S = 1.0  # a follower asks for the class's version this often: the step latency's upper part
 COUNT_S = 3.0  # the teacher's count of followers (and the word that keeps the class alive)
+STALE_S = 10.0  # how long after the teacher's view is applied the view before it may still come back from the browser
 LESSON_PATH = page_named("lesson").url_path
 
 
@@ -98,7 +107,7 @@ def take_back() -> None:
         view = class_store().resume(code, secret)
     except ClassError:
         return
-    st.session_state.update(live_teacher={"code": code, "secret": secret})
+    st.session_state.update(live_teacher={"code": code, "secret": secret}, live_published=view)
     _apply(view)
     _notify(f"You are teaching class {shown_code(code)} again, at its step {view.step}: this browser kept the class "
             "when the page lost its server or was reloaded.")
@@ -148,12 +157,25 @@ def _apply(view: Broadcast) -> None:
         state.update(sentence=applied.text, url_text="")  # counts ("" keeps Streamlit from warning of both)
     else:  # a new box starts from url_text (lpos.ui.state.init_from_url says why)
         state["url_text"] = applied.text
+    seen = state.get("live_seen")
+    if seen is None or seen.version != applied.version:  # a new view: what the page showed may still echo
+        state.update(live_before=local_view(), live_applied_at=time.monotonic())
     state.update(scheme=scheme, model=model, lesson_step=applied.step, live_seen=applied)
+
+
+def _late_echo(view: Broadcast) -> bool:
+    """`view` is what this page showed before the teacher's latest view was applied, sent back by a browser
+    that had not drawn that run yet (module docstring)."""
+    state = st.session_state
+    before = state.get("live_before")
+    return before is not None and view.same_view(before) \
+        and time.monotonic() - state.get("live_applied_at", -math.inf) < STALE_S
 
 
 def _moved_here(seen: Broadcast) -> bool:
     """The student changed the step, sentence, scheme or model since the teacher's view was applied."""
-    return own_upload() or not local_view().same_view(seen)
+    shown = local_view()
+    return own_upload() or not (shown.same_view(seen) or _late_echo(shown))
 
 
 def _catch_up() -> None:
@@ -161,6 +183,8 @@ def _catch_up() -> None:
     if seen is not None and _moved_here(seen):
         _explore_by_hand()
         return
+    if seen is not None and not local_view().same_view(seen):
+        _apply(seen)  # a late echo of the view before: the teacher's view back in the controls
     try:
         answer = class_store().follow(st.session_state["live_class"], _session(),
                                       known_version=seen.version if seen else -1)
@@ -201,17 +225,16 @@ def rejoin() -> None:
 def _poll() -> None:
     """A follower's timer: rerun the app when the teacher moved or the class ended.
 
-    A timer's run is never the student's doing, yet it may carry old control values: the browser sends
-    its widgets' values with every timer request, and one sent while a full run that applied the
-    teacher's view was still on its way holds the values from before it (Streamlit then sets them, as if
-    the student had chosen them). So a difference here puts the teacher's view back; the student's own
-    moves are read where they happen (before_widgets for the sidebar, teach() for the step controls)."""
+    A timer's run is never the student's doing, yet it may carry the values from before the teacher's view
+    was drawn (module docstring). So a difference here only puts the teacher's view back in this session's
+    state: the page already shows it, and a full run asked for here would take the next late timer's values
+    with it. The student's own moves are read where they happen (before_widgets for the sidebar, teach() for
+    the step controls)."""
     seen, code = st.session_state.get("live_seen"), st.session_state.get("live_class")
     if not st.session_state.get("live_following") or code is None or seen is None:
         return
     if not local_view().same_view(seen):
         _apply(seen)
-        st.rerun(scope="app")  # redraw the controls with the teacher's values
     try:
         answer = class_store().follow(code, _session(), known_version=seen.version)
     except ClassEnded:
@@ -247,6 +270,7 @@ def student_banner() -> None:
 
 def _leave_teaching() -> None:
     teaching = st.session_state.pop("live_teacher", None)
+    st.session_state.pop("live_published", None)
     if teaching:
         try:
             class_store().end(teaching["code"], teaching["secret"])
@@ -260,12 +284,13 @@ def start() -> None:
         explore()
         st.session_state.update(live_class=None, live_seen=None)
     _leave_teaching()
+    view = local_view()
     try:
-        code, secret = class_store().start(local_view())
+        code, secret = class_store().start(view)
     except ClassError as error:
         _notify(str(error))
         return
-    st.session_state["live_teacher"] = {"code": code, "secret": secret}
+    st.session_state.update(live_teacher={"code": code, "secret": secret}, live_published=view)
 
 
 def stop() -> None:
@@ -281,11 +306,21 @@ def teach() -> None:
             and st.session_state.get("lesson_step") != seen.step:
         _explore_by_hand()
         st.rerun(scope="app")  # the banner says so
+    _publish(local_view())
+
+
+def keep_alive() -> None:
+    """The teacher's timer: the class kept alive with the view last published (a timer's run may carry the
+    values from before the teacher's last move, so what its controls hold is never sent)."""
+    _publish(st.session_state.get("live_published") or local_view())
+
+
+def _publish(view: Broadcast) -> None:
     teaching = st.session_state.get("live_teacher")
     if not teaching:
         return
     try:
-        class_store().publish(teaching["code"], teaching["secret"], local_view())
+        st.session_state["live_published"] = class_store().publish(teaching["code"], teaching["secret"], view)
     except ClassEnded:
         st.session_state.pop("live_teacher", None)
         st.warning("Your class has ended (it expired); start a new one to teach again.", icon=":material/warning:")

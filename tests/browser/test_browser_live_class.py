@@ -90,8 +90,13 @@ def test_students_follow_explore_and_rejoin(running_app, browser, tmp_path):
     explorer.screenshot(path=str(tmp_path / "student.png"), full_page=True)
     teacher.get_by_test_id("stMainBlockContainer").get_by_test_id("stExpander").filter(has_text="Live class").locator(
         "summary").click()  # the panel folded when the first student followed: opened to end the class
+    assert follower.get_by_text("Following the teacher").count() == 1  # no late echo read as the student's move
     run_and_wait(teacher, teacher.get_by_role("button", name="End the class").click)
-    follower.wait_for_function("() => document.body.innerText.includes('This class has ended')", timeout=30_000)
+    try:
+        follower.wait_for_function("() => document.body.innerText.includes('This class has ended')", timeout=30_000)
+    except Exception as error:
+        shown = follower.evaluate("() => document.body.innerText.slice(0, 600)")
+        raise AssertionError(f"the follower never heard the class end; its page: {shown!r}") from error
     run_and_wait(follower, follower.get_by_role("button", name="Next").click)  # the page keeps working
     for page in (teacher, *students):
         page.context.close()

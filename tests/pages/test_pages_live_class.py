@@ -120,6 +120,33 @@ def test_a_student_who_moves_alone_is_exploring(store):
     assert pupil.selectbox(key="scheme").value == "alibi"  # the student's own choice stands
 
 
+def test_a_late_echo_of_the_view_before_the_teachers_is_put_back_not_read_as_exploring(store, monkeypatch):
+    """A browser that had not drawn the run applying the teacher's step sends the step it showed before (a timer's
+    request coalesced into the next full run): the page stays with the teacher, within STALE_S."""
+    at = teacher()
+    pupil = student(at.session_state["live_teacher"]["code"])
+    at.button(key="lesson_next").click().run()
+    pupil.run()
+    assert step_of(pupil) == 2
+    pupil.selectbox(key="lesson_step").set_value(1).run()  # the values from before the step-2 run was drawn
+    assert pupil.session_state["live_following"] and step_of(pupil) == 2
+    assert not any("exploring" in w.value for w in pupil.warning)
+    assert "Following the teacher" in pupil.markdown[0].value
+    monkeypatch.setattr(live_class, "STALE_S", 0.0)  # long after the step was applied: the student's own move
+    pupil.selectbox(key="lesson_step").set_value(1).run()
+    assert not pupil.session_state["live_following"] and step_of(pupil) == 1
+    assert any("exploring on your own" in w.value for w in pupil.warning)
+
+
+def test_another_view_than_the_one_before_is_the_students_own_at_once(store):
+    at = teacher()
+    pupil = student(at.session_state["live_teacher"]["code"])
+    at.button(key="lesson_next").click().run()
+    pupil.run()
+    pupil.selectbox(key="lesson_step").set_value(5).run()
+    assert not pupil.session_state["live_following"] and step_of(pupil) == 5
+
+
 @pytest.mark.parametrize(("code", "said"), [
     ("ZZZZ-ZZZZ", "No class has the code ZZZZ-ZZZZ"),
     ("<b>x</b>", "is not a class code"),
