@@ -2,8 +2,8 @@
 
 A class is a short code (what students type or open as `?class=CODE`) and a separate teacher
 secret that only the teacher's browser session holds: the code reads a class, only the secret
-moves it. The store keeps each class's broadcast (step, sentence, scheme, model, and a version
-that grows with every change) and who follows it now, in this process's memory (`MemoryStore`)
+moves it. The store keeps each class's broadcast (step, sentence, scheme, model, the lab run it
+watches, and a version that grows with every change) and who follows it now, in this process's memory (`MemoryStore`)
 or, with `LPOS_REDIS_URL` set, in Redis (`RedisStore`), so students on other replicas behind a
 proxy follow the same class. Nothing here imports Streamlit; lpos.ui.live_class draws it.
 
@@ -16,11 +16,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import math
+import re
 import secrets
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 from lpos import settings
 
@@ -56,6 +57,9 @@ class StoreUnavailable(ClassError):
     pass
 
 
+RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # a lab run's id, as lpos.lab.runs gives it (uuid hex or RQ's uuid)
+
+
 @dataclass(frozen=True)
 class Broadcast:
     """What the teacher's Lesson shows, and students' pages copy."""
@@ -63,21 +67,30 @@ class Broadcast:
     text: str  # the sidebar sentence: students' pages show it as text only
     scheme: str
     model: str  # a shipped model's key or "untrained": never an upload, which is one browser's own
+    lab_run: str = ""  # the id of the teacher's lab run the class watches train, or ""
     version: int = 0  # grows by one with every change the teacher makes
 
     def checked(self) -> Broadcast:
         """The same broadcast with types checked and lengths bounded (what a store keeps)."""
         if not isinstance(self.step, int) or isinstance(self.step, bool) or not 1 <= self.step <= 1_000:
             raise ValueError(f"a lesson step is a small positive integer, not {self.step!r}")
-        for name in ("text", "scheme", "model"):
+        for name in VIEW[1:]:
             if not isinstance(getattr(self, name), str):
                 raise ValueError(f"{name} must be a string, not {type(getattr(self, name)).__name__}")
+        if self.lab_run and not RUN_ID.fullmatch(self.lab_run):
+            raise ValueError(f"a lab run's id is up to 64 letters, digits, '-' and '_', not {self.lab_run[:80]!r}")
         return replace(self, text=self.text[:MAX_TEXT_CHARS], scheme=self.scheme[:MAX_NAME_CHARS],
                        model=self.model[:MAX_NAME_CHARS])
 
+    def view(self) -> tuple:
+        return tuple(getattr(self, name) for name in VIEW)
+
     def same_view(self, other: Broadcast | None) -> bool:
-        return other is not None and (self.step, self.text, self.scheme, self.model) == \
-            (other.step, other.text, other.scheme, other.model)
+        return other is not None and self.view() == other.view()
+
+
+VIEW = tuple(f.name for f in fields(Broadcast) if f.name != "version")  # what a class shows; a change bumps its version
+READ = (*VIEW, "version")  # the fields a broadcast is read from (RedisStore)
 
 
 def new_code() -> str:
@@ -223,29 +236,33 @@ class MemoryStore:
 
 
 # Each Redis step is one Lua script: atomic across replicas, timed by the Redis server's own clock.
-# KEYS[1]: the class hash (digest, step, text, scheme, model, version); KEYS[2]: its followers
-# (a sorted set, session -> last poll). Both expire together IDLE_EXPIRY_S after the teacher's last word.
+# KEYS[1]: the class hash (digest, version and the VIEW fields); KEYS[2]: its followers (a sorted set,
+# session -> last poll). Both expire together IDLE_EXPIRY_S after the teacher's last word. The VIEW fields
+# travel as names and values, so a field added to Broadcast changes no script.
 _TEACHER = """local digest = redis.call('HGET', KEYS[1], 'digest')
 if not digest then return 'ended' end
 if digest ~= ARGV[1] then return 'not_teacher' end
 """  # a script's first lines when only the class's teacher may run it
 _START = """if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], 'digest', ARGV[1], 'step', ARGV[2], 'text', ARGV[3], 'scheme', ARGV[4],
-           'model', ARGV[5], 'version', 1)
-redis.call('PEXPIRE', KEYS[1], ARGV[6])
-return 1"""
-_PUBLISH = _TEACHER + """local now = redis.call('HMGET', KEYS[1], 'step', 'text', 'scheme', 'model', 'version')
-local version = tonumber(now[5])
-if now[1] ~= ARGV[2] or now[2] ~= ARGV[3] or now[3] ~= ARGV[4] or now[4] ~= ARGV[5] then
-  version = version + 1
-  redis.call('HSET', KEYS[1], 'step', ARGV[2], 'text', ARGV[3], 'scheme', ARGV[4], 'model', ARGV[5], 'version', version)
+redis.call('HSET', KEYS[1], 'digest', ARGV[1], 'version', 1, unpack(ARGV, 3))
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1"""  # ARGV: digest, expiry in ms, then each VIEW field's name and value
+_PUBLISH = _TEACHER + """local names, changed = {}, false
+for i = 3, #ARGV, 2 do
+  names[#names + 1] = ARGV[i]
+  if redis.call('HGET', KEYS[1], ARGV[i]) ~= ARGV[i + 1] then changed = true end
 end
-redis.call('PEXPIRE', KEYS[1], ARGV[6])
-redis.call('PEXPIRE', KEYS[2], ARGV[6])
-return {ARGV[2], ARGV[3], ARGV[4], ARGV[5], tostring(version)}"""
+if changed then
+  redis.call('HINCRBY', KEYS[1], 'version', 1)
+  redis.call('HSET', KEYS[1], unpack(ARGV, 3))
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+names[#names + 1] = 'version'
+return redis.call('HMGET', KEYS[1], unpack(names))"""  # ARGV as _START's
 _RESUME = _TEACHER + """redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
-return redis.call('HMGET', KEYS[1], 'step', 'text', 'scheme', 'model', 'version')"""
+return redis.call('HMGET', KEYS[1], unpack(ARGV, 3))"""  # ARGV: digest, expiry in ms, the fields to read
 _PRUNE = """local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. string.format('%.6f', now - tonumber(ARGV[1])))
@@ -258,7 +275,7 @@ end
 redis.call('ZADD', KEYS[2], now, ARGV[2])
 redis.call('PEXPIRE', KEYS[2], math.max(redis.call('PTTL', KEYS[1]), 1))
 if version == ARGV[4] then return tonumber(version) end
-return redis.call('HMGET', KEYS[1], 'step', 'text', 'scheme', 'model', 'version')"""
+return redis.call('HMGET', KEYS[1], unpack(ARGV, 5))"""  # ARGV: seen within, session, most followers, known version, fields
 _FOLLOWERS = """if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
 """ + _PRUNE + "return redis.call('ZCARD', KEYS[2])"
 _END = """local digest = redis.call('HGET', KEYS[1], 'digest')
@@ -291,9 +308,10 @@ class RedisStore:
                                    "the page works on its own meanwhile.") from error
 
     @staticmethod
-    def _broadcast(fields: list[str]) -> Broadcast:
-        step, text, scheme, model, version = fields
-        return Broadcast(int(step), text, scheme, model, int(version))
+    def _broadcast(found: list[str | None]) -> Broadcast:
+        """A broadcast from the READ fields (one a class started by an older lpos lacks reads as "")."""
+        step, *view, version = [value or "" for value in found]
+        return Broadcast(int(step), *view, version=int(version))
 
     @classmethod
     def _taught(cls, answer) -> Broadcast:
@@ -302,24 +320,27 @@ class RedisStore:
             raise ClassEnded(ENDED) if answer == "ended" else NotTeacher(NOT_TEACHER)
         return cls._broadcast(answer)
 
+    @staticmethod
+    def _named(broadcast: Broadcast) -> list:
+        """The VIEW fields as name, value, name, value, ... (what _START and _PUBLISH take)."""
+        return [item for name in VIEW for item in (name, getattr(broadcast, name))]
+
     def start(self, broadcast: Broadcast) -> tuple[str, str]:
         broadcast, secret = broadcast.checked(), new_secret()
         while True:
             code = new_code()
-            if self._run("start", code, secret_digest(secret), broadcast.step, broadcast.text, broadcast.scheme,
-                         broadcast.model, self.idle_ms):
+            if self._run("start", code, secret_digest(secret), self.idle_ms, *self._named(broadcast)):
                 return code, secret
 
     def publish(self, code: str, secret: str, broadcast: Broadcast) -> Broadcast:
-        b = broadcast.checked()
-        return self._taught(self._run("publish", code, secret_digest(secret), b.step, b.text, b.scheme, b.model,
-                                      self.idle_ms))
+        return self._taught(self._run("publish", code, secret_digest(secret), self.idle_ms,
+                                      *self._named(broadcast.checked())))
 
     def resume(self, code: str, secret: str) -> Broadcast:
-        return self._taught(self._run("resume", code, secret_digest(secret), self.idle_ms))
+        return self._taught(self._run("resume", code, secret_digest(secret), self.idle_ms, *READ))
 
     def follow(self, code: str, session: str, *, known_version: int = -1) -> Broadcast | int:
-        answer = self._run("follow", code, FOLLOWER_SEEN_S, session[:64], self.max_followers, known_version)
+        answer = self._run("follow", code, FOLLOWER_SEEN_S, session[:64], self.max_followers, known_version, *READ)
         if answer == "ended":
             raise ClassEnded(ENDED)
         if answer == "full":

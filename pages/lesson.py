@@ -3,7 +3,7 @@ import streamlit as st
 
 from lpos import ui
 from lpos.lesson import STEPS
-from lpos.ui import class_panel, lesson, live_class
+from lpos.ui import class_panel, lab, lesson, live_class
 from lpos.ui.export import chart
 
 selection = ui.selection()
@@ -36,6 +36,8 @@ if not presenter:
     st.caption(lesson.lesson_caption())
 
 live_class.student_banner()
+if run_id := live_class.watched_lab_run():
+    lab.watch(run_id)
 class_panel.teacher_panel(presenter=presenter)
 
 

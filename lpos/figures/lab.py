@@ -49,7 +49,7 @@ def picture_figure(picture: dict) -> go.Figure:
     return finish(fig, title=safe(picture["title"]), height=340)
 
 
-def lengths_figure(runs: list[dict], *, task: str) -> go.Figure:
+def lengths_figure(runs: list[dict], *, task: str, whose: str = "your runs") -> go.Figure:
     """Accuracy by evaluation length, a line per run; a length a run cannot read is an ✕ on the axis with
     "cannot read" in its hover text; a dotted line marks each window."""
     fig = go.Figure()
@@ -70,5 +70,5 @@ def lengths_figure(runs: list[dict], *, task: str) -> go.Figure:
     fig.update_xaxes(title_text="evaluation length (tokens)")
     fig.update_yaxes(title_text="accuracy", range=[0, 1.05], tickformat=".0%")
     fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.25, x=0))
-    return finish(fig, title=f"Accuracy by evaluation length on {safe(task)}: your runs (✕: cannot read that far)",
+    return finish(fig, title=f"Accuracy by evaluation length on {safe(task)}: {whose} (✕: cannot read that far)",
                   height=420)

@@ -74,6 +74,10 @@ def teacher_panel(*, presenter: bool) -> None:
             _follower_count(code, drawn_open=drawn_open)
             if live_class.own_upload():
                 st.caption(f"Students see {label(live_class.local_view().model)}: your uploaded model stays in this browser.")
+            if st.session_state.get("live_lab_run"):
+                st.caption("Your class watches your latest lab run train, under their banner.")
+                st.button("Stop showing the lab run", key="live_hide_lab", on_click=live_class.hide_lab_run,
+                          icon=":material/visibility_off:")
             st.button("End the class", key="live_stop", on_click=stop, icon=":material/stop_circle:")
         png = _qr_png(link)
         if png:

@@ -6,6 +6,9 @@ so a learner can open another page and come back: the live view asks the queue a
 fragment that reruns itself twice a second, drawing the curves and the scheme's picture in place
 (lpos.ui.plotly_react); when a run finishes, its model joins the session's models (the sidebar's Model box,
 as an upload does: this tab's alone) and the whole page runs once more so the sidebar offers it.
+
+A teacher's run goes to their live class (lpos.ui.live_class.show_lab_run); the followers' Lesson shows it with
+`watch`: the same live view without the Stop button, then, once it ends, what it reached (drawn once, no timer).
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from lpos.lab.runs import RunStatus, current_caps, lab_runs
 from lpos.lab.tasks import TASKS, TEXT
 from lpos.lab.text import BUILT_IN, MAX_TEXT_BYTES, TextError, TextTask, read_text
 from lpos.positions import HINTS, SCHEMES
+from lpos.ui import live_class
 from lpos.ui.export import chart
 from lpos.ui.upload import MAX_UPLOADS
 
@@ -28,6 +32,7 @@ LIVE_SECONDS = 0.5  # how often the live view asks the queue
 WINDOWS = (16, 32, 64)
 TEXT_SOURCES = (BUILT_IN, "text I paste", "a file I upload")
 RUNS, FINISHED = "lab_runs", "lab_finished"  # session keys: every run id; finished runs' summaries and model keys
+WATCHED = "lab_watched_done"  # session key: the teacher's runs this follower saw end
 
 
 def task_label(name: str) -> str:
@@ -81,7 +86,9 @@ def text_choice() -> tuple[str | None, str]:
 
 
 def start(args: lab.LabArgs) -> None:
-    st.session_state.setdefault(RUNS, []).append(lab_runs().submit(args))
+    run_id = lab_runs().submit(args)
+    st.session_state.setdefault(RUNS, []).append(run_id)
+    live_class.show_lab_run(run_id)
 
 
 def pending() -> list[str]:
@@ -95,21 +102,24 @@ def stop_button(run: RunStatus) -> None:
         lab_runs().stop(run.id)
 
 
-def live_view(run_id: str) -> None:
-    """One run as it stands: its place in the queue, or its progress, curves and picture drawn in place; once it
-    has finished, it joins the session's models and the whole page runs again."""
+def live_view(run_id: str, *, own: bool = True) -> None:
+    """One run as it stands: its place in the queue, or its progress, curves and picture drawn in place. Once the
+    session's own run has finished, it joins the session's models; a watched run that ended is marked so
+    (`watch` then draws it once); either way the whole page runs again."""
     run = lab_runs().status(run_id)
-    if run is None:
-        st.warning("This run is no longer known to the server (it restarted, or the run is over an hour old).",
-                   icon=":material/warning:")
+    if not own and (run is None or run.done):
+        st.session_state.setdefault(WATCHED, set()).add(run_id)
+        st.rerun(scope="app")
+    if not _said_gone(run):
         return
-    args = run.args
-    st.markdown(f"**{args['scheme']} on {task_label(args['task'])}**, window {args['window']}, {args['preset']}, "
-                f"{args['steps']:,} steps, seed {args['seed']}")
+    _heading(run)
+    if own and live_class.shows_lab_run(run_id):
+        st.caption("Your live class watches this run train on their Lesson page.")
     if run.state == "queued":
         st.info(f"Waiting for a worker: place {run.place} in the queue." if run.place else "Waiting for a worker.",
                 icon=":material/hourglass_top:")
-        stop_button(run)
+        if own:
+            stop_button(run)
     elif run.state == "running":
         progress = run.progress
         if progress is None:
@@ -117,15 +127,69 @@ def live_view(run_id: str) -> None:
         else:
             st.progress(progress["step"] / progress["steps"],
                         text=f"Step {progress['step']:,} of {progress['steps']:,} · {progress['seconds']:.0f} s")
-        stop_button(run)
+        if own:
+            stop_button(run)
         if progress is not None:
             draw_progress(progress, key=run_id)
     elif run.state == "finished" and run_id not in st.session_state.get(FINISHED, {}):
         keep(run)
         st.rerun(scope="app")  # the sidebar offers the new model
-    elif run.state in ("failed", "stopped"):
+    else:
+        _said_ended(run)
+
+
+def _said_gone(run: RunStatus | None) -> bool:
+    """False, with a warning, when the server no longer knows the run."""
+    if run is None:
+        st.warning("This run is no longer known to the server (it restarted, or the run is over an hour old).",
+                   icon=":material/warning:")
+    return run is not None
+
+
+def _heading(run: RunStatus) -> None:
+    args = run.args
+    st.markdown(f"**{args['scheme']} on {task_label(args['task'])}**, window {args['window']}, {args['preset']}, "
+                f"{args['steps']:,} steps, seed {args['seed']}")
+
+
+def _said_ended(run: RunStatus) -> None:
+    if run.state in ("failed", "stopped"):
         st.error(f"The run {run.message}." if run.state == "stopped" else f"The run failed: {run.message}",
                  icon=":material/error:")
+
+
+def watch(run_id: str) -> None:
+    """A follower's view of the teacher's run: live while it waits and trains, then how far it reads."""
+    with st.container(border=True, key="lab_watch"):
+        st.markdown("#### Your teacher's lab run")
+        if run_id in st.session_state.get(WATCHED, set()):
+            _watched_result(run_id)
+        else:
+            _watch_live(run_id)
+
+
+@st.fragment(run_every=live_class.POLL_S)
+def _watch_live(run_id: str) -> None:
+    live_view(run_id, own=False)
+
+
+def _watched_result(run_id: str) -> None:
+    run = lab_runs().status(run_id)
+    if not _said_gone(run):
+        return
+    _heading(run)
+    if run.state != "finished":
+        _said_ended(run)
+        return
+    summary = run.summary
+    figure = lengths_figure([summary], task=task_label(summary["task"]), whose="your teacher's run")
+    chart(figure, name="lab-lengths", key=f"lab_watched_{run_id}")
+    st.markdown(run_sentence(summary))
+    if run_id not in st.session_state.get(FINISHED, {}):
+        st.button("Add it to my Model box", key=f"lab_keep_{run_id}", on_click=keep, args=(run,),
+                  icon=":material/add:", help="Every page can then draw it (choosing it means exploring on your own).")
+    else:
+        st.caption("It is in your Model box.")
 
 
 def draw_progress(progress: dict, *, key: str) -> None:

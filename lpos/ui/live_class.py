@@ -1,10 +1,11 @@
 """A live class on the Lesson: a teacher starts one from presenter mode and shows its code, link and
-QR code; students who open the link follow the teacher's step, sentence, scheme and model.
+QR code; students who open the link follow the teacher's step, sentence, scheme and model, and watch the
+teacher's lab run train (lpos.ui.lab.watch) while the teacher shows it.
 
 This browser session's state: "live_teacher" ({"code", "secret"}) while it teaches; "live_class",
 the class a student joined; "live_following", whether the page follows it now; "live_seen", the
 teacher's view as last applied here, and "live_before" what the page showed before it; "live_published", the
-view a teacher last sent. A follower's Lesson holds a fragment that reruns every POLL_S
+view a teacher last sent; "live_lab_run", the lab run the class watches (a teacher's latest run, or ""). A follower's Lesson holds a fragment that reruns every POLL_S
 seconds and asks the store (lpos.classroom) for the class's version only; when the teacher moved,
 it reruns the app, and `before_widgets` (app.py's sidebar, before its widgets) copies the view in.
 A student who changes the view themselves is exploring; one click rejoins. Every failure (a
@@ -79,7 +80,8 @@ def local_view() -> Broadcast:
     scheme = state.get("scheme", DEFAULT_SCHEME)
     model = state.get("model", _default_model(scheme))
     return Broadcast(step=int(state.get("lesson_step", 1)), text=state.get("sentence", state.get("url_text") or ""),
-                     scheme=scheme, model=_default_model(scheme) if own_upload() else model)
+                     scheme=scheme, model=_default_model(scheme) if own_upload() else model,
+                     lab_run=state.get("live_lab_run", ""))
 
 
 def before_widgets() -> None:
@@ -160,7 +162,7 @@ def _apply(view: Broadcast) -> None:
     seen = state.get("live_seen")
     if seen is None or seen.version != applied.version:  # a new view: what the page showed may still echo
         state.update(live_before=local_view(), live_applied_at=time.monotonic())
-    state.update(scheme=scheme, model=model, lesson_step=applied.step, live_seen=applied)
+    state.update(scheme=scheme, model=model, lesson_step=applied.step, live_lab_run=applied.lab_run, live_seen=applied)
 
 
 def _late_echo(view: Broadcast) -> bool:
@@ -205,7 +207,7 @@ def _explore_by_hand() -> None:
 
 
 def _class_over() -> None:
-    st.session_state.update(live_following=False, live_class=None, live_seen=None)
+    st.session_state.update(live_following=False, live_class=None, live_seen=None, live_lab_run="")
     st.query_params.pop("class", None)
     _notify(ENDED)
 
@@ -246,6 +248,29 @@ def _poll() -> None:
         st.rerun(scope="app")
 
 
+def watched_lab_run() -> str:
+    """The teacher's lab run this page shows while it follows the class, or ""."""
+    seen = st.session_state.get("live_seen")
+    return seen.lab_run if st.session_state.get("live_following") and seen is not None else ""
+
+
+def show_lab_run(run_id: str) -> None:
+    """A teaching session's new lab run goes to its class (the Lab page calls this when the teacher starts one):
+    the view last published, with the run, so the class stays at the teacher's step."""
+    if st.session_state.get("live_teacher"):
+        st.session_state["live_lab_run"] = run_id
+        _publish(replace(st.session_state.get("live_published") or local_view(), lab_run=run_id))
+
+
+def shows_lab_run(run_id: str) -> bool:
+    """Whether this session teaches a class that watches `run_id`."""
+    return bool(st.session_state.get("live_teacher")) and st.session_state.get("live_lab_run") == run_id
+
+
+def hide_lab_run() -> None:
+    st.session_state["live_lab_run"] = ""  # the Lesson's next run publishes the view without it
+
+
 def student_banner() -> None:
     """Whether this page follows a class, with the one click that changes it."""
     code = st.session_state.get("live_class")
@@ -259,8 +284,9 @@ def student_banner() -> None:
     with st.container(border=True, key="live_student"):
         said, act = st.columns([4, 1], vertical_alignment="center")
         if following:
-            said.markdown(f"**Following the teacher** in class {shown_code(code)}: your page shows their step, "
-                          "sentence and scheme.")
+            shown = "step, sentence and scheme, and their lab run as it trains" if watched_lab_run() else \
+                "step, sentence and scheme"
+            said.markdown(f"**Following the teacher** in class {shown_code(code)}: your page shows their {shown}.")
             act.button("Explore on my own", key="live_explore", on_click=explore, icon=":material/explore:")
             _poll()
         else:
@@ -270,7 +296,8 @@ def student_banner() -> None:
 
 def _leave_teaching() -> None:
     teaching = st.session_state.pop("live_teacher", None)
-    st.session_state.pop("live_published", None)
+    for key in ("live_published", "live_lab_run"):
+        st.session_state.pop(key, None)
     if teaching:
         try:
             class_store().end(teaching["code"], teaching["secret"])

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 
@@ -108,6 +109,20 @@ def test_students_follow_what_the_teacher_shows(store):
     seen = store.follow(code, "student-a", known_version=1)
     assert (seen.step, seen.text, seen.scheme, seen.model, seen.version) == (4, "A new sentence", "rope", "rope", 2)
     assert store.publish(code, secret, Broadcast(4, "A new sentence", "rope", "rope")).version == 2  # same view
+
+
+def test_the_teachers_lab_run_reaches_followers_and_is_checked(store):
+    code, secret = store.start(VIEW)
+    run_id = "0f3a-9b2c_77"
+    assert store.publish(code, secret, replace(VIEW, lab_run=run_id)).version == 2  # a run shown is a change
+    seen = store.follow(code, "student", known_version=1)
+    assert (seen.lab_run, seen.version) == (run_id, 2) and seen.same_view(replace(VIEW, lab_run=run_id))
+    assert store.resume(code, secret).lab_run == run_id
+    for forged in ("../x", "a b", "x" * 65, "<b>", "run\n"):
+        with pytest.raises(ValueError, match="lab run"):
+            store.publish(code, secret, replace(VIEW, lab_run=forged))
+    assert store.publish(code, secret, VIEW).lab_run == ""  # the teacher stops showing it
+    assert store.follow(code, "student").version == 3
 
 
 def test_only_the_teachers_secret_moves_or_ends_the_class(store):

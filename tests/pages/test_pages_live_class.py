@@ -3,6 +3,8 @@ share its class store (in memory), as browsers on one server do. A student's ful
 follow fragment asks for when the teacher moved (tests/browser/test_browser_live_class.py runs the timer)."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from conftest import app_test
@@ -145,6 +147,40 @@ def test_another_view_than_the_one_before_is_the_students_own_at_once(store):
     pupil.run()
     pupil.selectbox(key="lesson_step").set_value(5).run()
     assert not pupil.session_state["live_following"] and step_of(pupil) == 5
+
+
+def test_followers_watch_the_teachers_lab_run_train_then_see_how_far_it_reads(store):
+    at = teacher()
+    code = at.session_state["live_teacher"]["code"]
+    pupil = student(code)
+    at.switch_page("pages/lab.py").run()
+    at.selectbox(key="lab_task").set_value("copy")
+    at.selectbox(key="lab_scheme").set_value("rope")
+    at.select_slider(key="lab_window").set_value(16)
+    at.number_input(key="lab_steps").set_value(20)
+    at.button(key="lab_start").click().run()
+    (run_id,) = at.session_state["lab_runs"]
+    assert store.follow(code, "probe").lab_run == run_id and store.follow(code, "probe").step == 1
+    assert any("Your live class watches this run" in c.value for c in at.caption)
+    pupil.run()
+    assert any(m.value == "#### Your teacher's lab run" for m in pupil.markdown)
+    assert any(m.value.startswith("**rope on ") for m in pupil.markdown)
+    assert not [b for b in pupil.button if b.key.startswith("lab_stop_")]  # only the teacher stops it
+    deadline = time.monotonic() + 240
+    while not any(m.value.startswith("rope: ") for m in pupil.markdown):
+        assert time.monotonic() < deadline, [m.value for m in pupil.markdown]
+        time.sleep(1)
+        pupil.run()
+        assert not pupil.exception
+    assert any("at 16 tokens (its window)" in m.value for m in pupil.markdown)
+    pupil.button(key=f"lab_keep_{run_id}").click().run()
+    assert any("lab-rope-copy-16.pt" in option for option in pupil.selectbox(key="model").options)
+    assert pupil.session_state["live_following"] and step_of(pupil) == 1
+    at.switch_page(LESSON).run()
+    at.button(key="live_hide_lab").click().run()
+    assert store.follow(code, "probe").lab_run == ""
+    pupil.run()
+    assert not any(m.value == "#### Your teacher's lab run" for m in pupil.markdown)
 
 
 @pytest.mark.parametrize(("code", "said"), [
