@@ -152,13 +152,32 @@ def check_first_visits(first: dict) -> None:
     assert big["peak_rss_mb"] > 100
 
 
-@pytest.mark.slow
-@pytest.mark.browser
-def test_quick_first_visit_sections_run_alone():
-    data = bench_json("--quick", "--first-visit-only", timeout=1200)
-    assert "app" not in data and "model" not in data
-    check_first_visits(data["first_visit"])
-    assert "First visit on a fresh server" in bench.table(data) and "Seed-size model" in bench.table(data)
+def test_first_visit_only_runs_the_first_visit_sections_alone(monkeypatch):
+    """`bench --first-visit-only` runs neither the model side nor the app side, and its table gives the first-visit
+    sections (the sections themselves run in test_quick_benchmark_reports_every_page)."""
+    import lpos.bench as package
+
+    def not_run(**_):
+        raise AssertionError("--first-visit-only ran another section")
+
+    asked = {}
+    measured = {"cold_visits": {"bare": {"server_cpu_s": 2.0, "page_ms": 900.0},
+                                "pages": {"lesson": {"extra_cpu_s": 0.4, "page_ms": 1500.0},
+                                          "inside": {"extra_cpu_s": 1.6, "page_ms": 2500.0}}},
+                "big_model": {"peak_rss_mb": 650.0, "limit_mb": 690,
+                              "pages": {"lesson": {"first_content_ms": 800.0, "page_ms": 2000.0, "server_cpu_s": 1.0,
+                                                   "second_visit_ms": 400.0, "rss_after_mb": 600.0,
+                                                   "peak_so_far_mb": 650.0}}}}
+    monkeypatch.setattr(package, "model_side", not_run)
+    monkeypatch.setattr(package, "app_side", not_run)
+    monkeypatch.setattr(package, "first_visit_side", lambda **kw: asked.update(kw) or measured)
+    data = package.run(quick=True, first_visit_only=True, progress=lambda _: None)
+    assert "app" not in data and "model" not in data and data["first_visit"] == measured and asked["quick"]
+    lines = bench.table(data).splitlines()
+    row = lambda start: next(line for line in lines if line.strip().startswith(start))  # noqa: E731
+    assert any(line.startswith("First visit on a fresh server") for line in lines)
+    assert "over goal" not in row("lesson") and row("inside").endswith("over goal")  # +1.6 s > 1.0 s
+    assert any(line.startswith("Seed-size model (45M) from a shared folder: peak RSS 650 MB (within") for line in lines)
 
 
 @pytest.mark.slow
