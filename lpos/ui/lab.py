@@ -195,7 +195,7 @@ def _watched_result(run_id: str) -> None:
 def draw_progress(progress: dict, *, key: str) -> None:
     left, right = st.columns([3, 2])
     with left:
-        chart(curves_figure(progress["curve"], title="Training curves"), name="lab-curves", in_place=True,
+        chart(curves_figure(progress["curve"], title="Training curves on the scored tokens"), name="lab-curves", in_place=True,
               key=f"lab_curves_{key}")
     if progress.get("picture") is not None:
         with right:

@@ -11,12 +11,10 @@ it reruns the app, and `before_widgets` (app.py's sidebar, before its widgets) c
 A student who changes the view themselves is exploring; one click rejoins. Every failure (a
 forged or expired code, a full class, an unreachable store) is a sentence; the page keeps working.
 
-A browser sends all its control values with every run it asks for, timers' included, and one that has not yet
-drawn the run that applied the teacher's view sends the values from before it (Streamlit then sets them, as if
-chosen; a pending full run takes the newest request's values). So the view this session showed before the
-teacher's latest, arriving within STALE_S of it, is read as such a late echo and put back, never as the student
-moving; and the teacher's timer keeps the class alive with the view last published, never with what a timer's
-run carries.
+A browser sends its control values with every run it asks for, timers' included; one that has not yet drawn
+the run applying the teacher's view sends the values from before it (a pending full run takes the newest
+request's values). So that earlier view, arriving within STALE_S, is a late echo, put back, never the student
+moving; and the teacher's timer sends the view last published, never what a timer's run carries.
 
 A replica that dies takes its sessions' state with it, the teacher's secret included. So the teacher's
 browser also keeps the class in a cookie (lpos.ui.teacher_cookie, written by the page itself, never in a URL);
@@ -32,8 +30,8 @@ from dataclasses import replace
 
 import streamlit as st
 
-from lpos.classroom import (ENDED, Broadcast, ClassEnded, ClassError, GuessLimiter, open_store,
-                            parse_code, shown_code)
+from lpos.class_store import open_store
+from lpos.classroom import ENDED, Broadcast, ClassEnded, ClassError, GuessLimiter, parse_code, shown_code
 from lpos.checkpoints import ModelRef
 from lpos.lesson import STEPS
 from lpos.pages import page_named
@@ -166,8 +164,7 @@ def _apply(view: Broadcast) -> None:
 
 
 def _late_echo(view: Broadcast) -> bool:
-    """`view` is what this page showed before the teacher's latest view was applied, sent back by a browser
-    that had not drawn that run yet (module docstring)."""
+    """`view` is what this page showed before the teacher's latest view, echoed late (module docstring)."""
     state = st.session_state
     before = state.get("live_before")
     return before is not None and view.same_view(before) \
@@ -227,11 +224,9 @@ def rejoin() -> None:
 def _poll() -> None:
     """A follower's timer: rerun the app when the teacher moved or the class ended.
 
-    A timer's run is never the student's doing, yet it may carry the values from before the teacher's view
-    was drawn (module docstring). So a difference here only puts the teacher's view back in this session's
-    state: the page already shows it, and a full run asked for here would take the next late timer's values
-    with it. The student's own moves are read where they happen (before_widgets for the sidebar, teach() for
-    the step controls)."""
+    A timer's run is never the student's doing, yet it may carry a late echo (module docstring): a difference
+    only puts the teacher's view back in the state (the page shows it already; a full run asked for here would
+    take the next late echo with it). The student's own moves are read in before_widgets and teach()."""
     seen, code = st.session_state.get("live_seen"), st.session_state.get("live_class")
     if not st.session_state.get("live_following") or code is None or seen is None:
         return
@@ -337,8 +332,7 @@ def teach() -> None:
 
 
 def keep_alive() -> None:
-    """The teacher's timer: the class kept alive with the view last published (a timer's run may carry the
-    values from before the teacher's last move, so what its controls hold is never sent)."""
+    """The teacher's timer: keeps the class alive with the view last published (never a timer run's values)."""
     _publish(st.session_state.get("live_published") or local_view())
 
 

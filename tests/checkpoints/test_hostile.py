@@ -460,7 +460,8 @@ def test_hostile_class_codes_become_notices(value, notice):
 
 
 def test_a_class_code_never_names_another_redis_key():
-    from lpos.classroom import ClassEnded, RedisStore
+    from lpos.classroom import ClassEnded
+    from lpos.class_store import RedisStore
 
     store = RedisStore("redis://127.0.0.1:1/0")  # never reached: the code is refused first
     for code in ("*", "lpos:class:*", "K7QMX4TR*", "k7qmx4tr"):

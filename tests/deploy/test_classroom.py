@@ -15,7 +15,8 @@ import pytest
 from conftest import ROOT, free_port
 from lpos import classroom
 from lpos.classroom import (CODE_ALPHABET, Broadcast, ClassEnded, ClassFull, GuessLimiter, MemoryStore, NotTeacher,
-                            RedisStore, StoreUnavailable, open_store, parse_code, shown_code)
+                            StoreUnavailable, parse_code, shown_code)
+from lpos.class_store import RedisStore, open_store
 
 VIEW = Broadcast(step=3, text="The dog bit the man", scheme="learned", model="learned")
 
@@ -264,7 +265,7 @@ def test_guesses_are_rate_limited():
 def test_a_class_in_redis_outlives_the_process_that_started_it(redis_url):
     """A replica restart: one Python process starts a class and exits; a fresh one follows and moves it."""
     started = subprocess.run(
-        [sys.executable, "-c", "from lpos.classroom import RedisStore, Broadcast; import sys; "
+        [sys.executable, "-c", "from lpos.classroom import Broadcast; from lpos.class_store import RedisStore; "
          f"c, s = RedisStore({redis_url!r}).start(Broadcast(6, 'Kept in Redis', 'rope', 'rope')); print(c, s)"],
         cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
     code, secret = started.stdout.split()
