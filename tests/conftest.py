@@ -134,14 +134,17 @@ def server_navigation_mode():
     server_navigation_mode()
 
 
-def app_test(*, page: str | None = None, timeout: float = 120, **query):
-    """An AppTest of app.py, optionally opened on a page file and with URL query values, already run."""
+def app_test(*, page: str | None = None, timeout: float = 120, state: dict | None = None, **query):
+    """An AppTest of app.py, optionally opened on a page file (with session `state` set before it runs, as a
+    learner's earlier choices) and with URL query values, already run."""
     from lpos.ui.harness import app_test as new_app_test
 
     at = new_app_test(timeout=timeout)
     for key, value in query.items():
         at.query_params[key] = value
     at.run()
+    for key, value in (state or {}).items():
+        at.session_state[key] = value
     if page is not None:
         at.switch_page(page).run()
     return at
