@@ -168,10 +168,10 @@ def test_first_visit_only_runs_the_first_visit_sections_alone(monkeypatch):
                               "pages": {"lesson": {"first_content_ms": 800.0, "page_ms": 2000.0, "server_cpu_s": 1.0,
                                                    "second_visit_ms": 400.0, "rss_after_mb": 600.0,
                                                    "peak_so_far_mb": 650.0}}}}
-    monkeypatch.setattr(package, "model_side", not_run)
-    monkeypatch.setattr(package, "app_side", not_run)
-    monkeypatch.setattr(package, "first_visit_side", lambda **kw: asked.update(kw) or measured)
-    data = package.run(quick=True, first_visit_only=True, progress=lambda _: None)
+    monkeypatch.setattr(bench, "model_side", not_run)
+    monkeypatch.setattr(bench, "app_side", not_run)
+    monkeypatch.setattr(bench, "first_visit_side", lambda **kw: asked.update(kw) or measured)
+    data = bench.run(quick=True, first_visit_only=True, progress=lambda _: None)
     assert "app" not in data and "model" not in data and data["first_visit"] == measured and asked["quick"]
     lines = bench.table(data).splitlines()
     row = lambda start: next(line for line in lines if line.strip().startswith(start))  # noqa: E731
@@ -180,16 +180,33 @@ def test_first_visit_only_runs_the_first_visit_sections_alone(monkeypatch):
     assert any(line.startswith("Seed-size model (45M) from a shared folder: peak RSS 650 MB (within") for line in lines)
 
 
-@pytest.mark.slow
-@pytest.mark.browser
-def test_the_memory_walk_visits_every_page_with_a_shared_folder_model():
-    """`bench --memory-walk --tiny-model`: the walk's smoke test (a 2-layer model; no figure asserted)."""
-    walk = bench_json("--memory-walk", "--tiny-model", timeout=1500)["first_visit"]["big_model"]
-    assert list(walk["pages"]) == sorted(PAGE_NAMES)
-    for name, page in walk["pages"].items():
-        assert page["errors"] == 0 and page["rss_after_mb"] > 0, name
-    peaks = [page["peak_so_far_mb"] for page in walk["pages"].values()]
-    assert peaks == sorted(peaks) and peaks[-1] <= walk["peak_rss_mb"]  # the peak so far only grows
+def test_the_memory_walk_walks_every_page_with_the_model_its_flag_names(monkeypatch, capsys):
+    """`bench --memory-walk [--tiny-model]` walks every page (quick=False) with the seed-size model or the tiny one,
+    and prints each page's memory; the walk itself (measure_big_model) runs on a page in the quick bench's test."""
+    from contextlib import nullcontext
+
+    from lpos.bench import first_visit
+    from lpos.cli import main
+
+    asked = []
+    walked = {"peak_rss_mb": 300.0, "limit_mb": 690, "pages": {
+        name: {"first_content_ms": 500.0, "page_ms": 900.0, "server_cpu_s": 0.5, "second_visit_ms": 300.0,
+               "rss_after_mb": 200.0 + i, "peak_so_far_mb": 250.0 + i} for i, name in enumerate(sorted(PAGE_NAMES))}}
+
+    def measure(browser, folder, *, quick, progress, shape):
+        asked.append((quick, shape))
+        return walked
+
+    monkeypatch.setattr(first_visit, "chromium", nullcontext)
+    monkeypatch.setattr(bench, "check_browser", lambda: None)  # no browser opens here
+    monkeypatch.setattr(first_visit, "measure_big_model", measure)
+    assert main(["bench", "--memory-walk", "--tiny-model"]) == 0
+    assert asked == [(False, first_visit.TINY_SHAPE)]
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.startswith("A model of {'n_layer': 2") and "peak RSS 300 MB (within" in line for line in lines)
+    assert [line.split()[0] for line in lines if "RSS after" in line] == sorted(PAGE_NAMES)  # every page, in order
+    assert main(["bench", "--memory-walk", "--json"]) == 0 and asked[-1] == (False, None)  # the seed-size model
+    assert json.loads(capsys.readouterr().out)["first_visit"]["big_model"]["shape"] == first_visit.SEED_SHAPE
 
 
 def test_slow_paths_report_each_figure_beside_its_goal():
