@@ -155,8 +155,6 @@ def check_first_visits(first: dict) -> None:
 def test_first_visit_only_runs_the_first_visit_sections_alone(monkeypatch):
     """`bench --first-visit-only` runs neither the model side nor the app side, and its table gives the first-visit
     sections (the sections themselves run in test_quick_benchmark_reports_every_page)."""
-    import lpos.bench as package
-
     def not_run(**_):
         raise AssertionError("--first-visit-only ran another section")
 
