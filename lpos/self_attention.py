@@ -110,10 +110,11 @@ class CausalSelfAttention(nn.Module):
         bias = scheme.bias(self, first_query, T, S, offset=offset)
         if bias is not None:
             scores = scores + bias.to(scores)  # (nh, T, S) over B
-        causal = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(diagonal=first_query)
-        if self.window:  # a sliding window: keys `window` or more positions back are hidden too
-            causal = causal.triu(diagonal=first_query - self.window + 1)
-        scores = scores.masked_fill(~causal, float("-inf"))
+        if first_query < S - 1 or self.window and first_query + T > self.window:  # a key is hidden from a query
+            causal = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(diagonal=first_query)
+            if self.window:  # a sliding window: keys `window` or more positions back are hidden too
+                causal = causal.triu(diagonal=first_query - self.window + 1)
+            scores = scores.masked_fill(~causal, float("-inf"))
         term = scheme.score_term(self, scores, q)
         return scores if term is None else scores + term  # -inf stays -inf
 

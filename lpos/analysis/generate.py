@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import torch
@@ -82,21 +83,31 @@ def writer_note(model: GPT, *, prompt_length: int, tokens: int, trained_at: int)
     return how
 
 
+DRAWER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lpos-race")  # draws the next token's race ahead
+
+
 class Race:
     """The exponential draws sampling reads: for the n-th token, `size` Exp(1) draws (float64) from a
     generator seeded by `seed`. Several writers of one seed and vocabulary size read the same draws
-    when they write in step (each reads step n before any reads step n + 1): only the latest is kept."""
+    when they write in step (each reads step n before any reads step n + 1): only the latest is kept.
+    The next token's draws are drawn in DRAWER's thread while the models compute (the same generator,
+    in the same order: the same numbers, sooner)."""
 
     def __init__(self, seed: int, size: int) -> None:
         self.generator = torch.Generator().manual_seed(seed)
         self.size = size
         self.step = -1
         self.draws: torch.Tensor | None = None
+        self.next: Future = DRAWER.submit(self._draw)
+
+    def _draw(self) -> torch.Tensor:
+        return torch.empty(self.size, dtype=torch.float64).exponential_(generator=self.generator)  # (size,)
 
     def at(self, step: int) -> torch.Tensor:
         """The draws (size,) of the step-th new token, drawn when a writer first asks for them."""
         if step == self.step + 1:
-            self.draws = torch.empty(self.size, dtype=torch.float64).exponential_(generator=self.generator)  # (size,)
+            self.draws = self.next.result()
+            self.next = DRAWER.submit(self._draw)
             self.step = step
         elif step != self.step:
             raise ValueError(f"the race is at token {self.step}; token {step} cannot be read: writers sharing it "
