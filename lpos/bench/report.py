@@ -36,6 +36,12 @@ def _table(results: dict) -> str:
     speeds = ", ".join(f"length {length}: {speed:,.0f} tokens/s" for length, speed in model["eval"]["tokens_per_s"].items()
                        if speed is not None)
     lines.append(f"evaluation {model['eval']['scheme']:<10} {speeds}")
+    if write := model.get("write"):
+        done = write["seconds"]
+        lines.append(f"writing   {len(write['models'])} models x {write['tokens']} tokens ({write['written']:,} written: a "
+                     f"table stops at its last row), {write['threads']} torch thread(s): {done['median']:.2f} s "
+                     f"[{done['min']:.2f}–{done['max']:.2f}] ({'within' if done['median'] <= write['goal_s'] else 'OVER'} "
+                     f"the {write['goal_s']:g} s goal)")
     app = results.get("app")
     if app is None:
         return "\n".join(lines)

@@ -1,5 +1,6 @@
 """Model side of the benchmark, no browser: tokens/s of training (`lpos.train.train` for a few steps
-on a synthetic corpus at the shipped size) and of evaluation (`lpos.analysis.lengths.length_losses`)."""
+on a synthetic corpus at the shipped size) and of evaluation (`lpos.analysis.lengths.length_losses`), and
+the seconds five shipped models take to write 256 tokens each in step (Stretching's Write, without the page)."""
 from __future__ import annotations
 
 import tempfile
@@ -66,9 +67,48 @@ def evaluation_speed(*, scheme: str = "sinusoidal", lengths=(128, 1024), tokens:
     return {"scheme": scheme, "tokens_per_s": speeds}
 
 
+WRITERS, WRITE_TOKENS, WRITE_GOAL_S = 5, 256, 3.0  # issue 53: five writers of 256 tokens within 3 s
+
+
 def model_side(*, quick: bool = False) -> dict:
     schemes = [DEFAULT_SCHEME] if quick else list(SCHEMES)
     vocab = shipped_vocab()
     return {"train": [training_speed(scheme=s, steps=3 if quick else 20, vocab=vocab) for s in schemes],
-            "eval": evaluation_speed(tokens=4096 if quick else 16_384, vocab=vocab)}
+            "eval": evaluation_speed(tokens=4096 if quick else 16_384, vocab=vocab),
+            "write": writing_speed(runs=1 if quick else 5)}
+
+
+def writing_speed(*, runs: int = 5, writers: int = WRITERS, tokens: int = WRITE_TOKENS) -> dict | None:
+    """Seconds from Write to every model done (`lpos.analysis.generate.advance`), the first `writers` shipped
+    models of the registered schemes loaded as the app loads them (one shared token table), sampled as the page
+    samples by default, on an app process's torch threads (LPOS_TORCH_THREADS); None when fewer are installed."""
+    from lpos import checkpoints, settings
+    from lpos.analysis import generate
+    from lpos.bench.common import spread
+    from lpos.token_table import shared_initial_table
+    from lpos.tokenizer import encode
+
+    names = [name for name in SCHEMES if name in checkpoints.available()][:writers]
+    if len(names) < writers:
+        return None
+    models = {}
+    for name in names:
+        model, _ = checkpoints.load(name)
+        config = model.config
+        model.share_token_table(shared_initial_table(config.init_seed, config.vocab_size, config.n_embd))
+        models[name] = model.eval()
+    prompt, seconds, threads = encode("Once upon a time"), [], torch.get_num_threads()
+    torch.set_num_threads(settings.torch_threads())
+    try:
+        for _ in range(runs):
+            job = generate.start_writing(models, prompt, tokens=tokens, sampling=generate.Sampling(),
+                                         lengths=dict.fromkeys(names, 0), settings=())
+            began = time.perf_counter()
+            generate.advance(job, seconds=float("inf"))
+            seconds.append(time.perf_counter() - began)
+    finally:
+        torch.set_num_threads(threads)
+    written = sum(len(new) for new in job.written.values())
+    return {"models": names, "tokens": tokens, "written": written, "threads": settings.torch_threads(),
+            "seconds": spread(seconds), "goal_s": WRITE_GOAL_S}
 

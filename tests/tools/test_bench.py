@@ -63,7 +63,9 @@ def test_table_reports_controls_cpu_walk_and_idle_against_their_goals():
             "scheme_ratio": 2.0, "server_share": stat(0.5), "interaction_ws_bytes": stat(2048), "load_ws_bytes": 4096,
             "load_http_bytes": 10240, "errors": 0}
     results = {"machine": bench.machine(), "runs": 1, "goal_ratio": 2.5,
-               "model": {"train": [], "eval": {"scheme": "-", "tokens_per_s": {}}},
+               "model": {"train": [], "eval": {"scheme": "-", "tokens_per_s": {}},
+                         "write": {"models": ["a", "b", "c", "d", "e"], "tokens": 256, "written": 1148, "threads": 1,
+                                   "seconds": stat(3.4), "goal_s": 3.0}},
                "app": {"floor": {"sentence_ms": stat(100.0), "scheme_ms": stat(100.0), "sentence_cpu_ms": stat(10.0)},
                        "pages": {"light": {**page, "sentence_cpu_ms": stat(40.0)},
                                  "busy": {**page, "sentence_cpu_ms": stat(120.0)}},
@@ -84,6 +86,7 @@ def test_table_reports_controls_cpu_walk_and_idle_against_their_goals():
     assert "over goal" not in controls[0] and controls[1].endswith("over goal")
     text = "\n".join(lines)
     assert "within the 4,000 ms goal" in text and "peak 700 MB (OVER 690 MB)" in text and "450 MB (within 500 MB)" in text
+    assert "5 models x 256 tokens (1,148 written" in text and "3.40 s [3.40–3.40] (OVER the 3 s goal)" in text
 
 
 def test_plotly_react_table_gives_each_variant_its_ratio():
@@ -122,6 +125,9 @@ def test_quick_benchmark_reports_every_page():
     data = bench_json("--quick", timeout=720)
     assert all(entry["tokens_per_s"] > 0 for entry in data["model"]["train"])
     assert data["model"]["eval"]["tokens_per_s"]["128"] > 0
+    write = data["model"]["write"]
+    assert len(write["models"]) == 5 and write["tokens"] * 4 < write["written"] <= write["tokens"] * 5
+    assert write["seconds"]["median"] > 0
     app = data["app"]
     assert set(app["pages"]) == PAGE_NAMES
     assert app["floor"]["sentence_ms"]["median"] > 0 and app["floor"]["scheme_ms"]["median"] > 0
