@@ -46,7 +46,7 @@ def top_functions(sessions, *, own: bool, count: int = 3) -> list[tuple[str, flo
     A share, not milliseconds: pyinstrument samples wall time, which a busy machine stretches, and
     its own overhead (a check on every call) inflates a profiled run's CPU two- to threefold."""
     totals: dict[str, float] = defaultdict(float)
-    share = 1.0
+    root_time, runs = 1.0, max(len(sessions), 1)
 
     def walk(frame, above: frozenset) -> None:
         name = f"{frame.function} ({frame.file_path_short}:{frame.line_no})"
@@ -55,17 +55,17 @@ def top_functions(sessions, *, own: bool, count: int = 3) -> list[tuple[str, flo
             counted = (path.startswith(OWN) and path not in NOT_COUNTED and frame.function != "<module>"
                        and name not in above)
             if counted:
-                totals[name] += frame.time * share
+                totals[name] += frame.time / root_time * 100 / runs  # a whole run: exactly 100
                 above = above | {name}
         elif not frame.is_synthetic:
-            totals[name] += frame.total_self_time * share
+            totals[name] += frame.total_self_time / root_time * 100 / runs
         for child in frame.children:
             walk(child, above)
 
     for session in sessions:
         root = session.root_frame(trim_stem=False)
         if root is not None and root.time > 0:
-            share = 100 / root.time / len(sessions)
+            root_time = root.time
             walk(root, frozenset())
     return sorted(totals.items(), key=lambda item: -item[1])[:count]
 
