@@ -75,7 +75,7 @@ def teacher_panel(*, presenter: bool) -> None:
             if live_class.own_upload():
                 st.caption(f"Students see {label(live_class.local_view().model)}: your uploaded model stays in this browser.")
             if st.session_state.get("live_lab_run"):
-                st.caption("Your class watches your latest lab run train, under their banner.")
+                st.caption("Your class sees your latest lab run under their banner: as it trains, then how far it reads.")
                 st.button("Stop showing the lab run", key="live_hide_lab", on_click=live_class.hide_lab_run,
                           icon=":material/visibility_off:")
             st.button("End the class", key="live_stop", on_click=stop, icon=":material/stop_circle:")
