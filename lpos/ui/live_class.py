@@ -2,12 +2,12 @@
 QR code; students who open the link follow the teacher's step, sentence, scheme and model, and watch the
 teacher's lab run train (lpos.ui.lab.watch) while the teacher shows it.
 
-This browser session's state: "live_teacher" ({"code", "secret"}) while it teaches; "live_class",
-the class a student joined; "live_following", whether the page follows it now; "live_seen", the
-teacher's view as last applied here, and "live_before" what the page showed before it; "live_published", the
-view a teacher last sent; "live_lab_run", the lab run the class watches (a teacher's latest run, or ""). A follower's Lesson holds a fragment that reruns every POLL_S
-seconds and asks the store (lpos.classroom) for the class's version only; when the teacher moved,
-it reruns the app, and `before_widgets` (app.py's sidebar, before its widgets) copies the view in.
+This browser session's state: "live_teacher" ({"code", "secret"}) while it teaches; "live_class", the class a
+student joined; "live_following", whether the page follows it now; "live_seen", the teacher's view as last applied
+here, and "live_before" what the page showed before it; "live_published", the view a teacher last sent;
+"live_lab_run", the lab run the class watches (a teacher's latest run, or ""). A follower's Lesson holds a fragment
+that reruns every POLL_S seconds and asks the store (lpos.classroom) for the class's version only; when the teacher
+moved, it reruns the app, and `before_widgets` (app.py's sidebar, before its widgets) copies the view in.
 A student who changes the view themselves is exploring; one click rejoins. Every failure (a
 forged or expired code, a full class, an unreachable store) is a sentence; the page keeps working.
 
@@ -279,8 +279,7 @@ def student_banner() -> None:
     with st.container(border=True, key="live_student"):
         said, act = st.columns([4, 1], vertical_alignment="center")
         if following:
-            shown = "step, sentence and scheme, and their lab run as it trains" if watched_lab_run() else \
-                "step, sentence and scheme"
+            shown = "step, sentence and scheme, and their lab run" if watched_lab_run() else "step, sentence and scheme"
             said.markdown(f"**Following the teacher** in class {shown_code(code)}: your page shows their {shown}.")
             act.button("Explore on my own", key="live_explore", on_click=explore, icon=":material/explore:")
             _poll()
