@@ -11,7 +11,7 @@ test sets it first), and a value that does not parse reads as the default, never
 | `LPOS_PROFILE` | a folder for one pyinstrument report per page run | none |
 | `LPOS_FULL_GC_SECONDS` | seconds between the app's full garbage collections | 30 |
 | `LPOS_DATA_DIR` | the training corpus | `shared/data` beside the checkout |
-| `LPOS_PLOTLY_REACT` | `1`: the Embeddings and Similarity charts are updated in place (lpos/ui/plotly_react.py); `0`: st.plotly_chart | `PLOTLY_REACT_DEFAULT` below |
+| `LPOS_PLOTLY_REACT` | `1`: every chart is updated in place (lpos/ui/plotly_react.py); `0`: st.plotly_chart | `PLOTLY_REACT_DEFAULT` below |
 | `LPOS_LAB_WORKERS` | lab runs trained at once by worker processes the server starts (more wait in a queue); with `LPOS_REDIS_URL`, `rq worker` processes train them instead | 1 |
 | `LPOS_LAB_MAX_STEPS` | the most steps a lab run trains | 5000 |
 | `LPOS_LAB_MAX_SECONDS` | the longest a lab run trains, in seconds | 300 |

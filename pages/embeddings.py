@@ -69,8 +69,7 @@ st.subheader("The three tables")
 st.markdown(f"**{heatmaps_title(view, scheme=selection.model.model.config.position)}**")
 panels = embeddings.embedding_panel_figures(selection.model, ids)
 for column, name, panel in zip(st.columns(3, gap="small"), PANEL_NAMES, panels):
-    chart(panel, name=f"embeddings-{name}", where=column, model=selection.model, key=f"heatmaps_{name.split()[0]}",
-          in_place=True)  # side by side, stacked on a phone; a new sentence redraws them in place
+    chart(panel, name=f"embeddings-{name}", where=column, model=selection.model, key=f"heatmaps_{name.split()[0]}")  # side by side, stacked on a phone
 if view.position_rows is None:
     st.caption(f"With {selection.scheme!r} the summed rows are the token rows: nothing here says where a token sits, "
                "so a repeated token gets the same row at every position.")

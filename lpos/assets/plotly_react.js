@@ -101,7 +101,8 @@ export default function ({ data, parentElement }) {
       const figure = themed(data.figure, parentElement);
       const layout = { height: 450, ...figure.layout, autosize: true };
       delete layout.width; // the column's width, as st.plotly_chart's default width="stretch"
-      return Plotly.react(div, figure.data, layout, { ...CONFIG, ...data.config }).then(() => {
+      // an animation's frames go with it (the Training timeline's play button)
+      return Plotly.react(div, { data: figure.data, layout, frames: figure.frames ?? [], config: { ...CONFIG, ...data.config } }).then(() => {
         div.lposResize ??= new ResizeObserver(() => Plotly.Plots.resize(div)); // the column's width changes
         div.lposResize.observe(div);
       });

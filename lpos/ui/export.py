@@ -1,8 +1,9 @@
 """Every chart of the app, drawn one way: Plotly's camera button downloads an SVG named after what
 the chart shows (page, figure, scheme, model), and a folded "Data and code" control beside it gives
 the chart's numbers as CSV and, where the page drew it from a recipe (lpos.figures.export), the
-Python that redraws it. A chart that changes with every sentence may be updated in place instead of
-drawn anew (`in_place`, lpos.ui.plotly_react).
+Python that redraws it. Where LPOS_PLOTLY_REACT is on, every chart is updated in place (lpos.ui.plotly_react):
+the next run's figure under the same key is drawn into the same Plotly div, whether a new sentence or a
+page's own control changed it.
 """
 from __future__ import annotations
 
@@ -83,15 +84,15 @@ def drawn(recipe: Recipe, model: LoadedModel | None = None) -> go.Figure:
 
 
 def chart(fig: go.Figure | Recipe, *, name: str, where=None, model: LoadedModel | None = None,
-          recipe: Recipe | None = None, in_place: bool = False, **kwargs) -> None:
+          recipe: Recipe | None = None, **kwargs) -> None:
     """st.plotly_chart with the SVG download named lpos-<name>[-<scheme>-<model>], then the chart's
     "Data and code" control. `fig` is a figure, or the Recipe the page draws it from (then the
     control shows the recipe as Python too); `recipe` is the Recipe a figure was drawn from
     elsewhere (run_recipe with precomputed results, or restyled), shown the same way. `name` is
     "page-figure", distinct on its page; `model` the model the chart shows and the recipe reads
-    (none for a chart of no model); `kwargs` go to st.plotly_chart. `in_place`: where LPOS_PLOTLY_REACT
-    is on, drawn by lpos.ui.plotly_react under `key` (the only one of `kwargs` it reads), updated in place
-    when the figure changes."""
+    (none for a chart of no model); `kwargs` go to st.plotly_chart. Where LPOS_PLOTLY_REACT is on, the chart is
+    drawn by lpos.ui.plotly_react under `key` (the only one of `kwargs` it reads; else the download's name),
+    updated in place when the figure changes."""
     where = where or st
     if isinstance(fig, Recipe):
         recipe, fig = fig, drawn(fig, model if fig.names() else None)
@@ -99,7 +100,7 @@ def chart(fig: go.Figure | Recipe, *, name: str, where=None, model: LoadedModel 
     download = file_name(name, *words)
     config = {"toImageButtonOptions": {"format": "svg", "filename": download}}
     key = str(kwargs.get("key") or download)
-    if in_place and drawn_in_place():
+    if drawn_in_place():
         with nullcontext() if where is st else where:  # the component writes where Streamlit writes next
             plotly_react_chart(fig, config=config, key=key)
     else:

@@ -195,11 +195,11 @@ def _watched_result(run_id: str) -> None:
 def draw_progress(progress: dict, *, key: str) -> None:
     left, right = st.columns([3, 2])
     with left:
-        chart(curves_figure(progress["curve"], title="Training curves on the scored tokens"), name="lab-curves", in_place=True,
+        chart(curves_figure(progress["curve"], title="Training curves on the scored tokens"), name="lab-curves",
               key=f"lab_curves_{key}")
     if progress.get("picture") is not None:
         with right:
-            chart(picture_figure(progress["picture"]), name="lab-picture", in_place=True, key=f"lab_picture_{key}")
+            chart(picture_figure(progress["picture"]), name="lab-picture", key=f"lab_picture_{key}")
 
 
 @st.fragment(run_every=LIVE_SECONDS)

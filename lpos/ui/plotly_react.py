@@ -4,8 +4,8 @@ Plotly div per chart and hands each new figure to `Plotly.react`.
 Why: st.plotly_chart names its element after the figure, so a new sentence makes every changed chart a
 new element, and the browser builds it again from nothing; on Embeddings that is most of the browser's
 time for a new sentence (docs/PERFORMANCE.md). A keyed component v2 element keeps its frontend element when
-its data changes, and Plotly.react redraws what changed in the div already there. Pages opt in per chart
-(lpos.ui.export.chart, `in_place=True`) and LPOS_PLOTLY_REACT switches it (lpos.settings), so
+its data changes, and Plotly.react redraws what changed in the div already there. Every chart of the app is
+drawn here (lpos.ui.export.chart) and LPOS_PLOTLY_REACT switches it (lpos.settings), so
 `python -m lpos bench --plotly-react` can time both on the same code.
 
 Served the same from a checkout and from `pip install .`:

@@ -208,7 +208,7 @@ def rows_never_trained(loaded: LoadedModel, length: int) -> None:
         return
     st.subheader("Rows training never reached")
     fig, reading, source = drift_view(loaded, length)
-    chart(fig, name="similarity-rows-never-trained", model=loaded, key="sim_coverage", in_place=True)
+    chart(fig, name="similarity-rows-never-trained", model=loaded, key="sim_coverage")
     for line in reading:
         st.markdown(f"- {line}")
     st.caption(similarity.never_trained_sentence(limit=limit, rows=config.block_size, shown=length, source=source))
@@ -230,10 +230,10 @@ def position_maps_section(loaded: LoadedModel, length: int) -> None:
     maps = position_maps(loaded, length, with_untrained=table_trained, apart=True)
     for column, key, panel in zip(st.columns(len(maps), gap="small"), ("sim_positions", "sim_positions_start"), maps):
         chart(panel, name=f"similarity-{key.replace('sim_positions', 'position-map')}", where=column,
-              model=loaded, key=key, in_place=True)  # side by side; a phone stacks them
+              model=loaded, key=key)  # side by side; a phone stacks them
     band, _ = position_band(loaded, length)
     st.caption(map_caption(loaded, length))
-    chart(band, name="similarity-band", model=loaded, key="sim_band", in_place=True)
+    chart(band, name="similarity-band", model=loaded, key="sim_band")
     st.caption("The band along the diagonal, as a line: the mean cosine of all pairs of rows that are that many "
                "positions apart.")
     if table_trained:
@@ -246,11 +246,11 @@ def rope_kernel_section(loaded: LoadedModel, length: int) -> None:
     head_dim = config.head_size
     kernel_map, kernel_line, kernel_reading = rope_kernel(length, head_dim, base=config.rope_base, scheme=config.position,
                                                           share=config.rope_share)
-    chart(kernel_map, name="similarity-position-map", model=loaded, key="sim_positions", in_place=True)
+    chart(kernel_map, name="similarity-position-map", model=loaded, key="sim_positions")
     st.caption(similarity.rope_kernel_map_sentence(label=loaded.model.scheme.label, head_dim=head_dim,
                                                    base=config.rope_base, scheme=config.position,
                                                    share=config.rope_share, layer_bases=config.layer_bases))
-    chart(kernel_line, name="similarity-kernel-by-offset", model=loaded, key="sim_kernel", in_place=True)
+    chart(kernel_line, name="similarity-kernel-by-offset", model=loaded, key="sim_kernel")
     st.caption(kernel_reading)
 
 
@@ -270,11 +270,11 @@ def nearest_and_path(loaded: LoadedModel, length: int) -> None:
         return
     flat, solid, reading = position_pca(loaded, length)
     left, right = st.columns(2)
-    chart(flat, name="similarity-pca-2d", where=left, model=loaded, key="sim_pca2", in_place=True)
+    chart(flat, name="similarity-pca-2d", where=left, model=loaded, key="sim_pca2")
     # closed, the 3-D view sends nothing: a WebGL scene costs a browser without a GPU ~0.8 s per slider step
     solid_box = right.expander("The same path in 3-D (drag to turn it)", key="sim_pca3_open", on_change="rerun")
     if solid_box.open:
-        chart(solid, name="similarity-pca-3d", where=solid_box, model=loaded, key="sim_pca3", in_place=True)
+        chart(solid, name="similarity-pca-3d", where=solid_box, model=loaded, key="sim_pca3")
     st.caption(reading)
 
 

@@ -110,8 +110,7 @@ def animation(model: LoadedModel) -> tuple[go.Figure, Recipe]:
 
 def timeline_chart(figures: StepFigures, part: str, model: LoadedModel, *, key: str, where=None) -> None:
     """One figure of a snapshot with the recipe it was drawn from, its download named timeline-<part>."""
-    chart(figures.figures[part], recipe=figures.recipes[part], name=f"timeline-{part}", where=where, model=model, key=key,
-          in_place=True)  # a step redraws them in place (lpos.ui.plotly_react)
+    chart(figures.figures[part], recipe=figures.recipes[part], name=f"timeline-{part}", where=where, model=model, key=key)
 
 
 def band_captions(found: ModelTimeline, model: LoadedModel, index: int, *, limit: int | None) -> list[str]:

@@ -44,7 +44,7 @@ def token_map_section(selection: Selection, view: EmbeddingView, tokens: list[st
         st.markdown(f"Rows: **{which}** ({selection.scheme} adds no position rows).")
     rows = view.token_rows if which == "token rows" else view.summed_rows
     chart(token_map(rows, title=which, tokens=tokens), name="similarity-token-map", model=selection.model,
-          key="sim_tokens", in_place=True)  # a new sentence redraws it in place (lpos.ui.plotly_react)
+          key="sim_tokens")  # a new sentence redraws it in place (lpos.ui.plotly_react)
     st.caption("A repeated token has cosine 1 with itself in token rows; adding position rows makes the copies differ.\n"
                + ("This scheme adds no position rows, so only token rows exist here." if view.position_rows is None else
                   "Switch between token rows and summed rows to see the position rows at work."))

@@ -6,6 +6,7 @@ import os
 import pytest
 
 from conftest import open_url, run_and_wait
+from lpos.bench.browser import CHARTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 FIRST_RUN = 300_000  # ms: the first visit probes ten models, slow on a busy two-core machine
@@ -20,7 +21,7 @@ def test_inside_page_opens_each_part_in_its_tab(running_app, page, tmp_path):
     page.set_viewport_size({"width": 1400, "height": 2400})  # the whole page in each screenshot
     open_url(page, f"{running_app.url}/?scheme=rope&model=untrained")
     run_and_wait(page, page.get_by_role("link", name="Inside the model").click, timeout=FIRST_RUN)
-    charts = page.locator("[data-testid='stPlotlyChart']")
+    charts = page.locator(CHARTS)
     assert charts.count() == 2  # the probes, one figure per panel (trained, untrained) so a phone stacks them
     assert page.get_by_text("Probe R², trained models").count() == 1 and page.get_by_text("Probe R², untrained models").count() == 1
     page.screenshot(path=f"{shots}/inside_probes.png", full_page=True)

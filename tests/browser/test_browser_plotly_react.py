@@ -88,3 +88,33 @@ def test_a_chart_fills_its_column_on_a_phone(app_in_place, page):
       div.closest('[data-testid="stColumn"]').getBoundingClientRect().width])""")
     assert len(widths) == 3 and all(abs(drawn - column) <= 1 for drawn, column in widths), widths
     assert all(column > 300 for _, column in widths), widths  # stacked, not three abreast
+
+
+def test_a_pages_own_control_redraws_the_same_div(app_in_place, page):
+    """Sinusoids' length slider, one key press: the table's figure changes and is drawn into the div already there."""
+    open_url(page, f"{app_in_place.url}/sinusoids?scheme=sinusoidal&model=sinusoidal", timeout=FIRST_RUN)
+    assert page.locator("[data-testid='stPlotlyChart']").count() == 0  # every chart of the page is in place
+    table = page.locator(f".st-key-sin_table {IN_PLACE}").element_handle()
+    table.evaluate("div => { div.lposNode = 'the table' }")
+    rows = "div => div.data[0].z.shape ?? div.data[0].z.length"  # Plotly may hold the z values typed
+    before, digest = table.evaluate(rows), table.get_attribute("data-drawn")
+    thumb = page.locator("[data-testid='stSlider']").filter(has_text="Length (positions)").get_by_role("slider")
+    thumb.focus()
+    run_and_wait(page, lambda: thumb.press("ArrowRight"), timeout=FIRST_RUN)
+    page.wait_for_function("([div, old]) => div.dataset.drawn && div.dataset.drawn !== old", arg=[table, digest])
+    assert table.evaluate("div => div.isConnected && div.lposNode") == "the table"
+    assert table.evaluate(rows) != before
+    assert page.console_errors == [] and page.failed_requests == []
+
+
+def test_an_animation_keeps_its_frames_and_plays(app_in_place, page):
+    """The Training timeline's whole run in the browser: its frames reach the div, and Play moves the step."""
+    open_url(page, f"{app_in_place.url}/timeline?scheme=learned&model=learned", timeout=FIRST_RUN)
+    run_and_wait(page, page.get_by_text("Play the whole run in the browser").click, timeout=FIRST_RUN)
+    chart = page.locator(f".st-key-timeline_animation {IN_PLACE}")
+    assert chart.evaluate("div => div._transitionData._frames.length") > 1
+    step = "div => div.layout.sliders[0].active ?? 0"  # the slider's step (unset: the first)
+    assert chart.evaluate(step) == 0
+    chart.locator(".updatemenu-button").first.click()  # Play
+    page.wait_for_function(f"div => ({step})(div) > 0", arg=chart.element_handle(), timeout=30_000)
+    assert page.console_errors == [] and page.failed_requests == []
