@@ -29,5 +29,6 @@ lane ${LPOS_LANE_A:-learned rope none cope t5 rope-partial rnope} & a=$!
 lane ${LPOS_LANE_B:-sinusoidal alibi learned-32 fire learned-rand p-rope} & b=$!
 wait $a && wait $b
 echo "rebuilt in $(( $(date +%s) - start )) s"
-# what the pages draw from each model and fixed texts: checkpoints/<name>.views.pt (lpos.precomputed)
+# what the pages draw from each model and fixed texts: checkpoints/<name>.views.pt (lpos.precomputed), and
+# checkpoints/shipped.cards.pt, every model's card without its weights (lpos.checkpoints.cards)
 python -m lpos precompute

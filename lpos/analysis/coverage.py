@@ -27,7 +27,8 @@ DIRECTION_KEPT = 0.9995  # a cosine at least this high prints as 1.000 (to 3 dec
 def trained_rows(meta: dict, model: GPT) -> int | None:
     """L when the model's learned table has more rows than its longest training window L (rows L
     onwards never trained); None for full-window training, a table read at random positions (any row
-    can be drawn), other schemes, or no record."""
+    can be drawn), other schemes, or no record. `model`: a GPT, or what else has its `config` and `scheme` (a
+    shipped model's card, lpos.checkpoints.cards)."""
     args = meta.get("train_args") if isinstance(meta, dict) else None
     if not isinstance(args, dict) or not model.scheme.has_table or model.config.random_positions:
         return None

@@ -63,7 +63,8 @@ class Continuation:
 
 
 def room(model: GPT, prompt_length: int) -> int | None:
-    """New tokens the model can place before its table runs out (None: no wall)."""
+    """New tokens the model can place before its table runs out (None: no wall). `model`: a GPT, or a shipped
+    model's card (lpos.checkpoints.cards)."""
     rows = model.max_input_length
     return None if rows is None else max(rows - prompt_length, 0)
 

@@ -154,7 +154,8 @@ def sliding_sentence(window: int, *, rows: tuple[int, int] | None = None) -> str
 
 def training_length(meta: dict, model: GPT) -> int:
     """The longest window the model was trained on: its max_length when training used shorter windows
-    than its block size (`--max-length`), else its block size (the model's, when meta does not say)."""
+    than its block size (`--max-length`), else its block size (the model's, when meta does not say). `model`: a GPT,
+    or what else has its `config` (a shipped model's card, lpos.checkpoints.cards)."""
     args = meta.get("train_args", {})
     return int(args.get("max_length") or args.get("block_size", model.config.block_size))
 

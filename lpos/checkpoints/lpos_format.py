@@ -40,7 +40,7 @@ def save(model: GPT, meta: dict, path: str | Path) -> None:
         "version": FORMAT_VERSION,
         "config": dataclasses.asdict(model.config),
         "state_dict": state,
-        "meta": _plain_meta(meta),
+        "meta": plain_meta(meta),
     }
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -49,7 +49,7 @@ def save(model: GPT, meta: dict, path: str | Path) -> None:
     tmp.replace(path)  # never leave a half-written checkpoint behind
 
 
-def _plain_meta(meta: dict) -> dict:
+def plain_meta(meta: dict) -> dict:
     """meta with its Tokenizer as plain data; GPT-2's, the default, is left out."""
     tokenizer = meta.get("tokenizer")
     meta = {k: v for k, v in meta.items() if k != "tokenizer"}

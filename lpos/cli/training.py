@@ -62,6 +62,8 @@ def add_commands(commands) -> None:
     views.add_argument("names", nargs="*", help="shipped names (default: every shipped checkpoint)")
     views.add_argument("--views", nargs="+", metavar="VIEW", help="only these views, added to what the files already "
                        "hold (default: every view, the files rewritten)")
+    views.add_argument("--cards-only", action="store_true", help="only checkpoints/shipped.cards.pt, the shipped models' "
+                       "cards without their weights (lpos.checkpoints.cards; written with the views too)")
     views.set_defaults(run=run_precompute)
 
 
@@ -161,6 +163,7 @@ def run_card(args) -> int:
 
 def run_precompute(args) -> int:
     from lpos import checkpoints
+    from lpos.checkpoints import cards
     from lpos.precomputed import VIEWS, precompute
 
     unknown = [name for name in args.names if name not in checkpoints.available()]
@@ -169,6 +172,7 @@ def run_precompute(args) -> int:
     chosen = VIEWS if not args.views else tuple(view for view in VIEWS if view.name in args.views)
     if args.views and len(chosen) != len(set(args.views)):
         raise ValueError(f"unknown view in {args.views}: use {[view.name for view in VIEWS]}")
-    for path in precompute(args.names or None, views=chosen):
+    written = [] if args.cards_only else precompute(args.names or None, views=chosen)
+    for path in [*written, cards.write_cards()]:  # every shipped model's card, whichever views were asked
         print(f"wrote {path} ({path.stat().st_size / 2**20:.1f} MB)")
     return 0

@@ -14,7 +14,7 @@ from lpos.figures.coverage import position_loss_figure, row_drift_figure
 from lpos.figures.export import Recipe, Ref, step
 from lpos.ui.caching import cache_resource
 from lpos.ui.export import model_steps, run_recipe
-from lpos.ui.models import LoadedModel, label, load_offered
+from lpos.ui.models import LoadedModel, label, load_offered, shipped_card
 from lpos.ui.stored import computed
 
 WINDOWS = coverage.POSITION_WINDOWS
@@ -30,9 +30,9 @@ def short_window_model(preferred: LoadedModel | None = None) -> LoadedModel | No
     if preferred is not None and trained_rows(preferred) is not None:
         return preferred
     for name in checkpoints.available():
-        model, meta = load_offered(name)
-        if coverage.trained_rows(meta, model) is not None:
-            return LoadedModel(name, label(name), model, meta)
+        card = shipped_card(name)
+        if coverage.trained_rows(card.meta, card) is not None:
+            return LoadedModel(name, label(name), *load_offered(name))
     return None
 
 
@@ -40,12 +40,12 @@ def full_window_model(short: LoadedModel | None = None) -> LoadedModel | None:
     """The first shipped model with a table that trained every row of it on full windows, in order (not
     at random positions): of `short`'s scheme and table length when given (None if none is shipped)."""
     for name in checkpoints.available():
-        model, meta = load_offered(name)
-        alike = short is None or (model.config.position, model.config.block_size) == (
+        card = shipped_card(name)
+        alike = short is None or (card.config.position, card.config.block_size) == (
             short.model.config.position, short.model.config.block_size)
-        if model.max_input_length is not None and not model.config.random_positions and alike \
-                and coverage.trained_rows(meta, model) is None:
-            return LoadedModel(name, label(name), model, meta)
+        if card.max_input_length is not None and not card.config.random_positions and alike \
+                and coverage.trained_rows(card.meta, card) is None:
+            return LoadedModel(name, label(name), *load_offered(name))
     return None
 
 

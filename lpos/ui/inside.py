@@ -19,7 +19,7 @@ from lpos.analysis.probes import held_out_ids, story_ids
 from lpos.figures.export import Ref, Step, step
 from lpos.tokenizer import decode
 from lpos.ui.caching import HASH_FUNCS
-from lpos.ui.models import LoadedModel, load_offered
+from lpos.ui.models import LoadedModel, shipped_card
 
 Texts = tuple[tuple[str, tuple[int, ...]], ...]  # (name, ids) pairs
 FIGURES = 16  # per function: one per (models, text) a class looks at
@@ -43,7 +43,7 @@ cache_figure_per_text = st.cache_resource(hash_funcs=_HASH, max_entries=FIGURES,
 @st.cache_resource(show_spinner="Reading the held-out stories…")
 def _texts(name: str | None) -> dict[str, Text]:
     return {choice: Text(parts) for choice, parts in
-            precomputed.inside_texts(load_offered(name)[1] if name is not None else None).items()}
+            precomputed.inside_texts(shipped_card(name).meta if name is not None else None).items()}
 
 
 def texts() -> dict[str, Text]:

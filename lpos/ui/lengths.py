@@ -14,22 +14,22 @@ from lpos.figures.export import Recipe, Ref, step
 from lpos.figures.lengths import length_curves_figure, token_loss_figure
 from lpos.tokenizer import visible
 from lpos.ui.caching import cache_data, cache_resource
-from lpos.ui.models import LoadedModel, load_offered
+from lpos.ui.models import LoadedModel, shipped_card
 from lpos.ui.sinusoids import FIGURES, LIFETIME
 from lpos.ui.stored import computed
 
 
 def shipped_loss_tables() -> dict[str, dict[int, dict]]:
     """Loss by evaluation length from each shipped model card, keyed by model name."""
-    return {name: lengths.loss_table(load_offered(name)[1]) for name in checkpoints.available()}
+    return {name: lengths.loss_table(shipped_card(name).meta) for name in checkpoints.available()}
 
 
 def shipped_training_windows() -> str:
     """One sentence: the window length each shipped model trained on, grouped ("" when none is shipped)."""
     windows: dict[int, list[str]] = {}
     for name in checkpoints.available():
-        model, card = load_offered(name)
-        windows.setdefault(lengths.training_length(card, model), []).append(name)
+        card = shipped_card(name)
+        windows.setdefault(lengths.training_length(card.meta, card), []).append(name)
     if not windows:
         return ""
     most = max(windows, key=lambda length: len(windows[length]))
@@ -42,8 +42,8 @@ def shipped_training_windows() -> str:
 
 def card_training(name: str) -> tuple[int, float | None]:
     """A shipped model's training length and the unigram loss its card states (None if absent)."""
-    model, card = load_offered(name)
-    return lengths.training_length(card, model), card.get("unigram_val_loss")
+    card = shipped_card(name)
+    return lengths.training_length(card.meta, card), card.meta.get("unigram_val_loss")
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ class CardCurves:
 
     def table_ends(self) -> str:
         """The plotted models whose position table stops, each with its last row, as a sentence."""
-        ends = {name: load_offered(name)[0].max_input_length for name in self.tables}
+        ends = {name: shipped_card(name).max_input_length for name in self.tables}
         ends = {name: rows for name, rows in ends.items() if rows is not None}
         return "".join(f" `{name}` has no row past {rows:,}." for name, rows in ends.items())
 

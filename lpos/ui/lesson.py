@@ -32,7 +32,7 @@ from lpos.ui.lesson_recipes import (PRESETS, bias_models, learned_band_recipe, m
                                      position_rows_recipe, relative_bias_recipe, rope_offsets_recipe, shuffle_pair,
                                      sinusoid_distance_recipe, table_wall_recipe, train_short_recipe)
 from lpos.ui.text import literal
-from lpos.ui.models import LoadedModel, label, load_offered
+from lpos.ui.models import LoadedModel, label, shipped_card
 from lpos.ui.selection import Selection, model_for
 
 LESSON_TOKENS = 48  # the lesson draws short sentences; a long paste is cut, with a note
@@ -90,11 +90,11 @@ def table_wall(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figu
 def randomized_sentence() -> str:
     """The shipped table trained at random positions, as the answer to both limits ("" when none is installed)."""
     for name in checkpoints.available():
-        gpt, meta = load_offered(name)
-        if gpt.config.random_positions:
-            window = length_analysis.training_length(meta, gpt)
-            return (f"\n\nBoth answered: {label(name)} has a {gpt.max_input_length:,}-row table whose rows training "
-                    f"read at random, {window} at a time, so it reads up to {gpt.max_input_length:,} tokens (Length "
+        card = shipped_card(name)
+        if card.config.random_positions:
+            window = length_analysis.training_length(card.meta, card)
+            return (f"\n\nBoth answered: {label(name)} has a {card.max_input_length:,}-row table whose rows training "
+                    f"read at random, {window} at a time, so it reads up to {card.max_input_length:,} tokens (Length "
                     "extrapolation shows its loss there).")
     return ""
 

@@ -20,7 +20,7 @@ from lpos import settings
 from lpos import checkpoints
 from lpos.analysis.embeddings import TokenCounts
 from lpos.analysis.scheme_views import positionless_scheme
-from lpos.checkpoints import ModelRef
+from lpos.checkpoints import ModelRef, cards
 from lpos.checkpoints.layouts import TORCH_SUFFIXES
 from lpos.model import GPT, GPTConfig, untrained_model
 from lpos.positions import scheme_info
@@ -106,6 +106,14 @@ def load_offered(key: str) -> tuple[GPT, dict]:
             meta[name] = TokenCounts(meta[name])
     release_memory()  # the loader's temporary tables and unpickled dicts
     return remember(model, key), meta
+
+
+@st.cache_resource(show_spinner=False)
+def shipped_card(name: str) -> cards.Card:
+    """A shipped model's card, without its weights (lpos.checkpoints.cards): what a page comparing every shipped
+    model reads of each. From the model itself, loaded, when shipped.cards.pt has no card that matches its file."""
+    found = cards.card(name)
+    return found if found is not None else cards.card_of(name, *load_offered(name))
 
 
 @st.cache_resource(max_entries=2, show_spinner=False, hash_funcs=HASH_FUNCS)

@@ -28,7 +28,7 @@ from lpos.model import GPT
 from lpos.positions import AS_TRAINED, REGISTRY, ROPE_METHODS, RopeScaling, applied_factor, schemes_with
 from lpos.ui.caching import cache_resource
 from lpos.ui.export import chart, run_recipe
-from lpos.ui.models import LoadedModel, label, load_offered
+from lpos.ui.models import LoadedModel, label, load_offered, shipped_card
 from lpos.ui.selection import Selection
 from lpos.ui.stored import Progress, computed, progress
 
@@ -53,7 +53,7 @@ def references() -> list[str]:
     """The shipped models drawn beside the rescaled one, in registry order: those of the schemes that
     place positions without rotating them (a table, sinusoids, a bias, counts) and read any length."""
     return [name for name, scheme in REGISTRY.items() if scheme.views and not scheme.shows("rotation")
-            and name in checkpoints.available() and load_offered(name)[0].max_input_length is None]
+            and name in checkpoints.available() and shipped_card(name).max_input_length is None]
 
 
 def left_off_sentence(rope: LoadedModel) -> str:
@@ -61,7 +61,7 @@ def left_off_sentence(rope: LoadedModel) -> str:
     if not speaks_gpt2(rope):
         return (f" Only {rope.label}'s own curves are drawn: the shipped models read GPT-2's tokens, so they cannot "
                 "score the same text.")
-    ended = {name: load_offered(name)[0].max_input_length for name in REGISTRY if name in checkpoints.available()}
+    ended = {name: shipped_card(name).max_input_length for name in REGISTRY if name in checkpoints.available()}
     ended = {name: rows for name, rows in ended.items() if rows is not None}
     return "".join(f" The {name} model has no row past {rows:,} and is left off (see Length extrapolation)."
                    for name, rows in ended.items())

@@ -18,12 +18,12 @@ from streamlit.errors import StreamlitAPIException
 
 from lpos import checkpoints
 from lpos.analysis import generate, stretch
-from lpos.analysis.lengths import output_count, training_length
+from lpos.analysis.lengths import training_length
 from lpos.model import GPT
 from lpos.positions import SCHEMES
 from lpos.tokenizer import encode
 from lpos.ui.caching import cache_data
-from lpos.ui.models import LoadedModel, label, load_offered
+from lpos.ui.models import LoadedModel, label, load_offered, shipped_card
 from lpos.ui.selection import MAX_TOKENS, Selection, scheme_models
 from lpos.ui.text import literal
 
@@ -33,8 +33,8 @@ FRAME_SECONDS = 0.25  # the boxes are redrawn this often within a slice (the fir
 
 
 def train_length_of(name: str) -> int:
-    model, meta = load_offered(name)
-    return training_length(meta, model)
+    card = shipped_card(name)
+    return training_length(card.meta, card)
 
 
 def marked_text(prompt: list[int], new: list[int], *, length: int) -> str:
@@ -54,31 +54,30 @@ def draw(writing: generate.Writing, boxes: dict, drawn: dict[str, tuple[int, boo
         box.markdown(marked_text(writing.prompt, writing.written.get(name, []), length=writing.lengths[name]) + cursor)
 
 
-def writers(names: list[str], prompt: list[int], *, tokens: int) -> tuple[dict[str, GPT], dict[str, str], list[str]]:
-    """The shipped models that can continue `prompt`, a note on how each writes `tokens` more and how far
-    (lpos.analysis.generate.writer_note), and a warning for each that cannot (a table whose rows the prompt
-    already fills)."""
-    models, notes, refused = {}, {}, []
+def writers(names: list[str], prompt: list[int], *, tokens: int) -> tuple[dict[str, str], list[str]]:
+    """{name: note} of the shipped models that can continue `prompt`, each note saying how it writes `tokens` more
+    and how far (lpos.analysis.generate.writer_note), and a warning for each that cannot (a table whose rows the
+    prompt already fills). Read from the models' cards: a model is loaded when it writes."""
+    notes, refused = {}, []
     for name in names:
-        model, _ = load_offered(name)
-        room = generate.room(model, len(prompt))
-        if room == 0:
+        card = shipped_card(name)
+        if generate.room(card, len(prompt)) == 0:
             refused.append(f"**{name}**: the prompt has {len(prompt)} tokens and the learned table "
-                           f"{model.max_input_length} rows, so there is no position left to write at.")
+                           f"{card.max_input_length} rows, so there is no position left to write at.")
             continue
-        models[name] = model
-        notes[name] = generate.writer_note(model, prompt_length=len(prompt), tokens=tokens,
+        notes[name] = generate.writer_note(card, prompt_length=len(prompt), tokens=tokens,
                                            trained_at=train_length_of(name))
-    return models, notes, refused
+    return notes, refused
 
 
-def writing_job(models: dict[str, GPT], prompt: list[int], *, tokens: int, sampling: generate.Sampling,
+def writing_job(names: list[str], prompt: list[int], *, tokens: int, sampling: generate.Sampling,
                 start: bool, stop: bool) -> generate.Writing | None:
     """The session's writing job for these settings, or None when none matches them: Write starts
-    one; Stop, or a control changed while it writes, ends the one in progress."""
+    one, with the shipped models `names`; Stop, or a control changed while it writes, ends the one in progress."""
     settings = (tuple(prompt), tokens, sampling)
     job = st.session_state.get(JOB)
     if start:
+        models = {name: load_offered(name)[0] for name in names}
         lengths = {name: train_length_of(name) for name in models}
         job = st.session_state[JOB] = generate.start_writing(models, prompt, tokens=tokens, sampling=sampling,
                                                              lengths=lengths, settings=settings)
@@ -117,7 +116,7 @@ def writing_controls(names: list[str]) -> tuple[str, int, generate.Sampling]:
     tokens = columns[0].slider("New tokens", 16, generate.MAX_NEW_TOKENS, 256, step=16, key="stretch_tokens")
     greedy = columns[1].toggle("Greedy", key="stretch_greedy", help="Always the most likely token (temperature 0).")
     temperature = columns[2].slider("Temperature", 0.1, 2.0, 0.8, step=0.1, key="stretch_temperature", disabled=greedy)
-    vocabulary = min(output_count(load_offered(name)[0]) for name in names)  # the writers' own outputs, never assumed
+    vocabulary = min(shipped_card(name).output_count for name in names)  # the writers' own outputs, never assumed
     top_k = columns[3].number_input("Top-k", 1, vocabulary, min(40, vocabulary), key="stretch_top_k", disabled=greedy,
                                     help=f"Sample among the k likeliest tokens; at most {vocabulary:,}, the tokens these "
                                          "models can write.")
@@ -131,7 +130,7 @@ def write_past_the_wall() -> None:
     """Section 4: every shipped writer continues one prompt, a slice at a time, until done or stopped."""
     st.subheader("4. Write past the wall")
     # a model per scheme, and a table read at random positions (it reaches past the training length)
-    names = [name for name in checkpoints.available() if name in SCHEMES or load_offered(name)[0].config.random_positions]
+    names = [name for name in checkpoints.available() if name in SCHEMES or shipped_card(name).config.random_positions]
     if not names:
         st.info("No shipped checkpoint is installed yet, so there is no trained model to write with.",
                 icon=":material/hourglass_empty:")
@@ -144,10 +143,10 @@ def write_past_the_wall() -> None:
     if not prompt:
         st.info("Type a prompt to continue: any text works.", icon=":material/edit:")
         return
-    models, notes, refused = writers(names, prompt, tokens=tokens)
+    notes, refused = writers(names, prompt, tokens=tokens)
     for warning in refused:
         st.warning(warning, icon=":material/straighten:")
-    job = writing_job(models, prompt, tokens=tokens, sampling=sampling, start=start, stop=stopped)
+    job = writing_job(list(notes), prompt, tokens=tokens, sampling=sampling, start=start, stop=stopped)
     if job is None:
         st.caption("Press Write: each model continues the prompt in its own box, token by token.")
     else:
