@@ -63,10 +63,14 @@ def read_payload(path: Path, *, max_bytes: int = MAX_BYTES) -> dict:
         raise CheckpointError(
             f"{path.name} unpacks to {declared / 2**20:.0f} MB, over the {max_bytes / 2**20:.0f} MB limit"
         )
-    stand_ins = _config_stand_ins(path)
     try:
-        with _SAFE_GLOBALS if stand_ins else contextlib.nullcontext(), torch.serialization.safe_globals(stand_ins):
-            payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        try:
+            payload = _unpickled(path, [])  # most files (every lpos file) name no class: their pickle is read once
+        except pickle.UnpicklingError as e:
+            stand_ins = _config_stand_ins(path) if "Unsupported global" in str(e) else []
+            if not stand_ins:
+                raise
+            payload = _unpickled(path, stand_ins)
     except pickle.UnpicklingError as e:
         if "Weights only load failed" not in str(e) or "Unsupported operand" in str(e):  # damaged, not refused
             raise CheckpointError(f"{path.name} could not be read (UnpicklingError): the file is damaged") from None
@@ -78,6 +82,12 @@ def read_payload(path: Path, *, max_bytes: int = MAX_BYTES) -> dict:
     if not isinstance(payload, dict):
         raise CheckpointError(f"{path.name} does not hold a checkpoint dictionary")
     return payload
+
+
+def _unpickled(path: Path, stand_ins: list[tuple[type, str]]):
+    """torch.load with weights_only=True, the config classes of `stand_ins` (_config_stand_ins) allowed."""
+    with _SAFE_GLOBALS if stand_ins else contextlib.nullcontext(), torch.serialization.safe_globals(stand_ins):
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
 
 
 def drop_file_pages(tensor: torch.Tensor) -> None:
