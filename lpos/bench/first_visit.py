@@ -12,17 +12,24 @@ seed-size model (45M parameters) served from a shared folder.
   context), and the server's peak RSS over the walk. Goals: first content within FIRST_CONTENT_S,
   whole page within BIG_PAGE_CPU_S of server CPU, a second visit within SECOND_VISIT_S, peak RSS
   at most MEMORY_LIMIT_MB.
+- Every model and an upload (`--memory-walk`): one session on a fresh server opens every page with each
+  shipped model, then uploads the seed-size model through the sidebar's box and opens every page with it;
+  the server's peak RSS over it all. Goal: at most MEMORY_LIMIT_MB.
 
-`--quick` runs both on one page only, as a smoke test: nothing about the numbers is asserted.
+The cold visits run twice: with the shipped models, and with MORE_MODELS (the shipped ones and copies of
+them, in a copy of the app: app_with_models), so a page whose first visit grows with the number of models
+shows it. `--quick` runs both sections on one page only, once, as a smoke test: nothing about the numbers is
+asserted.
 """
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from lpos.bench.browser import Server, Tab, chromium, peak_memory
 from lpos.bench.common import MEMORY_LIMIT_MB, ROOT, spread
-from lpos.pages import url_paths
+from lpos.pages import PAGES, url_paths
 
 COLD_EXTRA_CPU_S = 1.0
 FIRST_CONTENT_S = 2.0
@@ -32,6 +39,7 @@ BIG_MODEL = "seed-45m.pt"
 SEED_SHAPE = {"n_layer": 6, "n_head": 8, "n_embd": 512, "block_size": 1024}  # "Tiny Children Stories 30M"
 TINY_SHAPE = {"n_layer": 2, "n_head": 2, "n_embd": 64, "block_size": 256}  # the memory walk's smoke test
 QUICK_PAGE = "lengths"  # the one page --quick visits
+MORE_MODELS = 20  # the first visits again with this many shipped models (copies of them: app_with_models)
 
 FLOOR_APP = '''import pandas  # noqa: F401
 import plotly.graph_objects  # noqa: F401
@@ -45,31 +53,61 @@ FIRST_CONTENT = '[data-testid="stMain"] h1'
 PAGE_ERROR = '[data-testid="stException"]'
 
 
-def first_visit(browser, server: Server, url: str) -> dict:
+def first_visit(browser, server: Server, url: str, *, timeout: float = 600) -> dict:
     """Open `url` in a new context: ms to the first content and to the whole page, and the server's
-    CPU seconds used so far (it is fresh, or the caller subtracts)."""
+    CPU seconds used so far (it is fresh, or the caller subtracts); each wait at most `timeout` s."""
     tab = Tab(browser)
     try:
         before, began = tab.finished, time.perf_counter()
-        tab.page.goto(url, timeout=600_000)
-        tab.page.wait_for_selector(f'{FIRST_CONTENT}, {PAGE_ERROR}', timeout=600_000)  # an error ends the wait too
+        tab.page.goto(url, timeout=timeout * 1000)
+        tab.page.wait_for_selector(f'{FIRST_CONTENT}, {PAGE_ERROR}', timeout=timeout * 1000)  # an error ends the wait too
         first = (time.perf_counter() - began) * 1000
-        drawn = tab.wait_drawn(before, began, timeout=600)
+        drawn = tab.wait_drawn(before, began, timeout=timeout)
         return {"first_content_ms": first, "page_ms": drawn["ms"], "errors": drawn["errors"], "server_cpu_s": server.cpu_s()}
     finally:
         tab.close()
 
 
-def measure_cold_visits(browser, folder: Path, *, quick: bool, progress=print) -> dict:
-    """Each page on its own fresh server, and the bare page, server CPU until drawn."""
+def app_with_models(folder: Path, count: int) -> Path:
+    """A copy of the app (app.py, pages/, lpos/, .streamlit/) in `folder` whose checkpoints/ holds the shipped
+    models and copies of them up to `count` models (`<name>-copy<k>.pt`, each with its views: the same bytes, so
+    the same digest), and their cards; returns its app.py. Pages that compare every shipped model compare them all."""
+    import shutil
+
+    from lpos import checkpoints
+    from lpos.checkpoints import cards
+
+    app, ignore = folder / f"app-{count}-models", shutil.ignore_patterns("__pycache__", "*.pyc", "*.tmp")
+    app.mkdir()
+    shutil.copy2(ROOT / "app.py", app / "app.py")
+    for part in ("pages", "lpos", ".streamlit"):
+        shutil.copytree(ROOT / part, app / part, ignore=ignore)
+    shipped, target = checkpoints.available(), app / "checkpoints"
+    shutil.copytree(checkpoints.CHECKPOINT_DIR, target, ignore=ignore)
+    for k in range(max(count - len(shipped), 0)):
+        name, copy = shipped[k % len(shipped)], f"{shipped[k % len(shipped)]}-copy{k // len(shipped) + 1}"
+        for suffix in (".pt", ".views.pt"):
+            if (target / f"{name}{suffix}").is_file():
+                shutil.copy2(target / f"{name}{suffix}", target / f"{copy}{suffix}")
+    cards.write_cards(folder=target)
+    return app / "app.py"
+
+
+def measure_cold_visits(browser, folder: Path, *, quick: bool, models: int | None = None, progress=print) -> dict:
+    """Each page on its own fresh server, and the bare page, server CPU until drawn; with `models`, the app's
+    copy of app_with_models (the shipped models and copies of them, that many in all)."""
     (folder / "bare.py").write_text(FLOOR_APP)
+    from lpos import checkpoints, corpus
+
+    app = ROOT / "app.py" if models is None else app_with_models(folder, models)
+    env = {"LPOS_DATA_DIR": str(corpus.data_dir())}  # the checkout's corpus, for a copy of the app too
     paths = url_paths()
     names = [QUICK_PAGE] if quick else sorted(paths)
     results = {}
     for name in ["(bare page)", *names]:
-        progress(f"cold visit: {name}")
-        script = folder / "bare.py" if name == "(bare page)" else ROOT / "app.py"
-        server = Server(script, folder / f"cold-{len(results)}.log")
+        progress(f"cold visit: {name}" + (f" ({models} models)" if models else ""))
+        script = folder / "bare.py" if name == "(bare page)" else app
+        server = Server(script, folder / f"cold-{len(results)}.log", env=env)
         try:
             path = "" if name == "(bare page)" else paths[name]
             results[name] = first_visit(browser, server, f"{server.url}/{path}")
@@ -78,7 +116,8 @@ def measure_cold_visits(browser, folder: Path, *, quick: bool, progress=print) -
     floor = results.pop("(bare page)")
     for result in results.values():
         result["extra_cpu_s"] = result["server_cpu_s"] - floor["server_cpu_s"]
-    return {"bare": floor, "pages": results, "goal_extra_cpu_s": COLD_EXTRA_CPU_S}
+    shipped = models or len(checkpoints.available())
+    return {"bare": floor, "pages": results, "goal_extra_cpu_s": COLD_EXTRA_CPU_S, "models": shipped}
 
 
 def seed_size_model(folder: Path, *, shape: dict | None = None) -> Path:
@@ -135,15 +174,56 @@ def measure_big_model(browser, folder: Path, *, quick: bool, progress=print, sha
             "goals": {"first_content_s": FIRST_CONTENT_S, "page_cpu_s": BIG_PAGE_CPU_S, "second_visit_s": SECOND_VISIT_S}}
 
 
+def measure_walk_with_upload(browser, log_dir: Path, upload: Path, *, models: Sequence[str] | None = None,
+                             progress=print) -> dict:
+    """A fresh server, one session: every page with every shipped model (`models`: all by default), then a
+    learner's file `upload` through the sidebar's box and every page with it, reached through the menu as a
+    learner does (a URL typed anew starts another session, without the upload). The peak RSS over it all, and
+    the RSS after each stage."""
+    from lpos import checkpoints
+
+    names = list(checkpoints.available() if models is None else models)
+    server = Server(ROOT / "app.py", log_dir / "walk-upload.log")
+    stages = {}
+    try:
+        with peak_memory(server) as sampler:
+            paths, tab, began = url_paths(), Tab(browser), time.perf_counter()
+            for name in names:
+                progress(f"walk: every page with {name}")
+                for path in paths.values():
+                    tab.open(f"{server.url}/{path}?model={name}", timeout=300)
+            stages["every shipped model"] = server.rss_mb()
+            progress(f"walk: uploading {upload.name} ({upload.stat().st_size / 2**20:.0f} MB)")
+            tab.open(f"{server.url}/", timeout=300)
+            tab.page.locator("[data-testid='stSidebar'] input[type=file]").set_input_files(str(upload))
+            tab.page.get_by_text(f"Loaded {upload.name}").wait_for(timeout=600_000)
+            tab.wait_drawn(timeout=300)
+            stages["the upload loaded"] = server.rss_mb()
+            for page in PAGES:
+                progress(f"walk: {page.name} with the upload")
+                tab.act(lambda: None, tab.page.get_by_role("link", name=page.title).click, timeout=300)
+            stages["every page with the upload"] = server.rss_mb()
+            seconds = time.perf_counter() - began
+            tab.close()
+    finally:
+        server.stop()
+    return {"models": names, "upload_mb": upload.stat().st_size / 2**20, "seconds": seconds,
+            "peak_rss_mb": sampler["peak_mb"], "rss_after_mb": stages}
+
+
 def memory_walk(*, tiny: bool = False, progress=print) -> dict:
-    """Every page with the seed-size model from a shared folder on one server, and the peak RSS
-    (`tiny`: a 2-layer model instead, a smoke test of the walk; its memory says nothing)."""
+    """Every page with the seed-size model from a shared folder on one server, and the peak RSS; then, on a fresh
+    server, every page with every shipped model and the same model uploaded (measure_walk_with_upload). `tiny`: a
+    2-layer model instead, on the first walk only, a smoke test of the walk; its memory says nothing."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as folder, chromium() as browser:
         walk = measure_big_model(browser, Path(folder), quick=False, progress=progress,
                                  shape=TINY_SHAPE if tiny else None)
-    return {"big_model": {**walk, "shape": TINY_SHAPE if tiny else SEED_SHAPE}}
+        upload = None if tiny else measure_walk_with_upload(browser, Path(folder), (Path(folder) / "shared" / BIG_MODEL),
+                                                            progress=progress)
+    return {"big_model": {**walk, "shape": TINY_SHAPE if tiny else SEED_SHAPE},
+            **({"every_model_and_upload": upload} if upload else {})}
 
 
 def memory_lines(walk: dict) -> list[str]:
@@ -155,12 +235,14 @@ def memory_lines(walk: dict) -> list[str]:
 def report(results: dict) -> list[str]:
     """Lines for the bench table: each page against its goals, or nothing when not measured."""
     lines = []
-    cold = results.get("cold_visits")
-    if cold:
-        lines += ["", f"First visit on a fresh server (server CPU beyond a bare page: goal ≤ {COLD_EXTRA_CPU_S:.1f} s; "
-                      f"bare page {cold['bare']['server_cpu_s']:.2f} s CPU, {cold['bare']['page_ms']:,.0f} ms)"]
+    for cold in (results.get("cold_visits"), results.get("cold_visits_more")):
+        if not cold:
+            continue
+        lines += ["", f"First visit on a fresh server, {cold.get('models', '?')} shipped models (server CPU beyond a bare "
+                      f"page: goal ≤ {COLD_EXTRA_CPU_S:.1f} s; bare page {cold['bare']['server_cpu_s']:.2f} s CPU, "
+                      f"{cold['bare']['page_ms']:,.0f} ms)"]
         for name, page in cold["pages"].items():
-            verdict = "" if page["extra_cpu_s"] <= COLD_EXTRA_CPU_S else "  over goal"
+            verdict = "" if page["extra_cpu_s"] <= COLD_EXTRA_CPU_S else f"  over goal by {page['extra_cpu_s'] - COLD_EXTRA_CPU_S:.2f} s"
             lines.append(f"  {name:<18} +{page['extra_cpu_s']:.2f} s CPU, drawn in {page['page_ms']:,.0f} ms{verdict}")
     big = results.get("big_model")
     if big:
@@ -175,6 +257,12 @@ def report(results: dict) -> list[str]:
                          f"({page['server_cpu_s']:.1f} s CPU), second student {page['second_visit_ms']:,.0f} ms"
                          + (f"  over goal: {', '.join(over)}" if over else ""))
         lines += ["  memory, page by page:", *memory_lines(big)]
+    walk = results.get("every_model_and_upload")
+    if walk:
+        lines += ["", f"One session: every page with each of the {len(walk['models'])} shipped models, then a learner's upload "
+                      f"({walk['upload_mb']:,.0f} MB) on every page: peak RSS {walk['peak_rss_mb']:,.0f} MB "
+                      f"({'within' if walk['peak_rss_mb'] <= MEMORY_LIMIT_MB else 'OVER'} the {MEMORY_LIMIT_MB} MB limit)",
+                  *(f"  after {stage}: {mb:,.0f} MB" for stage, mb in walk["rss_after_mb"].items())]
     return lines
 
 
@@ -183,5 +271,7 @@ def first_visit_side(*, quick: bool = False, progress=print) -> dict:
     import tempfile
 
     with tempfile.TemporaryDirectory() as folder, chromium() as browser:
-        return {"cold_visits": measure_cold_visits(browser, Path(folder), quick=quick, progress=progress),
+        more = {} if quick else {"cold_visits_more": measure_cold_visits(browser, Path(folder), quick=quick,
+                                                                          models=MORE_MODELS, progress=progress)}
+        return {"cold_visits": measure_cold_visits(browser, Path(folder), quick=quick, progress=progress), **more,
                 "big_model": measure_big_model(browser, Path(folder), quick=quick, progress=progress)}

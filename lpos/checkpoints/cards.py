@@ -82,10 +82,11 @@ def card_of(name: str, model, meta: dict) -> Card:
 
 
 def write_cards(names: list[str] | None = None, *, folder: Path = CHECKPOINT_DIR) -> Path:
-    """Write `folder`/shipped.cards.pt for the shipped `names` (every one by default); returns the file."""
+    """Write `folder`/shipped.cards.pt for the models `names` of `folder` (every one by default, as `available`
+    finds them); returns the file."""
     entries = {}
-    for name in available() if names is None else names:
-        card = card_of(name, *load(name))
+    for name in available(folder) if names is None else names:
+        card = card_of(name, *load(Path(folder) / f"{name}.pt"))
         entries[name] = {"key": contents_key(folder / f"{name}.pt"), "config": dataclasses.asdict(card.config),
                          "meta": plain_meta(card.meta), "output_count": card.output_count}
     path = Path(folder) / FILE

@@ -29,9 +29,9 @@ _INSTALLED = Path(__file__).resolve().parent / "shipped"
 CHECKPOINT_DIR = _INSTALLED if _INSTALLED.is_dir() else Path(__file__).resolve().parent.parent.parent / "checkpoints"
 
 
-def available() -> list[str]:
-    """Names of the shipped checkpoints (files `checkpoints/<name>.pt`)."""
-    return sorted(p.stem for p in CHECKPOINT_DIR.glob("*.pt") if "." not in p.stem)  # not *.resume.pt
+def available(folder: Path = CHECKPOINT_DIR) -> list[str]:
+    """Names of the shipped checkpoints (files `checkpoints/<name>.pt`; of `folder`, if given)."""
+    return sorted(p.stem for p in Path(folder).glob("*.pt") if "." not in p.stem)  # not *.resume.pt
 
 
 def load(name_or_path: str | Path, *, n_head: int | None = None, tokenizer: Tokenizer | str | Path | None = None,
