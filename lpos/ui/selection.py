@@ -49,25 +49,19 @@ def scheme_models(selection: Selection) -> list[LoadedModel]:
     """One model per scheme: the selected model for its own scheme; for the others the shipped
     checkpoint when the selection is a trained model (untrained when none is shipped yet), else
     an untrained model of the same size."""
-    shipped = checkpoints.available()
-    chosen = selection.model
-    models = []
-    for scheme in SCHEMES:
-        if scheme == chosen.model.config.position:
-            models.append(chosen)
-        elif not chosen.tokenizer.is_gpt2:  # the shipped models speak GPT-2: this shape, untrained, on its vocabulary
-            like = untrained_like(chosen.model, chosen.key, scheme)
-            models.append(LoadedModel(UNTRAINED, ModelRef.untrained_like(chosen.ref, scheme).label(), like,
-                                      {"tokenizer": chosen.tokenizer}))
-        elif chosen.trained and scheme in shipped:
-            model, meta = load_offered(scheme)
-            models.append(LoadedModel(scheme, label(scheme), model, meta))
-        else:
-            name = "untrained (no shipped checkpoint yet)" if chosen.trained else label(UNTRAINED)
-            models.append(LoadedModel(UNTRAINED, name, untrained(scheme), {}))
-    return models
+    return [model_for(selection, scheme) for scheme in SCHEMES]
 
 
 def model_for(selection: Selection, scheme: str) -> LoadedModel:
-    """scheme_models' model of one scheme."""
-    return next(m for m in scheme_models(selection) if m.scheme == scheme)
+    """scheme_models' model of one scheme (the others are not loaded)."""
+    chosen = selection.model
+    if scheme == chosen.model.config.position:
+        return chosen
+    if not chosen.tokenizer.is_gpt2:  # the shipped models speak GPT-2: this shape, untrained, on its vocabulary
+        like = untrained_like(chosen.model, chosen.key, scheme)
+        return LoadedModel(UNTRAINED, ModelRef.untrained_like(chosen.ref, scheme).label(), like,
+                           {"tokenizer": chosen.tokenizer})
+    if chosen.trained and scheme in checkpoints.available():
+        return LoadedModel(scheme, label(scheme), *load_offered(scheme))
+    name = "untrained (no shipped checkpoint yet)" if chosen.trained else label(UNTRAINED)
+    return LoadedModel(UNTRAINED, name, untrained(scheme), {})
