@@ -12,9 +12,9 @@ seed-size model (45M parameters) served from a shared folder.
   context), and the server's peak RSS over the walk. Goals: first content within FIRST_CONTENT_S,
   whole page within BIG_PAGE_CPU_S of server CPU, a second visit within SECOND_VISIT_S, peak RSS
   at most MEMORY_LIMIT_MB.
-- Every model and an upload (`--memory-walk`): one session on a fresh server opens every page with each
-  shipped model, then uploads the seed-size model through the sidebar's box and opens every page with it;
-  the server's peak RSS over it all. Goal: at most MEMORY_LIMIT_MB.
+- Every model and an upload (`--memory-walk`): a fresh server, every page opened with each
+  shipped model, then the seed-size model uploaded through the sidebar's box and every page opened with
+  it; the server's peak RSS over it all. Goal: at most MEMORY_LIMIT_MB.
 
 The cold visits run twice: with the shipped models, and with MORE_MODELS (the shipped ones and copies of
 them, in a copy of the app: app_with_models), so a page whose first visit grows with the number of models
@@ -176,9 +176,9 @@ def measure_big_model(browser, folder: Path, *, quick: bool, progress=print, sha
 
 def measure_walk_with_upload(browser, log_dir: Path, upload: Path, *, models: Sequence[str] | None = None,
                              progress=print) -> dict:
-    """A fresh server, one session: every page with every shipped model (`models`: all by default), then a
-    learner's file `upload` through the sidebar's box and every page with it, reached through the menu as a
-    learner does (a URL typed anew starts another session, without the upload). The peak RSS over it all, and
+    """A fresh server: every page with every shipped model (`models`: all by default), each page opened by its
+    URL, then a learner's file `upload` through the sidebar's box and every page with it, reached through the
+    menu as a learner does (a URL opened anew starts another session, without the upload). The peak RSS over it all, and
     the RSS after each stage."""
     from lpos import checkpoints
 
@@ -187,13 +187,16 @@ def measure_walk_with_upload(browser, log_dir: Path, upload: Path, *, models: Se
     stages = {}
     try:
         with peak_memory(server) as sampler:
-            paths, tab, began = url_paths(), Tab(browser), time.perf_counter()
-            for name in names:
+            paths, began = url_paths(), time.perf_counter()
+            for name in names:  # a tab per model: Playwright lets go of a long-lived tab's oldest requests
                 progress(f"walk: every page with {name}")
+                tab = Tab(browser)
                 for path in paths.values():
                     tab.open(f"{server.url}/{path}?model={name}", timeout=300)
+                tab.close()
             stages["every shipped model"] = server.rss_mb()
             progress(f"walk: uploading {upload.name} ({upload.stat().st_size / 2**20:.0f} MB)")
+            tab = Tab(browser)
             tab.open(f"{server.url}/", timeout=300)
             tab.page.locator("[data-testid='stSidebar'] input[type=file]").set_input_files(str(upload))
             tab.page.get_by_text(f"Loaded {upload.name}").wait_for(timeout=600_000)
@@ -259,7 +262,7 @@ def report(results: dict) -> list[str]:
         lines += ["  memory, page by page:", *memory_lines(big)]
     walk = results.get("every_model_and_upload")
     if walk:
-        lines += ["", f"One session: every page with each of the {len(walk['models'])} shipped models, then a learner's upload "
+        lines += ["", f"One server: every page with each of the {len(walk['models'])} shipped models, then a learner's upload "
                       f"({walk['upload_mb']:,.0f} MB) on every page: peak RSS {walk['peak_rss_mb']:,.0f} MB "
                       f"({'within' if walk['peak_rss_mb'] <= MEMORY_LIMIT_MB else 'OVER'} the {MEMORY_LIMIT_MB} MB limit)",
                   *(f"  after {stage}: {mb:,.0f} MB" for stage, mb in walk["rss_after_mb"].items())]

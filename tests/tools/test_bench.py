@@ -95,10 +95,14 @@ def test_plotly_react_table_gives_each_variant_its_ratio():
     def measured(ms, ratio):
         return {"ms": bench.spread([ms, ms + 20.0]), "cpu_ms": bench.spread([90.0]), "ratio": ratio}
 
-    lines = report({"embeddings": {"st.plotly_chart": measured(400.0, 1.0), "in place": measured(200.0, 0.5)}})
-    rows = [line.split() for line in lines[1:3]]
-    assert rows[0][:3] == ["embeddings", "st.plotly_chart", "410"] and rows[1][:4] == ["embeddings", "in", "place", "210"]
-    assert rows[1][-2:] == ["0.50", "90"] and "2 runs per page and variant" in lines[-1]
+    lines = report({"embeddings": {"new sentence": {"st.plotly_chart": measured(400.0, 1.0), "in place": measured(200.0, 0.5)}},
+                    "sinusoids": {"Width slider, one step": {"st.plotly_chart": measured(300.0, 1.0),
+                                                             "in place": measured(150.0, 0.48)}}})
+    rows = [" ".join(line.split()) for line in lines[1:5]]
+    assert rows[0].startswith("embeddings new sentence st.plotly_chart 410 (400-420) 1.00 90")
+    assert rows[1].startswith("embeddings new sentence in place 210 (200-220) 0.50 90")
+    assert rows[3].startswith("sinusoids Width slider, one step in place 160 (150-170) 0.48 90")
+    assert "2 runs per page, use and variant" in lines[-1]
 
 
 def test_bench_without_chromium_says_what_to_install():
@@ -220,7 +224,7 @@ def test_the_memory_walk_walks_every_page_with_the_model_its_flag_names(monkeypa
     assert main(["bench", "--memory-walk"]) == 0  # the seed-size model, then every model and the same model uploaded
     assert asked[-2:] == [(False, None), ("upload", first_visit.BIG_MODEL)]
     lines = capsys.readouterr().out.splitlines()
-    assert any(line.startswith("One session: every page with each of the 2 shipped models, then a learner's upload "
+    assert any(line.startswith("One server: every page with each of the 2 shipped models, then a learner's upload "
                                "(181 MB) on every page: peak RSS 700 MB (OVER the 690 MB limit)") for line in lines)
     assert "  after the upload loaded: 650 MB" in lines
     assert main(["bench", "--memory-walk", "--json"]) == 0
