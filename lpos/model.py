@@ -26,7 +26,7 @@ from lpos.model_config import GPTConfig
 from lpos.self_attention import CausalSelfAttention
 from lpos.kv_cache import KVCache, LayerCache
 from lpos.meta_device import SkipMetaInit
-from lpos.layers import MLP, SwiGLU, norm_layer
+from lpos.layers import MLP, SwiGLU, dropout, norm_layer
 from lpos.positions import REGISTRY, RopeScaling, scheme_info
 from lpos.positions.sinusoidal import SINUSOID_SCALE  # noqa: F401  (public here: the sinusoid rows' scale)
 from lpos.token_table import SharedTokenTable, initial_token_table
@@ -77,7 +77,7 @@ class GPT(nn.Module):
         modules = dict(
             wte=nn.Embedding(config.vocab_size, config.n_embd,
                              _weight=None if init_weights else torch.empty(config.vocab_size, config.n_embd)),
-            drop=nn.Dropout(config.dropout),
+            drop=dropout(config.dropout),
             h=nn.ModuleList([Block(config, layer) for layer in range(config.n_layer)]),
             ln_f=norm_layer(config),
         )

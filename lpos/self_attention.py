@@ -15,7 +15,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from lpos.kv_cache import LayerCache
-from lpos.layers import Linear, RMSNorm
+from lpos.layers import Linear, RMSNorm, dropout
 from lpos.positions import PositionScheme, RopeScaling, scheme_info
 
 
@@ -39,8 +39,8 @@ class CausalSelfAttention(nn.Module):
         if config.qk_norm:  # Qwen3, Gemma 3: each head's query and key normalised before they turn
             self.q_norm = RMSNorm(self.head_size, config.norm_eps)
             self.k_norm = RMSNorm(self.head_size, config.norm_eps)
-        self.attn_dropout = nn.Dropout(config.dropout)
-        self.resid_dropout = nn.Dropout(config.dropout)
+        self.attn_dropout = dropout(config.dropout)
+        self.resid_dropout = dropout(config.dropout)
         # this block's RoPE: its base, the rescaling it was trained with, and how far back a query sees (0: every key)
         self.rope_base = config.layer_bases[layer] if config.layer_bases else config.rope_base
         self.trained_scaling = config.layer_scalings[layer] if config.layer_scalings else None
