@@ -132,16 +132,12 @@ def logits(model, ids=SENTENCE_IDS) -> torch.Tensor:
         return model(torch.tensor([ids]))[0][0]
 
 
-def leftover_upload_folders() -> set[str]:
-    return {p.name for p in Path(tempfile.gettempdir()).glob("lpos-upload-*")}
-
-
 # --- the function the sidebar calls ---------------------------------------------------------------
 
 
-def test_nanogpt_checkpoint_loads_with_its_weights():
+def test_nanogpt_checkpoint_loads_with_its_weights(monkeypatch, tmp_path):
     data, source = nanogpt_bytes()
-    before = leftover_upload_folders()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # its own: another worker's uploads come and go in /tmp
     result = upload.load_upload([FakeUpload("ckpt.pt", data)])
     assert result.key.startswith("upload:ckpt.pt@") and result.name == "ckpt.pt"
     config = result.model.config
@@ -152,7 +148,7 @@ def test_nanogpt_checkpoint_loads_with_its_weights():
     assert result.meta == {"source": "nanoGPT ckpt.pt; _orig_mod. prefixes removed", "iter_num": 250,
                            "best_val_loss": pytest.approx(3.25),
                            "ignored": ["optimizer", "config", "token rows 50,257-50,303 (padding, never a token)"]}
-    assert leftover_upload_folders() == before  # the temporary copy is gone
+    assert not list(tmp_path.glob("lpos-upload-*"))  # the temporary copy is gone
 
 
 def test_hugging_face_pair_loads_with_the_same_outputs():
