@@ -53,14 +53,19 @@ def time_page(browser, servers: dict[str, Server], page: Page, index: int, runs:
     uses = {"new sentence": ("scheme=learned&model=learned", typed)}
     if page.control is not None:
         control = page.control
-        uses[control.what] = (control.query, lambda tab, run: USE[control.kind](tab, control, max(run, 0) + 1))
+        # run 0 first (untimed), as measure_controls uses it: a select's first option is the one not shown yet
+        uses[control.what] = (control.query, lambda tab, run: USE[control.kind](tab, control, run + 1))
     for what, (query, act) in uses.items():
         tabs = {name: Tab(browser) for name in servers}
-        for name, tab in tabs.items():
-            tab.open(f"{servers[name].url}/{page.url_path}?{query}", timeout=300)
-        results[what] = _with_ratio(_interleaved(tabs, servers, act, runs))
-        for tab in tabs.values():
-            tab.close()
+        try:
+            for name, tab in tabs.items():
+                tab.open(f"{servers[name].url}/{page.url_path}?{query}", timeout=300)
+            results[what] = _with_ratio(_interleaved(tabs, servers, act, runs))
+        except TimeoutError as timeout:  # said in the table, and the other pages are still measured
+            results[what] = {"error": str(timeout)}
+        finally:
+            for tab in tabs.values():
+                tab.close()
     return results
 
 
@@ -87,6 +92,9 @@ def report(results: dict) -> list[str]:
     n = None
     for page, uses in results.items():
         for what, variants in uses.items():
+            if "error" in variants:
+                lines.append(f"{page:<12} {what[:40]:<40} not measured: {variants['error']}")
+                continue
             for name, measured in variants.items():
                 ms, n = measured["ms"], measured["ms"]["n"]
                 span = f"({ms['min']:.0f}-{ms['max']:.0f})"

@@ -97,11 +97,13 @@ def test_plotly_react_table_gives_each_variant_its_ratio():
 
     lines = report({"embeddings": {"new sentence": {"st.plotly_chart": measured(400.0, 1.0), "in place": measured(200.0, 0.5)}},
                     "sinusoids": {"Width slider, one step": {"st.plotly_chart": measured(300.0, 1.0),
-                                                             "in place": measured(150.0, 0.48)}}})
+                                                             "in place": measured(150.0, 0.48)}},
+                    "lesson": {"Next button": {"error": "no script run finished within 300 s"}}})
     rows = [" ".join(line.split()) for line in lines[1:5]]
     assert rows[0].startswith("embeddings new sentence st.plotly_chart 410 (400-420) 1.00 90")
     assert rows[1].startswith("embeddings new sentence in place 210 (200-220) 0.50 90")
     assert rows[3].startswith("sinusoids Width slider, one step in place 160 (150-170) 0.48 90")
+    assert " ".join(lines[5].split()) == "lesson Next button not measured: no script run finished within 300 s"
     assert "2 runs per page, use and variant" in lines[-1]
 
 
