@@ -15,8 +15,12 @@ def add_commands(commands) -> None:
                        help="only the first-visit sections: a fresh server per page, and the seed-size model")
     bench.add_argument("--slow-paths", action="store_true",
                        help="only the slow paths a learner hits, each beside its goal (docs/PERFORMANCE.md)")
+    bench.add_argument("--cloud", action="store_true",
+                       help="only the app's own image (deploy/) in a container limited like Community Cloud's smallest "
+                            "app (--cpus 1 --memory 690m): first page, each page's first visit, a new sentence per page, "
+                            "peak memory, OOM kill (needs root for Docker)")
     bench.add_argument("--plotly-react", action="store_true",
-                       help="only a new sentence on Embeddings and Similarity, charts updated in place against "
+                       help="only every page's new sentence and own control, charts updated in place against "
                             "st.plotly_chart (LPOS_PLOTLY_REACT=1 and 0, one server each)")
     bench.add_argument("--memory-walk", action="store_true",
                        help="only the seed-size model (45M) from a shared folder: every page on one server, peak RSS")
@@ -49,6 +53,11 @@ def run_bench(args) -> int:
         results = {"machine": bench.machine(), "runs": args.runs,
                    "slow_paths": slow_paths_side(runs=args.runs, progress=progress)}
         return emit(results, args, lambda: "\n".join(report(results["slow_paths"])))
+    if args.cloud:
+        from lpos.bench.cloud import cloud_side, report
+
+        results = {"machine": bench.machine(), "runs": args.runs, "cloud": cloud_side(runs=args.runs, progress=progress)}
+        return emit(results, args, lambda: "\n".join(report(results["cloud"])))
     if args.plotly_react:
         from lpos.bench.plotly_react import plotly_react_side, report
 

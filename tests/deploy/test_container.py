@@ -1,8 +1,9 @@
 """The container built and run for real: deploy/base_image.sh's base from Debian's packages,
 deploy/Dockerfile's image on it, one replica to healthy with its Embeddings page in Chromium through
-the published loopback port; then deploy/compose.yaml's lecture hall (three replicas, HAProxy, Redis)
-with a live class and replicas killed mid-class. Docker is Debian's docker.io, installed and started
-when missing; everything made is removed at the end, also on failure (tests/deploy/containers.py).
+the published loopback port; the cloud bench on it (`python -m lpos bench --cloud`, one run); then
+deploy/compose.yaml's lecture hall (three replicas, HAProxy, Redis) with a live class and replicas
+killed mid-class. Docker is Debian's docker.io, installed and started when missing; everything made is
+removed at the end, also on failure (tests/deploy/containers.py, lpos/bench/docker.py).
 `python -m pytest tests/deploy/test_container.py -s` prints what it measured (docs/DEPLOY.md's figures).
 """
 from __future__ import annotations
@@ -18,7 +19,9 @@ from test_browser_embeddings import heatmaps_title
 from test_browser_live_class import FOLLOW_WITHIN_S, move_and_time, runs, start_class, wait_for_step
 from test_deploy import directives
 
-from containers import COMPILERS, CUDA_LIBRARIES, Docker, free_port, healthy, serve, wait_for  # noqa: E402
+from containers import COMPILERS, CUDA_LIBRARIES, Docker, free_port, healthy, run, wait_for  # noqa: E402
+from lpos.bench.cloud import cloud_side, report
+from lpos.pages import url_paths
 
 DEPLOY = ROOT / "deploy"
 COOKIE = "LPOS_REPLICA"  # HAProxy's sticky cookie: the replica a browser is kept on
@@ -62,22 +65,7 @@ def docker(tmp_path_factory):
 @pytest.fixture(scope="module")
 def images(docker):
     """The base and the app image, timed; from a local wheel folder where the indexes cannot be had."""
-    FIGURES["installed"] = docker.installed
-    FIGURES["base_build_s"] = round(docker.build_base(), 1)
-    FIGURES["base_mb"] = round(docker.image_mb(docker.base))
-    FIGURES["indexes_reachable_from_a_container"] = docker.indexes_reachable()
-    wheels_url, server = None, None
-    if not FIGURES["indexes_reachable_from_a_container"]:
-        start = time.perf_counter()
-        folder = docker.wheel_folder()
-        FIGURES["wheel_folder_s"] = round(time.perf_counter() - start, 1)
-        wheels_url, server = serve(folder)
-    try:
-        FIGURES["app_build_s"] = round(docker.build_app(wheels_url), 1)
-    finally:
-        if server is not None:
-            server.shutdown()
-    FIGURES["app_mb"] = round(docker.image_mb(docker.app))
+    FIGURES.update(docker.build_images())
     return docker
 
 
@@ -117,6 +105,43 @@ def test_one_replica_is_healthy_non_root_without_cuda_and_draws(images, page):
                                   "|| true").split() == []
     assert docker.exec(container, f"for c in {' '.join(COMPILERS)}; do command -v $c; done; "
                                   "find / -xdev \\( -name cc1 -o -name cc1plus \\) 2>/dev/null; true").split() == []
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_cloud_bench_measures_every_page_in_a_limited_container(images, browser):
+    """`python -m lpos bench --cloud`, one run, on this module's images: every page's first visit and
+    new sentence timed in a container under --cpus 1 --memory 690m, its memory read from its cgroup,
+    each figure printed beside its goal, and its containers removed."""
+    docker = images
+    results = cloud_side(runs=1, docker=docker, browser=browser)
+    text = "\n".join(report(results))
+    FIGURES["cloud_bench"] = {"seconds": round(results["seconds"]), "first_page_s": results["first_page"].get("drawn_s"),
+                              "memory": results["memory"], "oom_killed": results["oom_killed"]}
+    print(text)
+    assert results["limits"] == {"cpus": 1, "memory_mb": 690}
+    memory = results["memory"]
+    assert 0 < memory["peak_mb"] <= memory["high_water_mb"] + 1  # usage less page cache, under the kernel's mark
+    if results["oom_killed"] or results["oom_kills"]:  # the bench reports it as a miss; for the app, a failure
+        assert "KILLED, MISS" in text, text
+        pytest.fail(f"the app was OOM-killed under {memory['limit_mb']} MB:\n{text}")
+    assert memory["peak_mb"] < memory["limit_mb"] and "died" not in results, results
+    first = results["first_page"]
+    assert 0 < first["server_ready_s"] < first["drawn_s"] and first["errors"] == 0
+    pages = list(url_paths())
+    assert list(results["first_visits"]) == pages and sorted(results["pages"]) == sorted(pages)
+    for name in pages:
+        visit, page = results["first_visits"][name], results["pages"][name]
+        assert visit["page_ms"] > 0 and visit["errors"] == 0, (name, visit)
+        assert page["sentence_ms"]["median"] > 0 and page["sentence_ratio"] > 0 and page["errors"] == 0, (name, page)
+        assert page["sentence_cpu_ms"]["median"] > 0, (name, page)  # the container's CPU, from its cgroup
+    assert results["floor"]["sentence_ms"]["median"] > 0 and results["bare_first_visit"]["server_cpu_s"] > 0
+    for goal in ("goal ≤ 4.0 s", "goal ≤ +1.0 s", "goal ≤ 2.5x", "server CPU goal ≤ 80 ms", "goal < 690 MB",
+                 "OOM kill (goal: none)"):
+        assert goal in text, (goal, text)
+    assert all(name in text for name in pages)
+    made = [option for suffix in ("floor", "app") for option in ("--filter", f"name={docker.name}-{suffix}")]
+    assert run(["docker", "ps", "-aq", *made], timeout=60).stdout.split() == []
 
 
 def replica_of(page, url: str) -> str | None:
