@@ -103,7 +103,9 @@ export default function ({ data, parentElement }) {
       delete layout.width; // the column's width, as st.plotly_chart's default width="stretch"
       // an animation's frames go with it (the Training timeline's play button)
       return Plotly.react(div, { data: figure.data, layout, frames: figure.frames ?? [], config: { ...CONFIG, ...data.config } }).then(() => {
-        div.lposResize ??= new ResizeObserver(() => Plotly.Plots.resize(div)); // the column's width changes
+        // the column's width changes; a chart hidden meanwhile (a page left, a section folded) is fitted when it
+        // shows again, as Plotly refuses to resize a div that is not displayed
+        div.lposResize ??= new ResizeObserver(() => div.offsetParent !== null && Plotly.Plots.resize(div));
         div.lposResize.observe(div);
       });
     })
