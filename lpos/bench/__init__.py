@@ -17,12 +17,16 @@ Also (interactions.py): the server's CPU per change (psutil), each page's own co
 and an idle server holding every model, each against its goal in common.py.
 
 first_visit.py: each page first opened on a fresh server against a bare page importing the
-same libraries, and every page with a seed-size (45M) model from a shared folder, peak RSS included.
+same libraries (with the shipped models, and with twenty in a copy of the app), every page with a
+seed-size (45M) model from a shared folder, and every page with every shipped model then that model
+uploaded, peak RSS included.
 
 throughput.py measures the model; browser.py is the one browser harness (the server, Chromium, a tab that
 knows when the page is drawn), also the tests' and the load scripts'; the pages measured are lpos.pages's;
 report.py prints the table; common.py holds what they share.
-plotly_react.py (`--plotly-react`) times a new sentence with charts updated in place against st.plotly_chart.
+plotly_react.py (`--plotly-react`) times every page's new sentence and own control with charts updated in
+place against st.plotly_chart. cloud.py (`--cloud`) runs the app's own image in a container limited like
+Community Cloud's smallest app (docker.py: the engine, images and containers; cgroup.py: its memory and CPU).
 """
 from __future__ import annotations
 
