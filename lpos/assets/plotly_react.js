@@ -102,7 +102,10 @@ export default function ({ data, parentElement }) {
       const layout = { height: 450, ...figure.layout, autosize: true };
       delete layout.width; // the column's width, as st.plotly_chart's default width="stretch"
       // an animation's frames go with it (the Training timeline's play button)
-      return Plotly.react(div, { data: figure.data, layout, frames: figure.frames ?? [], config: { ...CONFIG, ...data.config } }).then(() => {
+      const config = { ...CONFIG, ...data.config };
+      const drawn = figure.frames ? Plotly.react(div, { data: figure.data, layout, frames: figure.frames, config })
+        : Plotly.react(div, figure.data, layout, config);
+      return drawn.then(() => {
         // the column's width changes; a chart hidden meanwhile (a page left, a section folded) is fitted when it
         // shows again, as Plotly refuses to resize a div that is not displayed
         div.lposResize ??= new ResizeObserver(() => div.offsetParent !== null && Plotly.Plots.resize(div));

@@ -28,13 +28,17 @@ VIEWPORT = {"width": 1400, "height": 1000}
 CHECK_MS = 10  # between two checks of the drawn condition (Playwright delivers the websocket's frames meanwhile)
 # A chart on the page: st.plotly_chart's element, or the div of a chart updated in place (lpos.ui.plotly_react).
 CHARTS = "[data-testid='stPlotlyChart'], .lpos-plotly"
-# `sent` is {key: digest} of the figures sent to charts updated in place since the action (Tab.charts_sent).
+# `sent` is {key: digest} of the figures sent to charts updated in place since the action (Tab.charts_sent): each
+# chart still on the page shows the last one sent to it (a run that followed may have removed a chart an earlier
+# run sent, as the Lesson's Next does with the step's figure; a chart sent and not yet mounted has no title yet).
 DRAWN = """(sent = {}) => document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state') === 'notRunning'
   && !document.querySelector('[data-testid="stSkeleton"], [data-stale="true"], .lpos-plotly[data-drawing]')
   && [...document.querySelectorAll('[data-testid="stPlotlyChart"], [data-testid="stBidiComponentRegular"]')]
     .every(c => c.querySelector('.main-svg .gtitle'))
-  && Object.entries(sent).every(([key, digest]) =>
-    document.querySelector(`.lpos-plotly[data-key="${CSS.escape(key)}"]`)?.dataset.drawn === digest)"""
+  && Object.entries(sent).every(([key, digest]) => {
+    const div = document.querySelector(`.lpos-plotly[data-key="${CSS.escape(key)}"]`);
+    return !div || div.dataset.drawn === digest;
+  })"""
 
 
 def free_port() -> int:
