@@ -65,6 +65,10 @@ def test_protocol_checks_catch_other_markers_exceptions_and_missing_tokens():
     session.check(Run(blob="␣731 and ␣205".encode()), page=HOME, own=["␣731"])
     session.check(Run(blob=b"near marker 205"), page=HOME)
     assert report.leaks == ["session 0 was sent marker 205"] * 2
+    in_place = json.dumps({"figure": json.dumps({"x": ["\u2423731", "\u2423205"]}, ensure_ascii=False)}).encode()
+    assert "␣".encode() not in in_place  # a chart updated in place: its figure escaped in the component's data
+    session.check(Run(blob=in_place), page=HOME, own=["␣731"])  # found as sent
+    assert report.leaks == ["session 0 was sent marker 205"] * 3  # and another session's marker too
     with pytest.raises(RuntimeError, match="does not show"):
         session.check(Run(blob="␣732".encode()), page=HOME, own=["␣731"])
     with pytest.raises(RuntimeError, match="not 'Sinusoids'"):
