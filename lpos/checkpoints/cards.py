@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from lpos.analysis.lengths import output_count
 from lpos.checkpoints.build import model_config
 from lpos.checkpoints.lpos_format import plain_meta
 from lpos.checkpoints.payload import MAX_BYTES
@@ -77,8 +78,7 @@ def contents_key(path: Path) -> str:
 def card_of(name: str, model, meta: dict) -> Card:
     """The card of a loaded model."""
     kept = {key: value for key, value in meta.items() if key not in LEFT_OUT}
-    count = len(model.output_vocab) if model.output_vocab is not None else model.config.vocab_size
-    return Card(name, model.config, kept, count)
+    return Card(name, model.config, kept, output_count(model))
 
 
 def write_cards(names: list[str] | None = None, *, folder: Path = CHECKPOINT_DIR) -> Path:
