@@ -5,8 +5,8 @@ indexes), containers published on 127.0.0.1 only, and the removal of everything 
 
 Everything a `Docker` makes carries its run's name (lpos-test-<hex> unless told): container names,
 and image tags unless given. `Docker.cleanup()` removes its containers and, unless `keep_images`, its
-tags and every image made since it started (a failed build's intermediate images too); it stops the
-engine if it started it.
+tags, every image made since it started (a failed build's intermediate images too) and every container
+of those images under any name (Compose's); it stops the engine if it started it.
 """
 from __future__ import annotations
 
@@ -284,15 +284,27 @@ class Docker:
     def _remove_what_was_made(self) -> list[str]:
         if not engine_answers():
             return ["the engine does not answer"]
-        for container in self.containers:
+        made = [] if self.keep_images else [*self.tags, *sorted(image_ids() - self.images_before)]
+        for container in {*self.containers, *users(made)}:  # whatever runs on an image made here, named or not
             self.remove(container)
         left = []
-        if not self.keep_images:
-            for tag in self.tags:
+        if made:
+            for tag in reversed(self.tags):  # an image before the one it was built on
                 run(["docker", "rmi", "-f", tag], timeout=300, check=False)
             new = image_ids() - self.images_before
             if new:  # untagged leftovers of this run (a build that failed half-way)
-                run(["docker", "rmi", "-f", *new], timeout=300, check=False)
-            left += [f"image {i}" for i in image_ids() - self.images_before]
-        return left + [f"container {c}" for c in run(["docker", "ps", "-aq", "--filter", f"name={self.name}"],
-                                                     timeout=60).stdout.split()]
+                done = run(["docker", "rmi", "-f", *new], timeout=300, check=False)
+                left += [f"image {i}" for i in image_ids() - self.images_before]
+                left += [f"(docker rmi: {done.stderr.strip()[-1000:]})"] if left else []
+        named = run(["docker", "ps", "-aq", "--filter", f"name={self.name}"], timeout=60).stdout.split()
+        return left + [f"container {c}" for c in {*named, *users(made)}]
+
+
+def users(images: list[str]) -> set[str]:
+    """The containers (running or not) of `images` or of any image built on one of them."""
+    found = set()
+    for image in images:
+        if image_exists(image):
+            found |= set(run(["docker", "ps", "-aq", "--no-trunc", "--filter", f"ancestor={image}"],
+                             timeout=60).stdout.split())
+    return found

@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(ROOT / "deploy"))
 from hall import Hall, free_port  # noqa: E402 - the hall's status reader
 
+RUN_PREFIX = "lpos-test-"  # a test run's name: its containers, image tags and (without "-") its Compose project
 COMPOSE_PACKAGE = "docker-compose"  # Debian's Compose 1.29, when the `docker compose` plugin is not there
 CUDA_LIBRARIES = ("libcuda.so*", "libcudart*", "libcublas*", "libcudnn*", "libnccl*", "libnvrtc*", "libcufft*",
                   "libcusparse*", "libtorch_cuda*", "libc10_cuda*")
@@ -51,6 +52,7 @@ def mebibytes(text: str) -> float:
 class Docker(engine.Docker):
     """lpos.bench.docker's Docker with Compose halls; `cleanup()` takes them down first."""
     halls: list[ComposeHall] = field(default_factory=list)
+    earlier_runs_removed: list[str] = field(default_factory=list)
 
     def start(self) -> Docker:
         if compose_command() is None:
@@ -59,6 +61,8 @@ class Docker(engine.Docker):
         installed = self.installed
         super().start()
         self.installed = installed + self.installed
+        self.earlier_runs_removed = remove_earlier_runs()
+        self.images_before = engine.image_ids()
         return self
 
     def memory_mb(self, containers: list[str]) -> dict[str, float]:
@@ -76,6 +80,25 @@ class Docker(engine.Docker):
     def _remove_what_was_made(self) -> list[str]:
         left = [item for hall in self.halls for item in hall.down()] if engine.engine_answers() else []
         return left + super()._remove_what_was_made()
+
+
+def remove_earlier_runs() -> list[str]:
+    """Remove what an earlier test run that was killed left: its containers (a hall's restart with the
+    engine and run beside this one), images and networks. What was removed."""
+    named = run(["docker", "ps", "-a", "--format", "{{.Names}}"], timeout=60).stdout.split()
+    containers = [name for name in named if name.startswith((RUN_PREFIX, RUN_PREFIX.replace("-", "")))]
+    if containers:
+        run(["docker", "rm", "-f", "-v", *containers], timeout=300, check=False)
+    tags = run(["docker", "images", "--format", "{{.Repository}}:{{.Tag}}"], timeout=60).stdout.split()
+    # a base after the images built on it
+    images = sorted((t for t in tags if t.partition(":")[2].startswith(RUN_PREFIX)), key=lambda t: t.startswith("lpos-base"))
+    if images:
+        run(["docker", "rmi", "-f", *images], timeout=600, check=False)
+    networks = run(["docker", "network", "ls", "--format", "{{.Name}}", "--filter", f"name={RUN_PREFIX.replace('-', '')}"],
+                   timeout=60).stdout.split()
+    if networks:
+        run(["docker", "network", "rm", *networks], timeout=120, check=False)
+    return containers + images + networks
 
 
 @dataclass

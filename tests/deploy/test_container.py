@@ -3,13 +3,13 @@ deploy/Dockerfile's image on it, one replica to healthy with its Embeddings page
 the published loopback port; the cloud bench on it (`python -m lpos bench --cloud`, one run); then
 deploy/compose.yaml's lecture hall (three replicas, HAProxy, Redis) with a live class and replicas
 killed mid-class. Docker is Debian's docker.io, installed and started when missing; everything made is
-removed at the end, also on failure (tests/deploy/containers.py, lpos/bench/docker.py).
+removed at the end, also on failure, with what a killed earlier run left (tests/deploy/containers.py,
+lpos/bench/docker.py).
 `python -m pytest tests/deploy/test_container.py -s` prints what it measured (docs/DEPLOY.md's figures).
 """
 from __future__ import annotations
 
 import json
-import sys
 import time
 
 import pytest
@@ -65,7 +65,7 @@ def docker(tmp_path_factory):
 @pytest.fixture(scope="module")
 def images(docker):
     """The base and the app image, timed; from a local wheel folder where the indexes cannot be had."""
-    FIGURES.update(docker.build_images())
+    FIGURES.update(docker.build_images(), earlier_runs_removed=docker.earlier_runs_removed)
     return docker
 
 
