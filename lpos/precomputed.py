@@ -1,21 +1,20 @@
 """Precomputed views: what the pages draw from a shipped model and fixed texts, computed once.
 
-Stretching's loss curves (every RoPE method and factor) and attention profiles, Inside's position
-probes, head portraits and sink test (at every window offered), Length extrapolation's loss along the
-story (and its sliding-window baseline) and by position, Order blindness's preset shuffles and the Training timeline's band, bias and
-sentences at every step depend only on a model and on texts that never change. Each kind is one
-`View` in `VIEWS`: its key, its analysis call and the parameters written, read by the pages
-(lpos.ui.stored.computed) and by `compute`, so the two cannot drift apart. `precompute` writes the
-result beside the checkpoint as `checkpoints/<name>.views.pt` (`untrained.views.pt` for every
-scheme's untrained model): a sidecar, not the checkpoint's meta, so a rebuild of the views never
-rewrites the weights the pinned numbers are read from, and each file stays far under 8 MB. It
-holds plain data only (dicts, lists, strings, numbers, tensors), so `load` reads it with
+Stretching's loss curves (every RoPE method and factor) and attention profiles, Inside's position probes, head
+portraits and sink test (at every window offered), Length extrapolation's loss along the story (and its
+sliding-window baseline) and by position, Order blindness's preset shuffles, Stretching's shift of the
+sidebar's first sentence and the Training timeline's band, bias and sentences at every step depend only on a
+model and on texts that never change. Each kind is one `View` in `VIEWS`: its key, its analysis call and the
+parameters written, read by the pages (lpos.ui.stored.computed) and by `compute`, so the two cannot drift
+apart. `precompute` writes the result beside the checkpoint as `checkpoints/<name>.views.pt`
+(`untrained.views.pt` for every scheme's untrained model): a sidecar, not the checkpoint's meta, so a rebuild
+of the views never rewrites the weights the pinned numbers are read from, and each file stays far under 8 MB.
+It holds plain data only (dicts, lists, strings, numbers, tensors), so `load` reads it with
 `torch.load(weights_only=True)`, the same safe loader as the checkpoints: nothing in it is executed.
 
-Every entry is keyed by what it was computed from (a digest of the token ids read; the timeline is
-the checkpoint's own), and the file by the checkpoint it describes (`source_digest`): a page uses an
-entry only when both match, so a changed corpus or a retrained model never shows stale numbers.
-Written by `python -m lpos precompute` (and at the end of checkpoints/rebuild.sh).
+Every entry is keyed by what it was computed from (token ids by digest; the timeline is the checkpoint's own), the
+file by the checkpoint it describes (`source_digest`): a page uses an entry only when both match, so a changed
+corpus or a retrained model never shows stale numbers. Written by `python -m lpos precompute` (rebuild.sh).
 """
 from __future__ import annotations
 
@@ -43,6 +42,7 @@ STRETCH_STORY, STRETCH_HELD_OUT = "The built-in story", "The held-out stream"
 INSIDE_STORY, INSIDE_HELD_OUT = "the built-in story", "held-out stories"
 FACTORS = (2, 4, 8)
 SHUFFLE_PRESETS = {"dog": "The dog bit the man.", "man": "The man bit the dog."}
+FIRST_SENTENCE = "The dog bit the man"  # the sidebar's sentence before a learner types one (lpos.ui.selection)
 _RECORDS = {cls.__name__: cls for cls in (heads.HeadPortraits, streaming.SinkTest, shuffle.ShuffleResult,
                                            lengths.LossCurve, timeline.TimelineViews)}
 
@@ -222,7 +222,10 @@ POSITION_LOSS = View("position_loss", position_loss_key, lambda model, *, stream
 TIMELINE = View("timeline", lambda: "timeline|snapshots", lambda model, *, line: timeline.timeline_views(line),
                 lambda model, meta, corpus_meta: [dict(line=line) for line in [timeline.timeline_of(meta)] if line is not None],
                 context=("line",))  # the snapshots are the checkpoint's own: the file's digest names them
-VIEWS: tuple[View, ...] = (LOSSES, PROFILE, PROBES, PORTRAITS, SINK, CURVE, SLIDING, SHUFFLE, POSITION_LOSS, TIMELINE)
+OFFSET = View("offset", lambda *, ids, offset: f"offset|{offset}|{ids_digest(ids)}",
+              lambda model, *, ids, offset: stretch.offset_change(model, ids, offset=offset), lambda model, meta,
+              corpus_meta: [dict(ids=encode(FIRST_SENTENCE), offset=o) for o in stretch.SHIFT_OFFSETS], untrained=True)
+VIEWS = (LOSSES, PROFILE, PROBES, PORTRAITS, SINK, CURVE, SLIDING, SHUFFLE, POSITION_LOSS, TIMELINE, OFFSET)
 
 
 # --- computing -----------------------------------------------------------------------------------

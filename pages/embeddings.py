@@ -66,7 +66,7 @@ if not repeats:  # what is said of the tokens is computed from the model's own t
         st.info("No token occurs twice in this sentence. " + try_it)
 
 st.subheader("The three tables")
-st.markdown(f"**{heatmaps_title(view, scheme=selection.model.model.config.position)}**")
+st.markdown(f"**{heatmaps_title(view, scheme=selection.model.scheme)}**")
 panels = embeddings.embedding_panel_figures(selection.model, ids)
 for column, name, panel in zip(st.columns(3, gap="small"), PANEL_NAMES, panels):
     chart(panel, name=f"embeddings-{name}", where=column, model=selection.model, key=f"heatmaps_{name.split()[0]}")  # side by side, stacked on a phone

@@ -54,8 +54,8 @@ if short is not None and full is not None:
           key="coverage_position_loss")
     st.markdown(found.reading)
     limit = coverage.trained_rows(short)
-    st.caption(f"Mean loss at each position of {full.model.config.block_size}-token windows of {found.text}. "
-               f"{short.label} has all {short.model.config.block_size} rows, but it trained on windows of at most "
+    st.caption(f"Mean loss at each position of {full.config.block_size}-token windows of {found.text}. "
+               f"{short.label} has all {short.config.block_size} rows, but it trained on windows of at most "
                f"{limit} tokens: from position {limit} on it adds rows that never received a gradient, still its "
                "random starting rows, only shrunk by weight decay.")
 

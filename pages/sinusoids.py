@@ -44,7 +44,7 @@ def explorer() -> None:
     else:
         st.info("Pick at least one column pair above to draw its sin and cos.")
     waves, slowest = sinusoids.sinusoid_wavelengths(width, float(base))
-    head_columns = selection.model.model.config.head_size
+    head_columns = selection.model.config.head_size
     chart(waves, name="sinusoids-wavelengths", key="sin_wavelengths")
     st.caption(f"Pair 0 repeats every 2π ≈ 6.28 positions; the last pair every {slowest:,.0f} "
                "positions (2π·base^((width−2)/width)).\nThe wavelengths are evenly spaced on a log scale: a geometric sequence. "
@@ -81,7 +81,7 @@ def distance(width: int, base: float) -> None:
 explorer()
 
 st.subheader("This model's table")
-config, scheme = selection.model.model.config, selection.model.model.scheme
+config, scheme = selection.model.config, selection.model.model.scheme
 if not scheme.shows("sinusoids"):
     st.info(f"This model adds no sinusoidal table: its scheme, {scheme.name}, {scheme.acts}. Choose "
             f"{listed(schemes_with('sinusoids'), 'or')} in the sidebar to see the rows it adds to "

@@ -15,7 +15,7 @@ PAPERS = ("Chen et al. (2023), [Position Interpolation](https://arxiv.org/abs/23
 selection = ui.selection()
 rope = rope_model(selection.model)
 st.title("Stretching the context")
-trained_on = (trained_sentence(rope.label, train_length=rope_length(rope), base=rope.model.config.rope_base)
+trained_on = (trained_sentence(rope.label, train_length=rope_length(rope), base=rope.config.rope_base)
               if rope is not None else "A RoPE model is trained on windows of one length")
 st.caption(f"{trained_on}. Four published methods rescale its rotations so "
            "that longer text lands on angles it has seen, each to a different degree (section 2). Position Interpolation, "
@@ -23,7 +23,7 @@ st.caption(f"{trained_on}. Four published methods rescale its rotations so "
            "proposed without it. This page applies all four without any fine-tuning and measures them on the real model, "
            f"not drawn from formulas. {PAPERS}")
 
-if rope is not None and (own := trained_scaling_sentence(rope.model.config)):  # a config's rope_scaling (Qwen's yarn)
+if rope is not None and (own := trained_scaling_sentence(rope.config)):  # a config's rope_scaling (Qwen's yarn)
     st.caption(own)
 scaling_sections(rope, selection)
 write_past_the_wall()

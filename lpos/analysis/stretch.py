@@ -152,6 +152,10 @@ def attention_logits(block, x: torch.Tensor, *, rope_scaling: RopeScaling | None
     return block.attn.scores(q, k)[0]
 
 
+SHIFT_OFFSETS = range(1, 513)  # the offsets Stretching's shift section offers
+SHIFT_OFFSET = 64  # and the one it starts at
+
+
 @torch.no_grad()
 def offset_change(model: GPT, ids: list[int], *, offset: int) -> float | None:
     """max |change| of the last position's logits when the sentence sits at positions offset..
@@ -220,7 +224,8 @@ def shift_sentence(changes: list[tuple[str, float | None]], *, tokens: int, offs
 
 def shifted_rows_sentence(name: str, model: GPT, *, tokens: int, offset: int) -> str | None:
     """Which table rows `model` adds to a `tokens`-token sentence at offset 0 and at `offset`, when those are not
-    its positions (a table read at random positions); None when they are, or when nothing is added."""
+    its positions (a table read at random positions); None when they are, or when nothing is added. `model`: a
+    GPT, or what else has its `config`, `scheme` and `max_input_length` (a shipped model's card)."""
     if not model.scheme.adds_rows:
         return None
     rows = lambda at: model.scheme.input_positions(model.config, tokens, at)  # noqa: E731  (tokens,)

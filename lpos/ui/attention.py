@@ -87,7 +87,7 @@ def rotation_map_section(loaded: LoadedModel) -> None:
 @st.fragment
 def rope_section(loaded: LoadedModel, ids: list[int], tokens: list[str], *, own: bool, layer: int, head: int) -> None:
     """RoPE on one token's query, with its own token, pair and length controls; `own`: the model rotates it."""
-    model, config = loaded.model, loaded.model.config
+    model, config = loaded.model, loaded.config
     head_dim, base = config.head_size, model.transformer.h[layer].attn.rope_base  # this layer's (Gemma 3: local or global)
     if head_dim % 2:
         st.info(f"RoPE needs an even head size; this model's heads have {head_dim} columns.", icon=":material/info:")
@@ -123,7 +123,7 @@ def rope_section(loaded: LoadedModel, ids: list[int], tokens: list[str], *, own:
 @st.fragment
 def attention_views(loaded: LoadedModel, ids: list[int], tokens: list[str]) -> None:
     """The layer and head boxes and every figure they drive: changing one reruns only this."""
-    model, config = loaded.model, loaded.model.config
+    model, config = loaded.model, loaded.config
     left, right = st.columns(2)
     layer = left.selectbox("Layer", range(config.n_layer), key=f"ra_layer_{config.n_layer}",
                            format_func=lambda i: str(i + 1))  # 0-based index, shown 1-based as on every page

@@ -54,7 +54,7 @@ def tilt_panels(loaded: LoadedModel, tokens: list[str], without: np.ndarray, wit
 
 def alibi_section(loaded: LoadedModel, ids: list[int], tokens: list[str], *, own: bool, layer: int, head: int) -> None:
     """ALiBi's slopes and its bias over the sentence; for an ALiBi model (`own`), how the bias tilts its weights."""
-    n_head = loaded.model.config.n_head
+    n_head = loaded.config.n_head
     effect = alibi_effect(loaded.model, ids, layer=layer)
     chart(alibi_slopes_chart(n_head), name="attention-alibi-slopes", model=loaded, key="ra_slopes")
     st.caption(alibi_slopes_sentence(effect.slopes))

@@ -14,7 +14,7 @@ from lpos.figures.coverage import position_loss_figure, row_drift_figure
 from lpos.figures.export import Recipe, Ref, step
 from lpos.ui.caching import cache_resource
 from lpos.ui.export import model_steps, run_recipe
-from lpos.ui.models import LoadedModel, label, load_offered, shipped_card
+from lpos.ui.models import LoadedModel, shipped_card
 from lpos.ui.stored import computed
 
 WINDOWS = coverage.POSITION_WINDOWS
@@ -22,6 +22,8 @@ WINDOWS = coverage.POSITION_WINDOWS
 
 def trained_rows(model: LoadedModel) -> int | None:
     """L when this model's learned rows from L on never trained; None otherwise."""
+    if model.loaded is None:  # a shipped model's card says it
+        return coverage.trained_rows(model.card.meta, model.card)
     return coverage.trained_rows(model.meta, model.model)
 
 
@@ -32,7 +34,7 @@ def short_window_model(preferred: LoadedModel | None = None) -> LoadedModel | No
     for name in checkpoints.available():
         card = shipped_card(name)
         if coverage.trained_rows(card.meta, card) is not None:
-            return LoadedModel(name, label(name), *load_offered(name))
+            return LoadedModel.shipped(name)
     return None
 
 
@@ -42,10 +44,10 @@ def full_window_model(short: LoadedModel | None = None) -> LoadedModel | None:
     for name in checkpoints.available():
         card = shipped_card(name)
         alike = short is None or (card.config.position, card.config.block_size) == (
-            short.model.config.position, short.model.config.block_size)
+            short.config.position, short.config.block_size)
         if card.max_input_length is not None and not card.config.random_positions and alike \
                 and coverage.trained_rows(card.meta, card) is None:
-            return LoadedModel(name, label(name), *load_offered(name))
+            return LoadedModel.shipped(name)
     return None
 
 
@@ -77,7 +79,7 @@ def position_losses_recipe(short: LoadedModel, full: LoadedModel, *,
     """position_losses' figure as a recipe: both models scored on the text the short model's corpus gives, each
     loaded by name unless it is `opened` (the model the snippet's opening loads); and whether a snippet can load
     both (not a file of the learner's own other than `opened`)."""
-    window, steps, curves, loadable = full.model.config.block_size, [], {}, True
+    window, steps, curves, loadable = full.config.block_size, [], {}, True
     for name, model in (("short", short), ("full", full)):
         bound = model_steps(model, name, opened=opened)
         loadable &= bound is not None
@@ -97,7 +99,7 @@ def position_losses(short: LoadedModel, full: LoadedModel, *, opened: LoadedMode
     """Both models' mean loss at each position of windows of `full`'s table length: held-out
     stories when the corpus is on this machine, the built-in story otherwise; with the recipe that
     redraws the figure in a snippet that opens with `opened`."""
-    window = full.model.config.block_size
+    window = full.config.block_size
     limit = trained_rows(short)
     stream, text = coverage.position_loss_text(short.meta, length=window)
     windows = min(WINDOWS, len(stream) // window)

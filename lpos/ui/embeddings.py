@@ -34,7 +34,7 @@ def embedding_view(model: LoadedModel, ids: list[int]) -> embeddings.EmbeddingVi
 def embedding_figures(model: LoadedModel, ids: list[int]) -> tuple[str, go.Figure]:
     """The Embeddings page's token chips (escaped HTML for st.html) and its three tables."""
     view = embedding_view(model, ids)
-    return token_chips_html(view), embedding_heatmaps(view, scheme=model.model.config.position)
+    return token_chips_html(view), embedding_heatmaps(view, scheme=model.scheme)
 
 
 def embedding_panel_figures(model: LoadedModel, ids: list[int]) -> list[Recipe]:
@@ -44,7 +44,7 @@ def embedding_panel_figures(model: LoadedModel, ids: list[int]) -> list[Recipe]:
              step("view", embeddings.embedding_view, Ref("model"), list(ids), counts=Ref("counts"),
                   tokenizer=Ref("tokenizer")),
              step("panels", embedding_panels, Ref("view"),
-                  scheme=model.model.config.position))
+                  scheme=model.scheme))
     return [Recipe(steps, pick=panel) for panel in range(3)]
 
 

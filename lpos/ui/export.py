@@ -28,7 +28,7 @@ FIGURES, LIFETIME = 64, 3600  # figures drawn from recipes kept, and for how man
 def model_words(model: LoadedModel) -> tuple[str, str]:
     """The scheme and the model's name as a file name says them (an upload: its file's name, no digest)."""
     ref = model.ref
-    return model.model.config.position, (ref.name or ref.kind).rsplit(".", 1)[0]
+    return model.scheme, (ref.name or ref.kind).rsplit(".", 1)[0]
 
 
 def snippet_model(model: LoadedModel) -> str | None:

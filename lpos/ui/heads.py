@@ -27,7 +27,7 @@ GRID_LAYERS = 6  # a model with more layers has its heads drawn one chosen layer
 
 
 @cache_per_text
-def head_portraits(model: GPT, chosen: Text) -> heads.HeadPortraits:
+def head_portraits(model: LoadedModel, chosen: Text) -> heads.HeadPortraits:
     return computed(model, precomputed.PORTRAITS, parts=chosen.parts,
                     doing=f"Measuring the attention of {model.config.n_layer} layers × {model.config.n_head} heads")
 
@@ -35,7 +35,7 @@ def head_portraits(model: GPT, chosen: Text) -> heads.HeadPortraits:
 def portraits(models: list[LoadedModel], chosen: Text) -> dict[str, heads.HeadPortraits]:
     """Each model's head portraits, by scheme."""
     with st.spinner(f"Measuring every head of {len(models)} models…"):
-        return {m.scheme: head_portraits(m.model, chosen) for m in models}
+        return {m.scheme: head_portraits(m, chosen) for m in models}
 
 
 def draws_whole(model: GPT) -> bool:
@@ -76,7 +76,7 @@ def grid_captions(model: LoadedModel, chosen: Text, portrait: heads.HeadPortrait
     """What the head grid shows, for the sidebar model's `portrait` (one `layer`, or every layer when None):
     what it was measured on, how heads are named, how query heads share key heads, and table rows that never
     trained inside the windows."""
-    config, window = model.model.config, portrait.window
+    config, window = model.config, portrait.window
     windows = portrait.queries // (window - 1)
     said = [("" if layer is None else f"Layer {layer} of {config.n_layer} (pick another above), every model's "
              f"{config.n_head} heads. ")
@@ -97,7 +97,7 @@ def grid_captions(model: LoadedModel, chosen: Text, portrait: heads.HeadPortrait
 @st.fragment
 def head_portraits_tab(selection: Selection, models: list[LoadedModel], chosen: Text, sidebar_model: LoadedModel) -> None:
     """The second tab: the layer and head controls, every scheme's head grid, what it shows and the sinks."""
-    config = sidebar_model.model.config
+    config = sidebar_model.config
     whole = draws_whole(sidebar_model.model)
     left, right = st.columns(2)
     layer = left.selectbox("Layer", range(1, config.n_layer + 1), key=f"inside_layer_{config.n_layer}",

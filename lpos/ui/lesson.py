@@ -70,7 +70,7 @@ def position_rows(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> F
 
 
 def table_wall(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figure:
-    rows = model.model.max_input_length
+    rows = model.max_input_length
     try:
         model.model.check_length(rows + 1)
         said = ""
@@ -101,7 +101,7 @@ def randomized_sentence() -> str:
 
 def sinusoid_distance(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figure:
     return drawn(sinusoid_distance_recipe(sidebar, model, ids)), \
-        f"Width {model.model.config.n_embd}: three starting positions, one curve."
+        f"Width {model.config.n_embd}: three starting positions, one curve."
 
 
 def rope_offsets(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figure:
@@ -120,7 +120,7 @@ def relative_bias(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> F
 
 
 def learned_band(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figure:
-    rows = model.model.max_input_length
+    rows = model.max_input_length
     _, structure = similarity.position_band(model, rows)
     return drawn(learned_band_recipe(sidebar, model, ids), model), band_sentence(model, structure, rows)
 
@@ -145,7 +145,7 @@ def band_sentence(model: LoadedModel, structure: dict, rows: int) -> str:
     drawn rows never trained (an untrained model's, or a short-window model's later rows)."""
     near, far = structure["cosine_at_1"], structure.get("cosine_at_64")
     said = f"{model.label}: {_band(near, far)}"
-    said += f"; {similarity_analysis.neighbour_sentence(structure['neighbour_distance'], rows, indexed=not model.model.config.random_positions)}."
+    said += f"; {similarity_analysis.neighbour_sentence(structure['neighbour_distance'], rows, indexed=not model.config.random_positions)}."
     limit = coverage.trained_rows(model)
     if not model.trained:
         said = ("This model is untrained, so its table is its step-0 table: both maps are random rows and neither "
@@ -163,7 +163,7 @@ def train_short(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Fig
     model's block size; a model trained at another length is named and left out (step 4 shows it)."""
     cards = lengths.cards_at_one_length()
     if cards is None:
-        return lengths.length_curves({}, train_length=model.model.config.block_size), "No shipped model card is installed."
+        return lengths.length_curves({}, train_length=model.config.block_size), "No shipped model card is installed."
     return lengths.length_curves(cards.tables, train_length=cards.train_length, unigram=cards.unigram), (  # the cards held
         length_analysis.worst_curve_sentence(cards.tables, train_length=cards.train_length, unigram=cards.unigram)
         + cards.left_out_sentence() + "\n\n"

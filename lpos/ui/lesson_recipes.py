@@ -56,7 +56,7 @@ def position_rows_recipe(sidebar: LoadedModel, model: LoadedModel, ids: list[int
 
 
 def sinusoid_distance_recipe(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Recipe:
-    return sinusoids.offset_dots_recipe(model.model.config.n_embd, (0, 20, 60), 100, 10000.0)
+    return sinusoids.offset_dots_recipe(model.config.n_embd, (0, 20, 60), 100, 10000.0)
 
 
 def rope_offsets_recipe(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Recipe:
@@ -96,13 +96,13 @@ def table_wall_recipe(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) 
     either is not installed, the cards' curves of every shipped model."""
     short, full = coverage.short_window_model(model), coverage.full_window_model()
     if short is None or full is None:
-        return lengths.length_curves_recipe(checkpoints.available(), train_length=model.model.max_input_length)
+        return lengths.length_curves_recipe(checkpoints.available(), train_length=model.max_input_length)
     return coverage.position_losses(short, full, opened=model).recipe
 
 
 def learned_band_recipe(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Recipe:
     """Step 8's maps: the model's table and the table it started from, side by side."""
-    return similarity.position_maps(model, model.model.max_input_length, with_untrained=True)
+    return similarity.position_maps(model, model.max_input_length, with_untrained=True)
 
 
 def train_short_recipe(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Recipe | None:

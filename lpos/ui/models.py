@@ -22,11 +22,12 @@ from lpos.analysis.embeddings import TokenCounts
 from lpos.analysis.scheme_views import positionless_scheme
 from lpos.checkpoints import ModelRef, cards
 from lpos.checkpoints.layouts import TORCH_SUFFIXES
+from lpos.corpus import SHIPPED_SEED
 from lpos.model import GPT, GPTConfig, untrained_model
 from lpos.positions import scheme_info
 from lpos.token_table import shared_initial_table
 from lpos.tokenizer import GPT2, Tokenizer
-from lpos.ui.caching import HASH_FUNCS, remember
+from lpos.ui.caching import HASH_FUNCS, model_key, remember
 from lpos.ui.collect import release_memory
 
 UNTRAINED = str(ModelRef.untrained())
@@ -42,10 +43,59 @@ torch.set_num_threads(settings.torch_threads())  # LPOS_TORCH_THREADS
 
 @dataclass(frozen=True)
 class LoadedModel:
+    """A model the app offers: `model` and `meta`, or, for a shipped or the app's untrained model made by
+    `shipped` or `untrained_of`, its card until a view needs the weights (a comparing page whose views are
+    precomputed never loads or builds them)."""
     key: str  # its ModelRef's text: what the URL and the model box hold
     label: str  # what the user reads
-    model: GPT
-    meta: dict
+    loaded: GPT | None  # None: not loaded yet (`card` says what it is)
+    loaded_meta: dict | None
+    card: cards.Card | None = None
+
+    @classmethod
+    def shipped(cls, name: str) -> LoadedModel:
+        """A shipped model, loaded when its `model` or `meta` is first asked for."""
+        return cls(name, label(name), None, None, shipped_card(name))
+
+    @classmethod
+    def untrained_of(cls, scheme: str, shown: str | None = None) -> LoadedModel:
+        """The app's untrained model of `scheme` (lpos.model.untrained_model), built when its `model` is first
+        asked for; `shown` is its label when not the untrained model's own."""
+        config = GPTConfig(position=scheme, init_seed=SHIPPED_SEED)
+        card = cards.Card(UNTRAINED, config, {}, config.vocab_size)
+        return cls(UNTRAINED, shown or label(UNTRAINED), None, None, card)
+
+    def _weights(self) -> tuple[GPT, dict]:
+        if self.loaded is not None:
+            return self.loaded, self.loaded_meta
+        return (untrained(self.config.position), {}) if self.ref.is_untrained else load_offered(self.key)
+
+    @property
+    def model(self) -> GPT:
+        return self._weights()[0]
+
+    @property
+    def meta(self) -> dict:
+        return self._weights()[1]
+
+    @property
+    def config(self) -> GPTConfig:
+        return self.loaded.config if self.loaded is not None else self.card.config
+
+    @property
+    def described(self) -> GPT | cards.Card:
+        """What says its config, scheme and table length without loading it: the model when loaded, else its card."""
+        return self.loaded if self.loaded is not None else self.card
+
+    @property
+    def max_input_length(self) -> int | None:
+        """The longest input the model takes (GPT.max_input_length), without loading it."""
+        return self.loaded.max_input_length if self.loaded is not None else self.card.max_input_length
+
+    @property
+    def cache_key(self) -> str:
+        """What names the model in a cache key (lpos.ui.caching.model_key), without loading it."""
+        return model_key(self.loaded) if self.loaded is not None else f"{self.key}/{self.config.position}"
 
     @property
     def ref(self) -> ModelRef:
@@ -54,12 +104,13 @@ class LoadedModel:
     @property
     def trained(self) -> bool:
         """False for the app's untrained model and for a file that says it was trained 0 steps."""
-        steps = self.meta.get("steps", self.meta.get("iter_num"))
+        meta = self.loaded_meta if self.loaded is not None else self.card.meta
+        steps = meta.get("steps", meta.get("iter_num"))
         return not self.ref.is_untrained and not (isinstance(steps, (int, float)) and steps == 0)
 
     @property
     def scheme(self) -> str:
-        return self.model.config.position
+        return self.config.position
 
     @property
     def name(self) -> str:
@@ -72,7 +123,8 @@ class LoadedModel:
     @property
     def tokenizer(self) -> Tokenizer:
         """The tokenizer the model speaks: its file's own (meta["tokenizer"]), else GPT-2's."""
-        return self.meta.get("tokenizer") or GPT2
+        meta = self.loaded_meta if self.loaded is not None else self.card.meta
+        return meta.get("tokenizer") or GPT2
 
 
 def shared_dir_files() -> dict[str, Path]:

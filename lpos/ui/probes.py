@@ -20,7 +20,7 @@ from lpos.figures.export import Recipe, step
 from lpos.ui.export import chart
 from lpos.ui.inside import Text, cache_figure_per_text, cache_per_text, windows_used
 from lpos.ui.inside_recipes import compared, probed, whole_text
-from lpos.ui.models import UNTRAINED, LoadedModel, label, load_offered, untrained, untrained_like
+from lpos.ui.models import LoadedModel, untrained_like
 from lpos.ui.selection import Selection
 from lpos.ui.stored import computed
 
@@ -29,7 +29,7 @@ HAVIV = ("Haviv et al. (2022), “Transformer Language Models without Positional
 
 
 @cache_per_text
-def position_probes(model: GPT, chosen: Text, _tokenizer: Tokenizer = GPT2) -> pd.DataFrame:
+def position_probes(model: GPT | LoadedModel, chosen: Text, _tokenizer: Tokenizer = GPT2) -> pd.DataFrame:
     # _tokenizer is not hashed: a model (named by its key) always speaks the same one
     return computed(model, precomputed.PROBES, parts=chosen.parts, tokenizer=_tokenizer,  # shipped, untrained: precomputed
                     doing=f"Fitting position probes on every layer, {chosen.parts[0][0]}")
@@ -47,11 +47,11 @@ def panel_models(extra: LoadedModel | None) -> Panels:
     """The models of each panel, as (name in a snippet, line name, model): "trained", the shipped model of each
     scheme (and `extra`, the sidebar's model when it is none of them nor untrained), when there is one; "untrained",
     an untrained model of every scheme."""
-    trained = [(scheme, scheme, LoadedModel(scheme, label(scheme), *load_offered(scheme)))
+    trained = [(scheme, scheme, LoadedModel.shipped(scheme))
                for scheme in scheme_checkpoints()]
     if extra is not None:
         trained.append(("sidebar", f"{extra.scheme} · {extra.label}", extra))
-    fresh = [(f"untrained_{scheme}", scheme, LoadedModel(UNTRAINED, label(UNTRAINED), untrained(scheme), {}))
+    fresh = [(f"untrained_{scheme}", scheme, LoadedModel.untrained_of(scheme))
              for scheme in SCHEMES]
     return {"trained": trained, "untrained": fresh} if trained else {"untrained": fresh}
 
@@ -59,7 +59,7 @@ def panel_models(extra: LoadedModel | None) -> Panels:
 def probe_panels(panels: Panels, chosen: Text) -> dict[str, dict[str, pd.DataFrame]]:
     """Probe frames by panel and line name."""
     with st.spinner(f"Probing every layer of {sum(map(len, panels.values()))} models…"):
-        return {panel: {line: position_probes(m.model, chosen) for _, line, m in models}
+        return {panel: {line: position_probes(m, chosen) for _, line, m in models}
                 for panel, models in panels.items()}
 
 

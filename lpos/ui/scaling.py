@@ -24,7 +24,6 @@ from lpos.analysis.lengths import training_length
 from lpos.figures.export import Recipe, Ref, Step, step
 from lpos.figures.stretch import (attention_profile_figure, division_figure, scaled_loss_figure,
                                  wavelength_methods_figure)
-from lpos.model import GPT
 from lpos.positions import AS_TRAINED, REGISTRY, ROPE_METHODS, RopeScaling, applied_factor, schemes_with
 from lpos.ui.caching import cache_resource
 from lpos.ui.export import chart, run_recipe
@@ -90,7 +89,7 @@ def text_chunks(rope: LoadedModel, text: str) -> torch.Tensor | None:
     return stretch.chunks(story, count=1) if len(story) > stretch.CHUNK else None
 
 
-def _losses(model: GPT, method: str, factor: float, text: str, rope: LoadedModel, progress: Progress) -> dict[int, dict]:
+def _losses(model: LoadedModel, method: str, factor: float, text: str, rope: LoadedModel, progress: Progress) -> dict[int, dict]:
     """One curve's chunk_losses: `model` under `method`, scored on `text` in `rope`'s tokens, rescaled from `rope`'s
     training length."""
     # the shipped models' are precomputed; a shared-folder model's are kept on disk once scored, an upload's in memory
@@ -118,7 +117,7 @@ def scaling_step(method: str, factor: float, train_length: int) -> tuple[list[St
             {"rope_scaling": Ref(f"{variable(method)}_scaling")})
 
 
-def loss_steps(rope: LoadedModel, factor: float, *, text: str) -> tuple[list[Step], dict[str, tuple[str, GPT, str, float]]]:
+def loss_steps(rope: LoadedModel, factor: float, *, text: str) -> tuple[list[Step], dict[str, tuple[str, LoadedModel, str, float]]]:
     """The steps that score every curve of one loss figure (lpos.figures.export): `rope` under each method at
     `factor`, then the shipped references when they read the same tokens; and by curve name, the step's name, the
     model, the method and the factor."""
@@ -130,12 +129,12 @@ def loss_steps(rope: LoadedModel, factor: float, *, text: str) -> tuple[list[Ste
         scaled = applied_factor(method, factor)
         made, scaling = scaling_step(method, scaled, train_length)
         steps += [*made, step(f"{variable(method)}_losses", stretch.chunk_losses, Ref("model"), Ref("chunks"), **scaling)]
-        curves[stretch.curve_name(rope.model.config.position, method, scaled)] = (f"{variable(method)}_losses", rope.model, method, scaled)
+        curves[stretch.curve_name(rope.scheme, method, scaled)] = (f"{variable(method)}_losses", rope, method, scaled)
     for name in references() if speaks_gpt2(rope) else []:
         var = variable(name)
         steps += [step(f"{var}_model, {var}_card", checkpoints.load, name),
                   step(f"{var}_losses", stretch.chunk_losses, Ref(f"{var}_model"), Ref("chunks"))]
-        curves[stretch.curve_name(name)] = (f"{var}_losses", load_offered(name)[0], AS_TRAINED.name, 1.0)
+        curves[stretch.curve_name(name)] = (f"{var}_losses", LoadedModel.shipped(name), AS_TRAINED.name, 1.0)
     return steps, curves
 
 
@@ -145,7 +144,7 @@ def _loss_view(rope: LoadedModel, shipped: tuple[str, ...], factor: float, text:
         return None
     steps, curves = loss_steps(rope, factor, text=text)
     with progress(len(curves), "curve") as bar:
-        tables = {curve: _losses(gpt, method, scaled, text, rope, bar) for curve, (_, gpt, method, scaled) in curves.items()}
+        tables = {curve: _losses(model, method, scaled, text, rope, bar) for curve, (_, model, method, scaled) in curves.items()}
     frame, train_length = stretch.loss_frame(tables, text=text), rope_length(rope)
     recipe = Recipe((*steps, step("frame", stretch.loss_frame,
                                   {curve: Ref(name) for curve, (name, *_) in curves.items()}, text=text),
@@ -202,9 +201,9 @@ def attention_profiles(rope: LoadedModel, factor: float) -> dict[str, pd.DataFra
     with progress(len(ROPE_METHODS), "method") as bar:
         for method in ROPE_METHODS:
             out[stretch.curve_name(rope.scheme, method, factor)] = computed(
-                rope.model, precomputed.PROFILE, method=method, factor=applied_factor(method, factor), ids=ids,
+                rope, precomputed.PROFILE, method=method, factor=applied_factor(method, factor), ids=ids,
                 train_length=rope_length(rope), progress=bar,  # precomputed for the shipped model
-                doing=f"Reading {len(ids):,} tokens through {rope.model.config.n_layer} layers: {worded(rope.scheme, method, factor)}")
+                doing=f"Reading {len(ids):,} tokens through {rope.config.n_layer} layers: {worded(rope.scheme, method, factor)}")
     return out
 
 
@@ -292,7 +291,7 @@ def losses_by_length(rope: LoadedModel, factor: int, train_length: int) -> None:
 
 def wavelengths(rope: LoadedModel, factor: int, train_length: int) -> None:
     """Section 2: which RoPE pairs turn fully inside the training window, under each method."""
-    config = rope.model.config
+    config = rope.config
     st.subheader("2. Which pairs turn fully inside the training window")
     head, trained = config.head_size, config.layer_scalings[0] if config.layer_scalings else None  # layer 1's
     recipe, reading = wavelength_view(head, factor=factor, train_length=train_length, base=config.rope_base,
@@ -310,7 +309,7 @@ def wavelengths(rope: LoadedModel, factor: int, train_length: int) -> None:
 
 def past_the_wall(rope: LoadedModel, factor: int) -> None:
     """Section 3: the attention logits and entropy past the training length, under each method."""
-    config = rope.model.config
+    config = rope.config
     st.subheader("3. What goes wrong past the wall")
     left, right = st.columns(2)
     layer = left.selectbox("Layer", range(config.n_layer), key="stretch_layer", format_func=lambda i: str(i + 1))

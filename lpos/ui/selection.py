@@ -9,12 +9,12 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from lpos import checkpoints
+from lpos import checkpoints, precomputed
 from lpos.checkpoints import ModelRef
 from lpos.positions import SCHEMES
-from lpos.ui.models import UNTRAINED, LoadedModel, label, load_offered, untrained, untrained_like
+from lpos.ui.models import UNTRAINED, LoadedModel, label, untrained_like
 
-DEFAULT_TEXT = "The dog bit the man"
+DEFAULT_TEXT = precomputed.FIRST_SENTENCE  # Stretching's shift of it is precomputed
 MAX_CHARS = 20_000  # longer text is cut, with a notice (about 5,000 tokens of English)
 MAX_TOKENS = 1024  # the longest sequence the app draws: the longest evaluation length
 
@@ -53,15 +53,15 @@ def scheme_models(selection: Selection) -> list[LoadedModel]:
 
 
 def model_for(selection: Selection, scheme: str) -> LoadedModel:
-    """scheme_models' model of one scheme (the others are not loaded)."""
+    """scheme_models' model of one scheme (a shipped one is loaded when a view needs its weights)."""
     chosen = selection.model
-    if scheme == chosen.model.config.position:
+    if scheme == chosen.scheme:
         return chosen
     if not chosen.tokenizer.is_gpt2:  # the shipped models speak GPT-2: this shape, untrained, on its vocabulary
         like = untrained_like(chosen.model, chosen.key, scheme)
         return LoadedModel(UNTRAINED, ModelRef.untrained_like(chosen.ref, scheme).label(), like,
                            {"tokenizer": chosen.tokenizer})
     if chosen.trained and scheme in checkpoints.available():
-        return LoadedModel(scheme, label(scheme), *load_offered(scheme))
+        return LoadedModel.shipped(scheme)
     name = "untrained (no shipped checkpoint yet)" if chosen.trained else label(UNTRAINED)
-    return LoadedModel(UNTRAINED, name, untrained(scheme), {})
+    return LoadedModel.untrained_of(scheme, name)

@@ -34,7 +34,7 @@ BASELINE = positionless_scheme()  # the scheme with no rows and nothing in atten
 @cache_data(max_entries=128, show_spinner="Shuffling and running every scheme's model…")
 def shuffle_results(models: list[LoadedModel], original: list[int], shuffled: list[int]) -> list[shuffle.ShuffleResult]:
     """shuffle_experiment on each model, in order (the presets' are precomputed for the shipped models)."""
-    return [computed(m.model, precomputed.SHUFFLE, original=list(original), shuffled=list(shuffled), tokenizer=m.tokenizer)
+    return [computed(m, precomputed.SHUFFLE, original=list(original), shuffled=list(shuffled), tokenizer=m.tokenizer)
             for m in models]
 
 
@@ -70,7 +70,7 @@ def shuffle_of(selection: Selection, original: list[int], source: str, seed: int
                models: list[LoadedModel]) -> tuple[list[int], list[int]]:
     """The tokens cut to what every model reads, and their shuffle; stops the run when no shuffle changes them."""
     tokenizer = selection.model.tokenizer
-    limit = min([MAX_SHUFFLE_TOKENS] + [m.model.max_input_length for m in models if m.model.max_input_length is not None])
+    limit = min([MAX_SHUFFLE_TOKENS] + [m.max_input_length for m in models if m.max_input_length is not None])
     if len(original) > limit:
         st.caption(f"Using the first {limit} of {len(original):,} tokens: the bars stay readable and every "
                    "scheme's model can read them.")
@@ -139,7 +139,7 @@ def experiment(selection: Selection) -> None:
                  .set_index("scheme"))
     baseline = next((r for r in results if r.scheme == BASELINE), None)
     if baseline is not None:
-        st.markdown(mask_sentence(baseline, layers=next(m for m in models if m.scheme == BASELINE).model.config.n_layer))
+        st.markdown(mask_sentence(baseline, layers=next(m for m in models if m.scheme == BASELINE).config.n_layer))
     looks(models, results, sidebar=selection.scheme)
 
 
@@ -148,8 +148,8 @@ def looks(models: list[LoadedModel], results: list[shuffle.ShuffleResult], *, si
     """The attention bars of the position-free scheme and the `sidebar` one, with their own head control."""
     st.subheader("Where the last token looks, before and after")
     shown_models = [m for m in models if m.scheme in (BASELINE, sidebar)]
-    heads = max(m.model.config.n_head for m in shown_models)  # every head of the widest model is offered
-    widest = max(shown_models, key=lambda m: m.model.config.n_head).model
+    heads = max(m.config.n_head for m in shown_models)  # every head of the widest model is offered
+    widest = max(shown_models, key=lambda m: m.config.n_head).model
     if heads == 1:  # one head: nothing to choose
         st.caption(f"Each model has one attention head: {head_label(widest, 0)}.")
         head = 0
@@ -159,9 +159,9 @@ def looks(models: list[LoadedModel], results: list[shuffle.ShuffleResult], *, si
         head = min(head or 0, heads - 1)
     for column, model in zip(st.columns(len(shown_models)), shown_models):
         result = results[[m.scheme for m in models].index(model.scheme)]
-        if head >= model.model.config.n_head:
-            column.info(f"{model.scheme} · {model.label} has {model.model.config.n_head} heads (1 to "
-                        f"{model.model.config.n_head}): it has no head {head + 1}.", icon=":material/info:")
+        if head >= model.config.n_head:
+            column.info(f"{model.scheme} · {model.label} has {model.config.n_head} heads (1 to "
+                        f"{model.config.n_head}): it has no head {head + 1}.", icon=":material/info:")
             continue
         chart(bars_recipe(result, head=head), name="order-blindness-attention-bars", where=column, model=model,
               key=f"shuffle_bars_{model.scheme}")

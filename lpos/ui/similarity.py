@@ -95,7 +95,7 @@ def map_caption(model: LoadedModel, length: int) -> str:
                  f" These figures mix the {limit} trained rows with the {shown - limit} that never trained; rows "
                  f"0–{limit - 1} alone: mean cosine {timeline.band_cosines(band_structure(model, limit))}.")
         return (f"Trained (first map): mean cosine {at}; "
-                f"{similarity.neighbour_sentence(structure['neighbour_distance'], shown, indexed=not model.model.config.random_positions)}.{mixed}\n"
+                f"{similarity.neighbour_sentence(structure['neighbour_distance'], shown, indexed=not model.config.random_positions)}.{mixed}\n"
                 + second_map_sentence(model))
     if scheme.has_table:
         return ("Untrained: random rows are nearly orthogonal, so the map is speckle around 0 with a diagonal of 1s.\n"
@@ -116,7 +116,7 @@ def position_pca(model: LoadedModel, length: int) -> tuple[Recipe, Recipe, str]:
     """The 2-D and 3-D PCA path of a model's first `length` position rows, as recipes
     (lpos.figures.export), and what they show."""
     shown, reading = pca_reading(model, length)
-    name = f"{shown} {model.model.config.position} position rows"
+    name = f"{shown} {model.scheme} position rows"
     steps = (step("rows", similarity.position_rows, Ref("model"), length),
              step("projection", similarity.pca, Ref("rows"), components=3))
     return tuple(Recipe((*steps, step("fig", pca_figure, Ref("projection"), dimensions=d,
@@ -128,7 +128,7 @@ def pca_reading(model: LoadedModel, length: int) -> tuple[int, str]:
     """How many rows the PCA path has, and its caption."""
     table = similarity.position_rows(model.model, length)
     projection = similarity.pca(table, components=3)
-    return len(table), pca_sentence(table, projection, scheme=model.model.config.position, trained=model.trained,
+    return len(table), pca_sentence(table, projection, scheme=model.scheme, trained=model.trained,
                                     limit=trained_rows(model))
 
 
@@ -199,7 +199,7 @@ def kernel_reading(length: int, head_dim: int, *, base: float, scheme: str, shar
 
 def rows_never_trained(loaded: LoadedModel, length: int) -> None:
     """The table's second limit, for a model trained on windows shorter than its table."""
-    config, limit = loaded.model.config, trained_rows(loaded)
+    config, limit = loaded.config, trained_rows(loaded)
     if limit is None:
         short = short_window_model()
         st.caption(similarity.table_read_sentence(window=training_length(loaded.meta, loaded.model), rows=config.block_size,
@@ -216,9 +216,9 @@ def rows_never_trained(loaded: LoadedModel, length: int) -> None:
 
 def position_slider(loaded: LoadedModel) -> int:
     """How many positions the maps draw: a link's own size, else the whole trained table (128 rows at most)."""
-    limit = loaded.model.max_input_length or 1024
+    limit = loaded.max_input_length or 1024
     asked = st.query_params.get("positions", "")  # a link may open the map at its own size
-    whole = limit if loaded.model.config.random_positions else min(128, limit)  # a randomized table: every row trained
+    whole = limit if loaded.config.random_positions else min(128, limit)  # a randomized table: every row trained
     start = int(asked) if asked.isdigit() and 2 <= int(asked) <= limit else whole
     return st.slider("Positions", min_value=2, max_value=max(2, limit), value=start, key=f"sim_length_{limit}",
                      help="Above 256 positions the map is block-averaged so the page stays light.")
@@ -242,7 +242,7 @@ def position_maps_section(loaded: LoadedModel, length: int) -> None:
 
 def rope_kernel_section(loaded: LoadedModel, length: int) -> None:
     """RoPE adds no rows: its kernel, the cosine of one vector turned to two positions."""
-    config = loaded.model.config
+    config = loaded.config
     head_dim = config.head_size
     kernel_map, kernel_line, kernel_reading = rope_kernel(length, head_dim, base=config.rope_base, scheme=config.position,
                                                           share=config.rope_share)
@@ -263,7 +263,7 @@ def nearest_and_path(loaded: LoadedModel, length: int) -> None:
                  hide_index=True, key="sim_position_neighbours")
     distance = band_structure(loaded, length)["neighbour_distance"]
     st.caption(f"Among the first {len(table)} position rows (the slider above); "
-               f"{similarity.neighbour_sentence(distance, len(table), indexed=not loaded.model.config.random_positions)}.")
+               f"{similarity.neighbour_sentence(distance, len(table), indexed=not loaded.config.random_positions)}.")
     st.subheader("The path of the position rows (PCA)")
     if len(table) < 4:
         st.info("PCA needs at least 4 positions; raise the slider above.")

@@ -28,6 +28,7 @@ from lpos.checkpoints import ModelRef
 from lpos.model import GPT
 from lpos.ui.caching import model_key
 from lpos.ui.collect import release_memory
+from lpos.ui.models import LoadedModel, shared_dir_files
 
 UNTRAINED = precomputed.UNTRAINED
 MEMORY_ENTRIES = 256  # results kept in memory for models with no sidecar or disk cache (uploads), oldest dropped first
@@ -65,23 +66,31 @@ def sidecar_entries(name: str) -> dict:
     return precomputed.load(precomputed.sidecar(name), source_digest=precomputed.file_digest(source))
 
 
-def _owner(model: GPT) -> tuple[ModelRef, str] | None:
+def _cache_key(model: GPT | LoadedModel) -> str:
+    """What names `model` in a cache key (a shipped LoadedModel not loaded stays so); ValueError for a
+    model the app did not load."""
+    return model.cache_key if isinstance(model, LoadedModel) else model_key(model)
+
+
+def _owner(model: GPT | LoadedModel) -> tuple[ModelRef, str] | None:
     """The reference and scheme `model` was loaded under (None for a model the app did not load)."""
     try:
-        return ModelRef.from_cache_key(model_key(model))
+        return ModelRef.from_cache_key(_cache_key(model))
     except ValueError:
         return None
 
 
-def computed(model: GPT, view: precomputed.View, *, doing: str | None = None, progress: Progress | None = None,
-             **parameters):
+def computed(model: GPT | LoadedModel, view: precomputed.View, *, doing: str | None = None,
+             progress: Progress | None = None, **parameters):
     """`view` of `model` for these parameters: the stored entry, else the view's own analysis call,
     saying what it does and for which model on `progress` or under an st.status (quietly when `doing`
-    is None), then kept (on disk for a shared-folder model, in memory for any other)."""
+    is None), then kept (on disk for a shared-folder model, in memory for any other). A LoadedModel's
+    weights are loaded only for the analysis call."""
     key = view.key_of(parameters)
     found = stored(model, key)
     if found is None:
-        found = _compute(model, view, key, parameters, doing=doing, progress=progress)
+        found = _compute(model.model if isinstance(model, LoadedModel) else model, view, key, parameters,
+                         doing=doing, progress=progress)
     if progress is not None:
         progress.done += 1
     return found
@@ -110,7 +119,7 @@ def _compute(model: GPT, view: precomputed.View, key: str, parameters: dict, *, 
     return found
 
 
-def stored(model: GPT, key: str):
+def stored(model: GPT | LoadedModel, key: str):
     """The precomputed result `key` of `model`, or None when it has to be computed."""
     owner = _owner(model)
     if owner is None:
@@ -124,7 +133,7 @@ def stored(model: GPT, key: str):
         entry = _disk(str(ref)).get(key)
     else:  # an upload, or a shared-folder model with no disk cache
         with _lock:
-            entry = _memory.get(f"{model_key(model)}|{key}")
+            entry = _memory.get(f"{_cache_key(model)}|{key}")
     return None if entry is None else precomputed.from_plain(entry)
 
 
@@ -162,16 +171,12 @@ def cache_folder() -> Path | None:
 
 @st.cache_resource(show_spinner=False, max_entries=64)
 def _digest(name: str, stamp: tuple) -> str:
-    from lpos.ui.models import shared_dir_files
-
     path = shared_dir_files().get(name)
     files = sorted(path.iterdir()) if path.is_dir() else [path]
     return "-".join(precomputed.file_digest(f) for f in files if f.is_file())[:64]
 
 
 def _disk_path(name: str) -> Path | None:
-    from lpos.ui.models import shared_dir_files
-
     path, folder = shared_dir_files().get(name), cache_folder()
     if path is None or folder is None:
         return None

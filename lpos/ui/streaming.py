@@ -10,7 +10,6 @@ from lpos import precomputed
 from lpos.analysis import streaming
 from lpos.figures.export import Recipe, Ref, step
 from lpos.figures.inside import sink_gain_figure, streaming_figure
-from lpos.model import GPT
 from lpos.ui.coverage import trained_rows
 from lpos.ui.export import chart, run_recipe
 from lpos.ui.inside import Text, cache_per_text, first_tokens, text_steps
@@ -24,7 +23,7 @@ XIAO = ("Xiao et al. (2023), “Efficient Streaming Language Models with Attenti
 
 
 @cache_per_text
-def _sink_test(model: GPT, chosen: Text, window: int) -> streaming.SinkTest:
+def _sink_test(model: LoadedModel, chosen: Text, window: int) -> streaming.SinkTest:
     return computed(model, precomputed.SINK, parts=chosen.parts, window=window,
                     doing=f"Streaming the text through windows of {window} tokens")
 
@@ -32,7 +31,7 @@ def _sink_test(model: GPT, chosen: Text, window: int) -> streaming.SinkTest:
 def sink_test(model: LoadedModel, chosen: Text, *, window: int) -> streaming.SinkTest | str:
     """The streaming test of one model, or why it cannot run (a window past a learned table's rows)."""
     try:
-        return _sink_test(model.model, chosen, window)
+        return _sink_test(model, chosen, window)
     except ValueError as error:
         return str(error)
 

@@ -16,15 +16,15 @@ import streamlit as st
 
 from streamlit.errors import StreamlitAPIException
 
-from lpos import checkpoints
+from lpos import checkpoints, precomputed
 from lpos.analysis import generate, stretch
 from lpos.analysis.lengths import training_length
-from lpos.model import GPT
 from lpos.positions import SCHEMES
 from lpos.tokenizer import encode
 from lpos.ui.caching import cache_data
 from lpos.ui.models import LoadedModel, label, load_offered, shipped_card
 from lpos.ui.selection import MAX_TOKENS, Selection, scheme_models
+from lpos.ui.stored import computed
 from lpos.ui.text import literal
 
 JOB = "stretch_job"  # the session's writing job
@@ -164,14 +164,14 @@ def write_past_the_wall() -> None:
 
 
 @cache_data(max_entries=256, show_spinner=False)
-def offset_change(model: GPT, ids: list[int], *, offset: int) -> float | None:
+def offset_change(model: LoadedModel, ids: list[int], *, offset: int) -> float | None:
     """How far the last position's logits move when every position shifts by `offset` (None past
-    a table's last row)."""
-    return stretch.offset_change(model, list(ids), offset=offset)
+    a table's last row); precomputed for the sidebar's first sentence."""
+    return computed(model, precomputed.OFFSET, ids=list(ids), offset=offset)
 
 
 def offset_changes(models: list[LoadedModel], ids: list[int], offset: int) -> list[float | None]:
-    return [offset_change(m.model, ids, offset=offset) for m in models]
+    return [offset_change(m, ids, offset=offset) for m in models]
 
 
 @st.fragment
@@ -182,17 +182,17 @@ def shift_section(selection: Selection) -> None:
     if not ids:
         st.info("Type a sentence in the sidebar: this section moves it along the positions.", icon=":material/edit:")
         return
-    offset = st.slider("Offset k: the sentence sits at positions k, k+1, … instead of 0, 1, …", 1, 512, 64,
-                       key="stretch_offset")
+    offset = st.slider("Offset k: the sentence sits at positions k, k+1, … instead of 0, 1, …",
+                       stretch.SHIFT_OFFSETS[0], stretch.SHIFT_OFFSETS[-1], stretch.SHIFT_OFFSET, key="stretch_offset")
     models = scheme_models(selection)
     changes = offset_changes(models, ids, offset)
     rows = [{"scheme": m.scheme, "model": m.label,
              "max |change| of the last position's logits": f"{c:.2e}" if c is not None else
-             f"n/a: the table has {m.model.max_input_length} rows; the sentence would end at position {offset + len(ids) - 1}"}
+             f"n/a: the table has {m.max_input_length} rows; the sentence would end at position {offset + len(ids) - 1}"}
             for m, c in zip(models, changes)]
     st.table(pd.DataFrame(rows).set_index("scheme"))
     st.caption(" ".join(filter(None, (
         stretch.shift_sentence([(m.scheme, c) for m, c in zip(models, changes)], tokens=len(ids), offset=offset,
-                               table_rows={m.scheme: m.model.max_input_length for m in models}),
-        *(stretch.shifted_rows_sentence(m.label, m.model, tokens=len(ids), offset=offset)
+                               table_rows={m.scheme: m.max_input_length for m in models}),
+        *(stretch.shifted_rows_sentence(m.label, m.described, tokens=len(ids), offset=offset)
           for m in models)))))

@@ -86,15 +86,17 @@ def remove_earlier_runs() -> list[str]:
     """Remove what an earlier test run that was killed left: its containers (a hall's restart with the
     engine and run beside this one), images and networks. What was removed."""
     named = run(["docker", "ps", "-a", "--format", "{{.Names}}"], timeout=60).stdout.split()
-    containers = [name for name in named if name.startswith((RUN_PREFIX, RUN_PREFIX.replace("-", "")))]
+    project = RUN_PREFIX.replace("-", "")  # a Compose project's name (and its containers' and network's)
+    containers = [name for name in named if name.startswith((RUN_PREFIX, project))]
     if containers:
         run(["docker", "rm", "-f", "-v", *containers], timeout=300, check=False)
     tags = run(["docker", "images", "--format", "{{.Repository}}:{{.Tag}}"], timeout=60).stdout.split()
     # a base after the images built on it
-    images = sorted((t for t in tags if t.partition(":")[2].startswith(RUN_PREFIX)), key=lambda t: t.startswith("lpos-base"))
+    images = sorted((t for t in tags if t.partition(":")[2].startswith(RUN_PREFIX)),
+                    key=lambda t: t.startswith("lpos-base"))
     if images:
         run(["docker", "rmi", "-f", *images], timeout=600, check=False)
-    networks = run(["docker", "network", "ls", "--format", "{{.Name}}", "--filter", f"name={RUN_PREFIX.replace('-', '')}"],
+    networks = run(["docker", "network", "ls", "--format", "{{.Name}}", "--filter", f"name={project}"],
                    timeout=60).stdout.split()
     if networks:
         run(["docker", "network", "rm", *networks], timeout=120, check=False)

@@ -25,6 +25,7 @@ from lpos.pages import PAGES, page_named
 from lpos.analysis import coverage, heads, lengths, probes, shuffle, streaming, stretch
 from lpos.model import untrained_model
 from lpos.positions import RopeScaling
+from lpos.tokenizer import encode
 
 SHIPPED = checkpoints.available()
 needs_shipped = pytest.mark.skipif(not SHIPPED, reason="no shipped checkpoint is installed")
@@ -107,6 +108,8 @@ def test_every_shipped_model_has_a_current_small_sidecar(name):
     assert precomputed.curve_key(precomputed.story_ids()) in entries
     chunks = precomputed.stretch_chunks(precomputed.STRETCH_STORY, {})
     assert precomputed.loss_key("as-trained", 1.0, chunks) in entries
+    first = encode(precomputed.FIRST_SENTENCE)  # Stretching's shift of the sidebar's first sentence, every offset
+    assert all(precomputed.OFFSET.key_of(dict(ids=first, offset=offset)) in entries for offset in stretch.SHIFT_OFFSETS)
 
 
 @needs_shipped
@@ -129,6 +132,8 @@ def test_the_untrained_sidecar_covers_every_scheme():
         assert f"{scheme}|{precomputed.inside_key('probes', story)}" in entries, scheme
         for window in streaming.WINDOWS:
             assert f"{scheme}|{precomputed.inside_key('sink', story, window)}" in entries, (scheme, window)
+        shift = precomputed.OFFSET.key_of(dict(ids=encode(precomputed.FIRST_SENTENCE), offset=stretch.SHIFT_OFFSET))
+        assert f"{scheme}|{shift}" in entries
     ids = precomputed.story_ids()
     sliding = {}  # Length extrapolation's curve and its sliding baseline, for every untrained model
     for scheme in SCHEMES:
@@ -160,6 +165,10 @@ def test_a_sample_recomputes_to_the_stored_numbers():
     original, shuffled = precomputed.shuffle_pairs()[0]
     same(shuffle.shuffle_experiment(model, original, shuffled=shuffled),
          precomputed.from_plain(entries[precomputed.shuffle_key(original, shuffled)]), exact=False)
+    first = encode(precomputed.FIRST_SENTENCE)
+    for offset in (1, stretch.SHIFT_OFFSET, stretch.SHIFT_OFFSETS[-1]):
+        assert entries[precomputed.OFFSET.key_of(dict(ids=first, offset=offset))] == pytest.approx(
+            stretch.offset_change(model, first, offset=offset), rel=1e-4, abs=1e-5)
 
 
 # --- the pages read them -------------------------------------------------------------------------
@@ -179,7 +188,7 @@ def no_recomputing(monkeypatch):
     st.cache_resource.clear()
     for module, name in ((stretch, "chunk_losses"), (stretch, "attention_profile"), (probes, "position_probes"),
                          (heads, "head_portraits"), (streaming, "sink_test"), (lengths, "loss_along_text"),
-                                 (coverage, "loss_by_position")):
+                                 (coverage, "loss_by_position"), (stretch, "offset_change")):
         monkeypatch.setattr(module, name, refusing(getattr(module, name)))
     yield
     st.cache_data.clear()
