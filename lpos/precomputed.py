@@ -31,6 +31,7 @@ import torch
 
 from lpos import checkpoints, corpus
 from lpos.analysis import coverage, heads, lengths, probes, shuffle, streaming, stretch, timeline
+from lpos.checkpoints.cards import contents_key
 from lpos.model import GPT, untrained_model
 from lpos.positions import AS_TRAINED, RESCALINGS, SCHEMES, RopeScaling
 from lpos.tokenizer import GPT2, encode
@@ -57,8 +58,9 @@ def text_key(parts) -> tuple[tuple[str, int, str], ...]:
     return tuple((name, len(ids), ids_digest(ids)) for name, ids in parts)
 
 
-def file_digest(path: Path) -> str:
-    return hashlib.blake2b(Path(path).read_bytes(), digest_size=16).hexdigest()
+def source_digest(name: str) -> str:
+    """What a shipped model's sidecar is computed from: its checkpoint's zip records (cards.contents_key: no weights read)."""
+    return contents_key(checkpoints.CHECKPOINT_DIR / f"{name}.pt")
 
 
 def untrained_digest() -> str:
@@ -108,8 +110,6 @@ def shuffle_pairs() -> list[tuple[list[int], list[int]]]:
     dog, man = (encode(text) for text in SHUFFLE_PRESETS.values())
     return [(dog, man), (dog, shuffle.shuffle_earlier(dog, seed=0)), (man, shuffle.shuffle_earlier(man, seed=0))]
 
-
-# --- the keys ------------------------------------------------------------------------------------
 
 def loss_key(method: str, factor: float, chunks: torch.Tensor) -> str:
     return f"losses|{method}|{float(factor):g}|{ids_digest(chunks.reshape(-1).tolist())}"
@@ -335,8 +335,7 @@ def precompute(names: list[str] | None = None, *, folder: Path | None = None, vi
         progress(name)
         model, meta = checkpoints.load(name)
         first_meta = first_meta or meta
-        write(sidecar(name, folder), compute(model, meta, views=views, progress=progress),
-              file_digest(checkpoints.CHECKPOINT_DIR / f"{name}.pt"))
+        write(sidecar(name, folder), compute(model, meta, views=views, progress=progress), source_digest(name))
     if first_meta is None and checkpoints.available():
         first_meta = checkpoints.load(checkpoints.available()[0])[1]
     untrained = {}  # the views pages draw for the untrained model of every scheme, beside the trained ones

@@ -120,6 +120,12 @@ class Recipe:
                 wanted |= {ref.name for v in (*s.args, *(v for _, v in s.kwargs)) for ref in refs(v)}
         return run[::-1]
 
+    def reads(self, given: set[str]) -> set[str]:
+        """The Refs the steps that still have to run (beside `given`) read and no step binds: what `run` needs."""
+        bound = {name for s in self.steps for name in s.target.split(", ")}
+        return {ref.name for s in self.needed(given) for v in (*s.args, *(v for _, v in s.kwargs))
+                for ref in refs(v)} - bound
+
     def names(self) -> set[str]:
         """The Refs the steps read that no step binds: what the snippet's opening must load."""
         bound = {name for s in self.steps for name in s.target.split(", ")}

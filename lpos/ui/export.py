@@ -69,12 +69,14 @@ def held(recipe: Recipe, given: set[str]) -> dict:
 
 
 def run_recipe(recipe: Recipe, model: LoadedModel | None = None, **given) -> go.Figure:
-    """The figure a recipe draws, with the model's weights, meta and tokenizer to hand, the models the
-    server holds (`held`), and `given` standing in for the steps of those names (results a page already
-    holds: a precomputed view)."""
-    context = {} if model is None else {"model": model.model, "meta": model.meta, "tokenizer": model.tokenizer}
-    given = {**context, **given}
-    return recipe.run(**held(recipe, set(given)), **given)
+    """The figure a recipe draws, with the model's weights, meta and tokenizer to hand where a step that runs reads
+    them (a shipped model is not loaded for a figure drawn from its stored results), the models the server holds
+    (`held`), and `given` standing in for the steps of those names (results a page already holds: a precomputed view)."""
+    offered = {} if model is None else {"model": lambda: model.model, "meta": lambda: model.meta,
+                                        "tokenizer": lambda: model.tokenizer}
+    read = recipe.reads(set(given) | set(offered))
+    given = {**{name: get() for name, get in offered.items() if name in read}, **given}
+    return recipe.run(**held(recipe, set(given) | set(offered)), **given)
 
 
 @cache_resource(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)

@@ -15,7 +15,7 @@ from lpos.figures.export import Recipe, Ref, step
 from lpos.figures.shuffle import attention_bars, change_figure
 from lpos.ui.attention import head_label
 from lpos.ui.caching import cache_data
-from lpos.ui.export import chart
+from lpos.ui.export import chart, run_recipe
 from lpos.ui.models import LoadedModel
 from lpos.ui.selection import Selection, scheme_models
 from lpos.ui.stored import computed
@@ -149,7 +149,8 @@ def looks(models: list[LoadedModel], results: list[shuffle.ShuffleResult], *, si
     st.subheader("Where the last token looks, before and after")
     shown_models = [m for m in models if m.scheme in (BASELINE, sidebar)]
     heads = max(m.config.n_head for m in shown_models)  # every head of the widest model is offered
-    widest = max(shown_models, key=lambda m: m.config.n_head).model
+    # the sidebar's model (loaded already) where the two are as wide
+    widest = max(shown_models, key=lambda m: (m.config.n_head, m.scheme == sidebar)).model
     if heads == 1:  # one head: nothing to choose
         st.caption(f"Each model has one attention head: {head_label(widest, 0)}.")
         head = 0
@@ -163,8 +164,9 @@ def looks(models: list[LoadedModel], results: list[shuffle.ShuffleResult], *, si
             column.info(f"{model.scheme} · {model.label} has {model.config.n_head} heads (1 to "
                         f"{model.config.n_head}): it has no head {head + 1}.", icon=":material/info:")
             continue
-        chart(bars_recipe(result, head=head), name="order-blindness-attention-bars", where=column, model=model,
-              key=f"shuffle_bars_{model.scheme}")
+        recipe = bars_recipe(result, head=head)  # drawn from the result already computed (or stored): no model loaded
+        chart(run_recipe(recipe, model, result=result), recipe=recipe, name="order-blindness-attention-bars",
+              where=column, model=model, key=f"shuffle_bars_{model.scheme}")
         column.caption(f"{model.scheme} · {model.label}. Each token keeps its colour.\n\n"
                        + weights_sentence(weight_change(result, head=head), positionless=model.scheme == BASELINE)
                        + (" Pick another scheme in the sidebar to see it beside this one." if len(shown_models) == 1 else ""))

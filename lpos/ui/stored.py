@@ -14,6 +14,7 @@ of work as it starts; results already stored draw no bar at all.
 """
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -62,8 +63,7 @@ def sidecar_entries(name: str) -> dict:
     """A shipped model's (or the untrained models') precomputed entries, still as plain data."""
     if name == UNTRAINED:
         return precomputed.load(precomputed.sidecar(UNTRAINED), source_digest=precomputed.untrained_digest())
-    source = checkpoints.CHECKPOINT_DIR / f"{name}.pt"
-    return precomputed.load(precomputed.sidecar(name), source_digest=precomputed.file_digest(source))
+    return precomputed.load(precomputed.sidecar(name), source_digest=precomputed.source_digest(name))
 
 
 def _cache_key(model: GPT | LoadedModel) -> str:
@@ -173,7 +173,7 @@ def cache_folder() -> Path | None:
 def _digest(name: str, stamp: tuple) -> str:
     path = shared_dir_files().get(name)
     files = sorted(path.iterdir()) if path.is_dir() else [path]
-    return "-".join(precomputed.file_digest(f) for f in files if f.is_file())[:64]
+    return "-".join(hashlib.blake2b(f.read_bytes(), digest_size=16).hexdigest() for f in files if f.is_file())[:64]
 
 
 def _disk_path(name: str) -> Path | None:

@@ -39,11 +39,11 @@ def test_a_card_that_no_longer_matches_its_checkpoint_is_not_used(tmp_path):
     assert cards.card("t5", folder=tmp_path) is None  # no checkpoint, no card
 
 
-# page, the sidebar's scheme and model -> the checkpoints its first run may read: the sidebar's and those a
-# chart's recipe draws with (Order blindness: the position-free model's and the sidebar's attention bars)
+# page, the sidebar's scheme and model -> the checkpoints its first run may read: the sidebar's, and those whose
+# weights a view needs
 FIRST_RUN_READS = {
     "lengths": ("learned", {"learned.pt", "learned-32.pt"}),  # the short-window model it compares
-    "shuffle": ("rope", {"rope.pt", "none.pt"}),
+    "shuffle": ("rope", {"rope.pt"}),
     "inside": ("rope", {"rope.pt"}),
     "stretch": ("rope", {"rope.pt"}),
 }

@@ -92,8 +92,7 @@ def test_a_sidecar_of_another_checkpoint_or_version_is_ignored(tmp_path):
 
 
 def current_entries(name: str) -> dict:
-    source = checkpoints.CHECKPOINT_DIR / f"{name}.pt"
-    return precomputed.load(precomputed.sidecar(name), source_digest=precomputed.file_digest(source))
+    return precomputed.load(precomputed.sidecar(name), source_digest=precomputed.source_digest(name))
 
 
 @needs_shipped
@@ -304,7 +303,7 @@ def test_a_file_that_says_0_steps_is_untrained(long_model_folder):
 def test_precompute_of_some_views_keeps_the_others(tmp_path, monkeypatch):
     """`python -m lpos precompute --views position_loss` adds the learned table's loss by position to a sidecar
     without recomputing (or losing) what it already holds."""
-    monkeypatch.setattr(precomputed, "file_digest", lambda path: "digest")
+    monkeypatch.setattr(precomputed, "source_digest", lambda name: "digest")
     path = precomputed.sidecar("learned", tmp_path)
     precomputed.save_plain({"kept": 1.5}, path, source_digest="digest")
     view = precomputed.POSITION_LOSS
