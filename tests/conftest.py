@@ -71,6 +71,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "xdist_group(name): the tests pytest-xdist's loadgroup runs on one worker")
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which names each test's group from its markers
 def pytest_collection_modifyitems(config, items):
     """Mark each heavy test with its kind and `slow`, and its xdist group; skip the slow ones unless --all is given."""
     run_all = config.getoption(ALL_OPTION)
