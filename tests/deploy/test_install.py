@@ -94,7 +94,7 @@ def test_a_data_and_code_snippet_runs_from_another_folder(installed):
     from lpos.tokenizer import encode
     from lpos.ui.embeddings import embedding_panel_figures
 
-    loaded = SimpleNamespace(model=SimpleNamespace(config=SimpleNamespace(position="learned")))
+    loaded = SimpleNamespace(scheme="learned")  # all the recipe reads of the model it will load
     snippet = embedding_panel_figures(loaded, encode("The dog bit the man."))[2].snippet(model="learned")
     (installed.elsewhere / "snippet.py").write_text(snippet)
     done = run(installed, "snippet.py")
