@@ -66,7 +66,7 @@ def sidecar_entries(name: str) -> dict:
     return precomputed.load(precomputed.sidecar(name), source_digest=precomputed.source_digest(name))
 
 
-def _cache_key(model: GPT | LoadedModel) -> str:
+def cache_key(model: GPT | LoadedModel) -> str:
     """What names `model` in a cache key (a shipped LoadedModel not loaded stays so); ValueError for a
     model the app did not load."""
     return model.cache_key if isinstance(model, LoadedModel) else model_key(model)
@@ -75,7 +75,7 @@ def _cache_key(model: GPT | LoadedModel) -> str:
 def _owner(model: GPT | LoadedModel) -> tuple[ModelRef, str] | None:
     """The reference and scheme `model` was loaded under (None for a model the app did not load)."""
     try:
-        return ModelRef.from_cache_key(_cache_key(model))
+        return ModelRef.from_cache_key(cache_key(model))
     except ValueError:
         return None
 
@@ -133,7 +133,7 @@ def stored(model: GPT | LoadedModel, key: str):
         entry = _disk(str(ref)).get(key)
     else:  # an upload, or a shared-folder model with no disk cache
         with _lock:
-            entry = _memory.get(f"{_cache_key(model)}|{key}")
+            entry = _memory.get(f"{cache_key(model)}|{key}")
     return None if entry is None else precomputed.from_plain(entry)
 
 

@@ -25,7 +25,6 @@ from lpos.model import GPT, GPTConfig, untrained_model
 from lpos.pages import PAGES, page_named
 from lpos.positions import RESCALINGS
 from lpos.ui import stored as stored_module
-from lpos.ui.caching import model_key
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = checkpoints.available()
@@ -59,8 +58,9 @@ def test_which_models_get_which_views_follows_the_hooks():
     randomized = written(tiny("learned", block_size=256, random_positions=True))
     assert "position_loss" not in randomized  # its rows are read at random positions: no loss by row
     untrained_views = {view.name for view in precomputed.VIEWS if view.untrained}
-    # what Inside draws beside the trained models; Length extrapolation's curve and its baseline for an untrained model
-    assert untrained_views == {"probes", "portraits", "sink", "curve", "sliding"}
+    # what Inside draws beside the trained models; Length extrapolation's curve and its baseline and Stretching's
+    # shift table for an untrained model
+    assert untrained_views == {"probes", "portraits", "sink", "curve", "sliding", "offset"}
 
 
 @pytest.mark.parametrize("scheme", ["rope", "learned"])
@@ -101,7 +101,7 @@ def lookups(monkeypatch):
     original = stored_module.stored
 
     def recording(model, key):
-        asked.append((*ModelRef.from_cache_key(model_key(model)), key))
+        asked.append((*ModelRef.from_cache_key(stored_module.cache_key(model)), key))  # a GPT or a LoadedModel
         return original(model, key)
 
     st.cache_data.clear()
