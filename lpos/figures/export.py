@@ -117,20 +117,20 @@ class Recipe:
             targets = set(s.target.split(", "))
             if targets & wanted and not targets <= given:
                 run.append(s)
-                wanted |= {ref.name for v in (*s.args, *(v for _, v in s.kwargs)) for ref in refs(v)}
+                wanted |= reads_of(s)
         return run[::-1]
 
     def reads(self, given: set[str]) -> set[str]:
         """The Refs the steps that still have to run (beside `given`) read and no step binds: what `run` needs."""
-        bound = {name for s in self.steps for name in s.target.split(", ")}
-        return {ref.name for s in self.needed(given) for v in (*s.args, *(v for _, v in s.kwargs))
-                for ref in refs(v)} - bound
+        return self._unbound(self.needed(given))
 
     def names(self) -> set[str]:
         """The Refs the steps read that no step binds: what the snippet's opening must load."""
+        return self._unbound(self.steps)
+
+    def _unbound(self, steps) -> set[str]:
         bound = {name for s in self.steps for name in s.target.split(", ")}
-        read = {ref.name for s in self.steps for v in (*s.args, *(v for _, v in s.kwargs)) for ref in refs(v)}
-        return read - bound
+        return {name for s in steps for name in reads_of(s)} - bound
 
     def snippet(self, *, model: str | None = None, scheme: str | None = None) -> str:
         """Python that redraws the figure with lpos's public API, ending in fig.show().
@@ -168,6 +168,11 @@ def refs(value) -> list[Ref]:
         return [value]
     items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
     return [ref for item in items for ref in refs(item)]
+
+
+def reads_of(s: Step) -> set[str]:
+    """The names a step's arguments read."""
+    return {ref.name for value in (*s.args, *(v for _, v in s.kwargs)) for ref in refs(value)}
 
 
 def literal(value) -> str:

@@ -21,10 +21,8 @@ WINDOWS = coverage.POSITION_WINDOWS
 
 
 def trained_rows(model: LoadedModel) -> int | None:
-    """L when this model's learned rows from L on never trained; None otherwise."""
-    if model.loaded is None:  # a shipped model's card says it
-        return coverage.trained_rows(model.card.meta, model.card)
-    return coverage.trained_rows(model.meta, model.model)
+    """L when this model's learned rows from L on never trained; None otherwise (a shipped model's card says it)."""
+    return coverage.trained_rows(model.summary, model.described)
 
 
 def short_window_model(preferred: LoadedModel | None = None) -> LoadedModel | None:

@@ -79,18 +79,22 @@ class LoadedModel:
         return self._weights()[1]
 
     @property
-    def config(self) -> GPTConfig:
-        return self.loaded.config if self.loaded is not None else self.card.config
-
-    @property
     def described(self) -> GPT | cards.Card:
         """What says its config, scheme and table length without loading it: the model when loaded, else its card."""
         return self.loaded if self.loaded is not None else self.card
 
     @property
+    def summary(self) -> dict:
+        """Its meta without loading it: the meta when loaded, else the card's (no per-token counts, no timeline)."""
+        return self.loaded_meta if self.loaded is not None else self.card.meta
+
+    @property
+    def config(self) -> GPTConfig:
+        return self.described.config
+
+    @property
     def max_input_length(self) -> int | None:
-        """The longest input the model takes (GPT.max_input_length), without loading it."""
-        return self.loaded.max_input_length if self.loaded is not None else self.card.max_input_length
+        return self.described.max_input_length
 
     @property
     def cache_key(self) -> str:
@@ -104,8 +108,7 @@ class LoadedModel:
     @property
     def trained(self) -> bool:
         """False for the app's untrained model and for a file that says it was trained 0 steps."""
-        meta = self.loaded_meta if self.loaded is not None else self.card.meta
-        steps = meta.get("steps", meta.get("iter_num"))
+        steps = self.summary.get("steps", self.summary.get("iter_num"))
         return not self.ref.is_untrained and not (isinstance(steps, (int, float)) and steps == 0)
 
     @property
@@ -123,8 +126,7 @@ class LoadedModel:
     @property
     def tokenizer(self) -> Tokenizer:
         """The tokenizer the model speaks: its file's own (meta["tokenizer"]), else GPT-2's."""
-        meta = self.loaded_meta if self.loaded is not None else self.card.meta
-        return meta.get("tokenizer") or GPT2
+        return self.summary.get("tokenizer") or GPT2
 
 
 def shared_dir_files() -> dict[str, Path]:
