@@ -22,7 +22,7 @@ st.caption(
 ids = usable_ids(selection)
 view = embeddings.embedding_view(selection.model, ids)
 
-chips, heatmaps = embeddings.embedding_figures(selection.model, ids)
+chips = embeddings.token_chips(selection.model, ids)
 with st.container(key="chips"):  # a keyed place: the chips keep their spot across reruns
     st.html(chips)  # token text escaped in token_chips_html; st.html also sanitises (DOMPurify), no iframe
 unseen = never_seen(view)
@@ -97,5 +97,5 @@ with st.expander("The raw numbers", icon=":material/table:"):
     left.download_button("Download all numbers (CSV)", frame.to_csv(index=False), file_name="embeddings.csv",
                          mime="text/csv", key="download_csv", icon=":material/download:")
     right.download_button("Download the figure (HTML, works offline)",
-                          lambda: heatmaps.to_html(include_plotlyjs=True), file_name="embeddings.html",
+                          lambda: embeddings.heatmaps_page(view, scheme=selection.model.scheme), file_name="embeddings.html",
                           mime="text/html", key="download_figure", icon=":material/download:")

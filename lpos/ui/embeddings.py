@@ -1,12 +1,10 @@
 """The Embeddings views: the sentence's token, position and summed rows, and their figures; and,
 for a scheme that adds no rows, where it acts instead (shared with Similarity).
 
-The view is cached per (model, token ids) as data; the chips and heatmaps are kept as built
-objects (`st.cache_resource`, no copy per session), a few dozen: a class opens the same link.
+The view and the chips are cached per (model, token ids) as data; the panels are recipes that
+lpos.ui.export draws (and keeps).
 """
 from __future__ import annotations
-
-import plotly.graph_objects as go
 
 from dataclasses import dataclass
 
@@ -15,12 +13,11 @@ from lpos.figures.export import Recipe, Ref, step
 from lpos.figures.embeddings import embedding_heatmaps, embedding_panels, token_chips_html
 from lpos.pages import page_named
 from lpos.positions import PositionScheme
-from lpos.ui.caching import cache_data, cache_resource
+from lpos.ui.caching import cache_data
 from lpos.ui.models import LoadedModel
 
 ATTENTION_PAGE = page_named("attention").file  # every scheme that acts inside attention has its section there
 ORDER_PAGE = page_named("shuffle").file
-SENTENCE_FIGURES = 32  # per-sentence figures: worth keeping because a class opens the same link, few because larger
 
 
 @cache_data(max_entries=256, show_spinner=False)
@@ -30,16 +27,21 @@ def embedding_view(model: LoadedModel, ids: list[int]) -> embeddings.EmbeddingVi
                                      tokenizer=model.tokenizer)
 
 
-@cache_resource(max_entries=SENTENCE_FIGURES, ttl=600, show_spinner=False)
-def embedding_figures(model: LoadedModel, ids: list[int]) -> tuple[str, go.Figure]:
-    """The Embeddings page's token chips (escaped HTML for st.html) and its three tables."""
-    view = embedding_view(model, ids)
-    return token_chips_html(view), embedding_heatmaps(view, scheme=model.scheme)
+@cache_data(max_entries=256, show_spinner=False)
+def token_chips(model: LoadedModel, ids: list[int]) -> str:
+    """The sentence's token chips: escaped HTML for st.html."""
+    return token_chips_html(embedding_view(model, ids))
+
+
+def heatmaps_page(view: embeddings.EmbeddingView, *, scheme: str) -> str:
+    """The three tables as one figure of three subplots, in an HTML page that works offline: built when a
+    download asks for it (about 30 ms, most of a new sentence's figure work if built on every run)."""
+    return embedding_heatmaps(view, scheme=scheme).to_html(include_plotlyjs=True)
 
 
 def embedding_panel_figures(model: LoadedModel, ids: list[int]) -> list[Recipe]:
     """The three tables as three figures' recipes (lpos.figures.export), for columns a phone stacks
-    (embedding_figures' one figure of three subplots is the download)."""
+    (heatmaps_page's one figure of three subplots is the download)."""
     steps = (step("counts", embeddings.token_counts, Ref("meta")),
              step("view", embeddings.embedding_view, Ref("model"), list(ids), counts=Ref("counts"),
                   tokenizer=Ref("tokenizer")),

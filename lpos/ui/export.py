@@ -8,6 +8,7 @@ page's own control changed it.
 from __future__ import annotations
 
 from contextlib import nullcontext
+from dataclasses import replace
 
 import plotly.graph_objects as go
 import streamlit as st
@@ -80,9 +81,16 @@ def run_recipe(recipe: Recipe, model: LoadedModel | None = None, **given) -> go.
 
 
 @cache_resource(max_entries=FIGURES, ttl=LIFETIME, show_spinner=False)
-def drawn(recipe: Recipe, model: LoadedModel | None = None) -> go.Figure:
-    """run_recipe, kept as built (st.plotly_chart only reads it)."""
+def _drawn(recipe: Recipe, model: LoadedModel | None) -> go.Figure | list[go.Figure]:
     return run_recipe(recipe, model)
+
+
+def drawn(recipe: Recipe, model: LoadedModel | None = None) -> go.Figure:
+    """run_recipe, kept as built (st.plotly_chart only reads it). Recipes that differ only in the figure they pick
+    share one run: a page's panels are built once, not once per panel."""
+    if recipe.pick is None:
+        return _drawn(recipe, model)
+    return _drawn(replace(recipe, pick=None), model)[recipe.pick]
 
 
 def chart(fig: go.Figure | Recipe, *, name: str, where=None, model: LoadedModel | None = None,

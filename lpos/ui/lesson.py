@@ -50,7 +50,7 @@ def step_from_url() -> tuple[int, str | None]:
 
 
 def token_rows(sidebar: LoadedModel, model: LoadedModel, ids: list[int]) -> Figure:
-    chips, _ = embeddings.embedding_figures(sidebar, ids)
+    chips = embeddings.token_chips(sidebar, ids)
     n = len(ids)
     return chips, f"{n} token{'s' if n != 1 else ''}, so {n} row{'s' if n != 1 else ''} looked up."
 

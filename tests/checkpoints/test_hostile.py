@@ -439,8 +439,8 @@ def test_no_unsafe_html_anywhere():
         with pytest.raises(ValueError):
             script(hostile, 60)
     # what they draw is token_chips_html's escaped HTML, from the Embeddings topic's one view
-    assert "embedding_figures(" in (ROOT / "pages/embeddings.py").read_text()
-    assert "return token_chips_html(view), embedding_heatmaps(" in (ROOT / "lpos/ui/embeddings.py").read_text()
+    assert "embeddings.token_chips(" in (ROOT / "pages/embeddings.py").read_text()
+    assert "return token_chips_html(embedding_view(" in (ROOT / "lpos/ui/embeddings.py").read_text()
 
 
 # A live class (lpos.classroom, lpos.ui.live_class): a code in a link is a guess until the store knows it.
