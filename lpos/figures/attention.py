@@ -5,11 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from lpos.analysis.sinusoids import block_average
 from lpos.analysis.similarity import FULL_RESOLUTION
-from lpos.figures.common import SEQUENTIAL, finish, position_labels, safe
+from lpos.figures.common import SEQUENTIAL, finish, position_labels, safe, subplots
 from lpos.figures.sinusoids import LINE_COLOURS
 
 BIAS_COLOURS = [[0.0, "#08306b"], [1.0, "#f7fbff"]]  # most negative dark blue, zero white
@@ -27,7 +26,7 @@ def matrix_panels(panels: list[tuple[str, np.ndarray]], *, tokens: list[str], ti
         values, block, _ = block_average(matrix, max_rows=FULL_RESOLUTION, max_columns=FULL_RESOLUTION)
         drawn.append((name, values))
     note = f" — {block}×{block} blocks averaged" if block > 1 else ""
-    fig = make_subplots(rows=1, cols=len(panels), horizontal_spacing=0.1, subplot_titles=[n + note for n, _ in drawn])
+    fig = subplots(rows=1, cols=len(panels), horizontal_spacing=0.1, subplot_titles=[n + note for n, _ in drawn])
     axis = position_labels(tokens) if block == 1 else np.arange(0, T, block)
     for col, (name, values) in enumerate(drawn, start=1):
         hover = (f"query %{{y}}<br>key %{{x}}<br>{value_name} %{{z:.4f}}" if block == 1 else

@@ -5,11 +5,10 @@ from __future__ import annotations
 import math
 
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from lpos.analysis.biases import MAX_DISTANCE, BiasCurves
 from lpos.analysis.counts import listed
-from lpos.figures.common import finish, safe
+from lpos.figures.common import finish, safe, subplots
 from lpos.figures.sinusoids import LINE_COLOURS
 
 PANELS_PER_ROW = 4
@@ -24,7 +23,7 @@ def bias_curves_figure(curves: BiasCurves, *, label: str, colour: str) -> go.Fig
     nh = curves.heads
     cols = min(nh, PANELS_PER_ROW)
     rows = math.ceil(nh / cols)
-    fig = make_subplots(rows=rows, cols=cols, shared_yaxes=True, horizontal_spacing=0.03,
+    fig = subplots(rows=rows, cols=cols, shared_yaxes=True, horizontal_spacing=0.03,
                         vertical_spacing=0.18 / rows, subplot_titles=[f"head {h + 1}" for h in range(nh)])
     frame = curves.frame
     groups = curves.same_line

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from lpos.analysis.coverage import RowDrift
-from lpos.figures.common import colour_of, finish, safe
+from lpos.figures.common import colour_of, finish, safe, subplots
 
 TRAINED, UNTRAINED = "#1f77b4", "#d62728"
 
@@ -22,7 +21,7 @@ def row_drift_figure(drift: RowDrift, *, label: str, upto: int | None = None) ->
     """Per row (the first `upto`): cosine with its step-0 row (top) and its length over its step-0
     length (bottom); trained rows blue, never-trained rows red, the limit shaded."""
     rows = drift.rows if upto is None else drift.rows[drift.rows.position < upto]
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+    fig = subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
                         subplot_titles=("cosine with its step-0 row", "length ÷ step-0 length (log scale)"))
     for trained, colour, name in ((True, TRAINED, "rows read in training"), (False, UNTRAINED, "rows never read")):
         part = rows[rows.trained == trained]

@@ -7,10 +7,9 @@ from collections import Counter
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from lpos.analysis.embeddings import EmbeddingView, lookalike_tokens
-from lpos.figures.common import DIVERGING, finish, nothing_added, position_labels, tick_step
+from lpos.figures.common import DIVERGING, finish, nothing_added, position_labels, subplots, tick_step
 from lpos.tokenizer import Tokenizer, visible
 
 CHIP_LIMIT = 200  # more chips than this is a wall, not a picture; the table has every token
@@ -230,7 +229,7 @@ def embedding_heatmaps(view: EmbeddingView, *, scheme: str) -> go.Figure:
     labels = position_labels(view.tokens)
     panels = dict(zip(PANEL_NAMES, (view.token_rows, view.position_rows, view.summed_rows)))
     limit = max(float(np.abs(rows).max()) for rows in panels.values() if rows is not None) if T else 1.0
-    fig = make_subplots(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.03,
+    fig = subplots(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.03,
                         subplot_titles=["token rows", "+ position rows", "= summed rows (input to block 1)"])
     for col, (name, rows) in enumerate(panels.items(), start=1):
         fig.update_xaxes(title_text="embedding dimension", range=[-0.5, C - 0.5], row=1, col=col)

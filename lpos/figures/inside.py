@@ -5,11 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from lpos.analysis.heads import BEHAVIOURS, SHARES, HeadPortraits
 from lpos.analysis.streaming import NOISE_ERRORS, SinkTest
-from lpos.figures.common import colour_of, finish, safe
+from lpos.figures.common import colour_of, finish, safe, subplots
 
 TARGETS = ("absolute position", "tokens since sentence end")
 BEHAVIOUR_COLOURS = {"first token (sink)": "#d62728", "previous token": "#1f77b4", "itself": "#2ca02c",
@@ -25,7 +24,7 @@ def probe_figure(panels: dict[str, dict[str, pd.DataFrame]], *,
     """R² of both probes across streams: a column per panel ("trained", "untrained"), a row per
     target, a line per model. `panels` maps a column title to {line name: position_probes frame}."""
     titles = [f"{target}: {safe(panel)}" for target in TARGETS for panel in panels]
-    fig = make_subplots(rows=len(TARGETS), cols=len(panels), subplot_titles=titles, shared_yaxes=True,
+    fig = subplots(rows=len(TARGETS), cols=len(panels), subplot_titles=titles, shared_yaxes=True,
                         vertical_spacing=0.16, horizontal_spacing=0.05)
     shown = set()
     for col, frames in enumerate(panels.values(), start=1):
@@ -63,7 +62,7 @@ def probe_figures(panels: dict[str, dict[str, pd.DataFrame]]) -> list[go.Figure]
 
 def head_grid_figure(portraits: dict[str, HeadPortraits]) -> go.Figure:
     """One layer × head grid per model, each cell coloured by the behaviour the head is named after."""
-    fig = make_subplots(rows=1, cols=len(portraits), subplot_titles=[safe(n) for n in portraits],
+    fig = subplots(rows=1, cols=len(portraits), subplot_titles=[safe(n) for n in portraits],
                         horizontal_spacing=0.03)
     codes = {b: i for i, b in enumerate(BEHAVIOURS)}
     scale = [[edge, BEHAVIOUR_COLOURS[b]] for i, b in enumerate(BEHAVIOURS)

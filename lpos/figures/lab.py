@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from lpos.analysis.lab import accuracies, run_label
-from lpos.figures.common import DIVERGING, colour_of, finish, safe
+from lpos.figures.common import DIVERGING, colour_of, finish, safe, subplots
 from lpos.figures.sinusoids import LINE_COLOURS
 
 
 def curves_figure(curve: list[dict], *, title: str) -> go.Figure:
     """Loss and accuracy on the training batches against the step, side by side."""
     steps = [point["step"] for point in curve]
-    fig = make_subplots(rows=1, cols=2, subplot_titles=["loss", "accuracy"],
+    fig = subplots(rows=1, cols=2, subplot_titles=["loss", "accuracy"],
                         horizontal_spacing=0.12)
     fig.add_trace(go.Scatter(x=steps, y=[p["loss"] for p in curve], mode="lines", name="loss",
                              hovertemplate="step %{x}<br>loss %{y:.3f}<extra></extra>"), row=1, col=1)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
-from lpos.figures.common import finish, safe
+from lpos.figures.common import finish, safe, subplots
 from lpos.figures.sinusoids import LINE_COLOURS
 
 
@@ -14,7 +13,7 @@ def bias_lines_figure(curves: dict[str, np.ndarray], *, title: str) -> go.Figure
     """One panel per scheme (keyed by its label), each head's bias (nh, D + 1, distance 0 first)
     against distance as a step line, so a bucketed bias shows its flat runs. Each panel has its own
     y range: a fixed line and a learned bias near zero both stay readable."""
-    fig = make_subplots(rows=1, cols=len(curves), subplot_titles=[safe(label) for label in curves],
+    fig = subplots(rows=1, cols=len(curves), subplot_titles=[safe(label) for label in curves],
                         horizontal_spacing=0.08)
     for col, (label, curve) in enumerate(curves.items(), start=1):
         distance = np.arange(curve.shape[1])

@@ -6,10 +6,9 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import qualitative
-from plotly.subplots import make_subplots
 
 from lpos.analysis.shuffle import ORDER_BLIND_TOLERANCE, ShuffleResult, moved_from
-from lpos.figures.common import colour_of, finish, safe
+from lpos.figures.common import colour_of, finish, safe, subplots
 from lpos.tokenizer import GPT2, Tokenizer, visible
 
 LOG_FLOOR = 1e-12  # an exact zero has no place on a log axis; it is drawn here and labelled as zero
@@ -44,7 +43,7 @@ def attention_bars(result: ShuffleResult, *, head: int, tokenizer: Tokenizer = G
     palette = qualitative.Plotly + qualitative.D3
     colour_before = [palette[i % len(palette)] for i in range(len(tokens_before))]
     colour_after = [colour_before[i] for i in origin]
-    fig = make_subplots(rows=2, cols=1, shared_yaxes=True, vertical_spacing=0.3,
+    fig = subplots(rows=2, cols=1, shared_yaxes=True, vertical_spacing=0.3,
                         subplot_titles=["original order", "earlier tokens shuffled (the last token stays)"])
     panels = [(tokens_before, result.weights_before[head], colour_before, list(range(len(tokens_before)))),
               (tokens_after, result.weights_after[head], colour_after, origin)]
@@ -62,7 +61,7 @@ def attention_bars(result: ShuffleResult, *, head: int, tokenizer: Tokenizer = G
 
 def prediction_bars(result: ShuffleResult) -> go.Figure:
     """The full model's top-5 next tokens before and after the shuffle, side by side."""
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.15,
+    fig = subplots(rows=1, cols=2, horizontal_spacing=0.15,
                         subplot_titles=["original order", "earlier tokens shuffled"])
     for col, top in enumerate((result.top_before, result.top_after), start=1):
         labels = [safe(t) for t in top["token"]]

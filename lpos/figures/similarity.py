@@ -5,16 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from lpos.analysis.similarity import Projection, SimilarityMap
-from lpos.figures.common import DIVERGING, SEQUENTIAL, finish, position_labels
+from lpos.figures.common import DIVERGING, SEQUENTIAL, finish, position_labels, subplots
 
 
 def similarity_heatmaps(maps: list[SimilarityMap], *, axis_title: str, tokens: list[str] | None = None) -> go.Figure:
     """One cosine map per panel, shared colour scale -1..1. At full resolution `tokens` label the axes;
     a block-averaged map says so in its panel title and hover."""
-    fig = make_subplots(rows=1, cols=len(maps), horizontal_spacing=0.08,
+    fig = subplots(rows=1, cols=len(maps), horizontal_spacing=0.08,
                         subplot_titles=[m.title + (f" — {m.block}×{m.block} blocks averaged" if m.block > 1 else "")
                                         for m in maps])
     for col, similarity in enumerate(maps, start=1):
