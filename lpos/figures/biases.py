@@ -24,7 +24,7 @@ def bias_curves_figure(curves: BiasCurves, *, label: str, colour: str) -> go.Fig
     cols = min(nh, PANELS_PER_ROW)
     rows = math.ceil(nh / cols)
     fig = subplots(rows=rows, cols=cols, shared_yaxes=True, horizontal_spacing=0.03,
-                        vertical_spacing=0.18 / rows, subplot_titles=[f"head {h + 1}" for h in range(nh)])
+                   vertical_spacing=0.18 / rows, subplot_titles=[f"head {h + 1}" for h in range(nh)])
     frame = curves.frame
     groups = curves.same_line
     for head in range(nh):

@@ -22,7 +22,7 @@ def row_drift_figure(drift: RowDrift, *, label: str, upto: int | None = None) ->
     length (bottom); trained rows blue, never-trained rows red, the limit shaded."""
     rows = drift.rows if upto is None else drift.rows[drift.rows.position < upto]
     fig = subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
-                        subplot_titles=("cosine with its step-0 row", "length ÷ step-0 length (log scale)"))
+                   subplot_titles=("cosine with its step-0 row", "length ÷ step-0 length (log scale)"))
     for trained, colour, name in ((True, TRAINED, "rows read in training"), (False, UNTRAINED, "rows never read")):
         part = rows[rows.trained == trained]
         if part.empty:

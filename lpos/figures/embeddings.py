@@ -230,7 +230,7 @@ def embedding_heatmaps(view: EmbeddingView, *, scheme: str) -> go.Figure:
     panels = dict(zip(PANEL_NAMES, (view.token_rows, view.position_rows, view.summed_rows)))
     limit = max(float(np.abs(rows).max()) for rows in panels.values() if rows is not None) if T else 1.0
     fig = subplots(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.03,
-                        subplot_titles=["token rows", "+ position rows", "= summed rows (input to block 1)"])
+                   subplot_titles=["token rows", "+ position rows", "= summed rows (input to block 1)"])
     for col, (name, rows) in enumerate(panels.items(), start=1):
         fig.update_xaxes(title_text="embedding dimension", range=[-0.5, C - 0.5], row=1, col=col)
         if rows is None:  # paper coordinates: an axis with no trace has no domain to refer to

@@ -25,7 +25,7 @@ def probe_figure(panels: dict[str, dict[str, pd.DataFrame]], *,
     target, a line per model. `panels` maps a column title to {line name: position_probes frame}."""
     titles = [f"{target}: {safe(panel)}" for target in TARGETS for panel in panels]
     fig = subplots(rows=len(TARGETS), cols=len(panels), subplot_titles=titles, shared_yaxes=True,
-                        vertical_spacing=0.16, horizontal_spacing=0.05)
+                   vertical_spacing=0.16, horizontal_spacing=0.05)
     shown = set()
     for col, frames in enumerate(panels.values(), start=1):
         for name, frame in frames.items():
@@ -63,7 +63,7 @@ def probe_figures(panels: dict[str, dict[str, pd.DataFrame]]) -> list[go.Figure]
 def head_grid_figure(portraits: dict[str, HeadPortraits]) -> go.Figure:
     """One layer × head grid per model, each cell coloured by the behaviour the head is named after."""
     fig = subplots(rows=1, cols=len(portraits), subplot_titles=[safe(n) for n in portraits],
-                        horizontal_spacing=0.03)
+                   horizontal_spacing=0.03)
     codes = {b: i for i, b in enumerate(BEHAVIOURS)}
     scale = [[edge, BEHAVIOUR_COLOURS[b]] for i, b in enumerate(BEHAVIOURS)
              for edge in (i / len(BEHAVIOURS), (i + 1) / len(BEHAVIOURS))]

@@ -15,7 +15,7 @@ def curves_figure(curve: list[dict], *, title: str) -> go.Figure:
     """Loss and accuracy on the training batches against the step, side by side."""
     steps = [point["step"] for point in curve]
     fig = subplots(rows=1, cols=2, subplot_titles=["loss", "accuracy"],
-                        horizontal_spacing=0.12)
+                   horizontal_spacing=0.12)
     fig.add_trace(go.Scatter(x=steps, y=[p["loss"] for p in curve], mode="lines", name="loss",
                              hovertemplate="step %{x}<br>loss %{y:.3f}<extra></extra>"), row=1, col=1)
     fig.add_trace(go.Scatter(x=steps, y=[p["accuracy"] for p in curve], mode="lines", name="accuracy",

@@ -14,7 +14,7 @@ def bias_lines_figure(curves: dict[str, np.ndarray], *, title: str) -> go.Figure
     against distance as a step line, so a bucketed bias shows its flat runs. Each panel has its own
     y range: a fixed line and a learned bias near zero both stay readable."""
     fig = subplots(rows=1, cols=len(curves), subplot_titles=[safe(label) for label in curves],
-                        horizontal_spacing=0.08)
+                   horizontal_spacing=0.08)
     for col, (label, curve) in enumerate(curves.items(), start=1):
         distance = np.arange(curve.shape[1])
         for head in range(curve.shape[0]):

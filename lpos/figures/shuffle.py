@@ -44,7 +44,7 @@ def attention_bars(result: ShuffleResult, *, head: int, tokenizer: Tokenizer = G
     colour_before = [palette[i % len(palette)] for i in range(len(tokens_before))]
     colour_after = [colour_before[i] for i in origin]
     fig = subplots(rows=2, cols=1, shared_yaxes=True, vertical_spacing=0.3,
-                        subplot_titles=["original order", "earlier tokens shuffled (the last token stays)"])
+                   subplot_titles=["original order", "earlier tokens shuffled (the last token stays)"])
     panels = [(tokens_before, result.weights_before[head], colour_before, list(range(len(tokens_before)))),
               (tokens_after, result.weights_after[head], colour_after, origin)]
     for row, (tokens, weights, colours, came_from) in enumerate(panels, start=1):
@@ -62,7 +62,7 @@ def attention_bars(result: ShuffleResult, *, head: int, tokenizer: Tokenizer = G
 def prediction_bars(result: ShuffleResult) -> go.Figure:
     """The full model's top-5 next tokens before and after the shuffle, side by side."""
     fig = subplots(rows=1, cols=2, horizontal_spacing=0.15,
-                        subplot_titles=["original order", "earlier tokens shuffled"])
+                   subplot_titles=["original order", "earlier tokens shuffled"])
     for col, top in enumerate((result.top_before, result.top_after), start=1):
         labels = [safe(t) for t in top["token"]]
         fig.add_trace(go.Bar(x=top["probability"], y=labels, orientation="h", showlegend=False,

@@ -14,8 +14,8 @@ def similarity_heatmaps(maps: list[SimilarityMap], *, axis_title: str, tokens: l
     """One cosine map per panel, shared colour scale -1..1. At full resolution `tokens` label the axes;
     a block-averaged map says so in its panel title and hover."""
     fig = subplots(rows=1, cols=len(maps), horizontal_spacing=0.08,
-                        subplot_titles=[m.title + (f" — {m.block}×{m.block} blocks averaged" if m.block > 1 else "")
-                                        for m in maps])
+                   subplot_titles=[m.title + (f" — {m.block}×{m.block} blocks averaged" if m.block > 1 else "")
+                                   for m in maps])
     for col, similarity in enumerate(maps, start=1):
         if similarity.block == 1:
             axis = position_labels(tokens) if tokens is not None else np.arange(similarity.size)
