@@ -201,13 +201,19 @@ class Tab(Runs):
         self.owns_context = page is None
         self.page = page if page is not None else browser.new_context(viewport=viewport or VIEWPORT).new_page()
         self.context = self.page.context
-        self.requests = []
+        self.finished_requests, self.http_counted = [], 0  # not sized yet; the bytes of those sized
         self.watch(self.page)
-        self.page.on("requestfinished", lambda request: self.requests.append(request))
+        self.page.on("requestfinished", lambda request: self.finished_requests.append(request))
         self.page.lpos_tab = self  # tab_of(page) finds it
 
     def http_bytes(self) -> int:
-        return sum(r.sizes()["responseBodySize"] + r.sizes()["responseHeadersSize"] for r in self.requests)
+        """The HTTP bytes (bodies and headers) of every request the tab has finished. Each request is sized once,
+        at the first call after it finished: Playwright lets go of a long-lived page's oldest request objects
+        (a walk of 121 pages in one tab met one), so none is kept to be sized later."""
+        while self.finished_requests:
+            sizes = self.finished_requests.pop().sizes()
+            self.http_counted += sizes["responseBodySize"] + sizes["responseHeadersSize"]
+        return self.http_counted
 
     def wait_drawn(self, runs_before: int | None = None, began: float | None = None, *, timeout: float = 120,
                    also: str | None = None) -> dict:
