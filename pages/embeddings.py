@@ -97,5 +97,6 @@ with st.expander("The raw numbers", icon=":material/table:"):
     left.download_button("Download all numbers (CSV)", frame.to_csv(index=False), file_name="embeddings.csv",
                          mime="text/csv", key="download_csv", icon=":material/download:")
     right.download_button("Download the figure (HTML, works offline)",
-                          lambda: embeddings.heatmaps_page(view, scheme=selection.model.scheme), file_name="embeddings.html",
+                          lambda: embeddings.heatmaps_page(view, scheme=selection.model.scheme),
+                          file_name="embeddings.html",
                           mime="text/html", key="download_figure", icon=":material/download:")

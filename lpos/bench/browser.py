@@ -208,8 +208,8 @@ class Tab(Runs):
 
     def http_bytes(self) -> int:
         """The HTTP bytes (bodies and headers) of every request the tab has finished. Each request is sized once,
-        at the first call after it finished: Playwright lets go of a long-lived page's oldest request objects
-        (a walk of 121 pages in one tab met one), so none is kept to be sized later."""
+        at the first call after it finished: Playwright lets go of a long-lived page's oldest request objects, so
+        none is kept to be sized later."""
         while self.finished_requests:
             sizes = self.finished_requests.pop().sizes()
             self.http_counted += sizes["responseBodySize"] + sizes["responseHeadersSize"]

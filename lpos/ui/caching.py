@@ -5,8 +5,7 @@ models of one key and scheme are the same model, so `st.cache_data` / `st.cache_
 given `HASH_FUNCS`: a `GPT` hashes to the key and scheme it was registered under (`remember`,
 called by whoever loads it: lpos.ui.models for the offered and untrained models, lpos.ui.state for
 an upload, whose key carries its digest), a `LoadedModel` to its model's (without loading a shipped one) and
-its label. This replaces the public/private wrapper pairs that passed models as unhashed `_model` arguments. A
-model nobody registered fails loudly (a programmer's error), never silently hashes its weights.
+its label. A model nobody registered fails loudly (a programmer's error), never silently hashes its weights.
 """
 from __future__ import annotations
 
