@@ -69,7 +69,9 @@ def exact_first_layer_change(model: GPT, ids: list[int], shuffled: list[int]) ->
     """first_layer_attention's change between the two orders, its first block recomputed in float64: what
     the reordered sum alone moves is ~1e-17 there, so a change above EXACT_TOLERANCE comes from positions,
     however small (an untrained FIRE's bias starts near 0, not at 0)."""
-    block = copy.deepcopy(model.transformer.h[0]).double()
+    # the block's own weights copied in float64; what its attention reads of the model (model_parts: T5's shared
+    # bias table) is shared, not copied with it (the token table alone is 50,257 rows)
+    block = copy.deepcopy(model.transformer.h[0], memo={id(model.transformer): model.transformer}).double()
     changes = []
     for order in (ids, shuffled):
         x = model.embed_parts(torch.tensor([order], dtype=torch.long)).total.double()  # (1, T, C)
@@ -102,10 +104,17 @@ class ShuffleResult:
 
 
 @torch.no_grad()
-def top_predictions(model: GPT, ids: list[int], *, k: int = 5, tokenizer: Tokenizer = GPT2) -> pd.DataFrame:
-    """The k likeliest next tokens after `ids`, among the tokenizer's tokens (never a padding row)."""
-    logits, _ = model(torch.tensor([ids], dtype=torch.long))
-    probabilities = torch.softmax(logits[0, -1], dim=-1)[: tokenizer.vocab_size]  # (V,)
+def last_logits(model: GPT, orders: list[list[int]]) -> torch.Tensor:
+    """The last position's logits (B, vocab) of equally long inputs, run as one batch: the head runs on
+    that one row of each, not on all T."""
+    hidden, _ = model.hidden_states(torch.tensor(orders, dtype=torch.long), keep_attention=False)  # (B, T, C)
+    return model.output_logits(hidden[:, -1])
+
+
+def top_predictions(logits: torch.Tensor, *, k: int = 5, tokenizer: Tokenizer = GPT2) -> pd.DataFrame:
+    """The k likeliest next tokens of one position's logits (vocab,), among the tokenizer's tokens (never a
+    padding row)."""
+    probabilities = torch.softmax(logits, dim=-1)[: tokenizer.vocab_size]  # (V,)
     top = torch.topk(probabilities, min(k, len(probabilities)))
     return pd.DataFrame(
         {"token": [visible(t) for t in tokenizer.token_strings(top.indices.tolist())], "probability": top.values.numpy()}
@@ -122,21 +131,19 @@ def shuffle_experiment(model: GPT, ids: list[int], *, seed: int = 0, shuffled: l
         raise ValueError("the shuffled ids must permute the earlier tokens and keep the last one")
     out_before, weights_before = first_layer_attention(model, ids)
     out_after, weights_after = first_layer_attention(model, shuffled)
-    logits_before, _ = model(torch.tensor([ids]))
-    logits_after, _ = model(torch.tensor([shuffled]))
-    finite = torch.isfinite(logits_before[0, -1])  # tokens outside a corpus vocabulary are -inf
+    before, after = last_logits(model, [ids, shuffled])  # (vocab,) each
+    finite = torch.isfinite(before)  # tokens outside a corpus vocabulary are -inf
     return ShuffleResult(
         scheme=model.config.position,
         original=list(ids),
         shuffled=shuffled,
         attention_change=float(np.abs(out_after - out_before).max()),
-        logits_change=float((logits_after[0, -1] - logits_before[0, -1])[finite].abs().max()),
+        logits_change=float((after - before)[finite].abs().max()),
         weights_before=weights_before,
         weights_after=weights_after,
-        top_before=top_predictions(model, ids, tokenizer=tokenizer),
-        top_after=top_predictions(model, shuffled, tokenizer=tokenizer),
-        distribution_change=float(0.5 * (torch.softmax(logits_after[0, -1], -1) - torch.softmax(logits_before[0, -1], -1))
-                                  .abs().sum()),
+        top_before=top_predictions(before, tokenizer=tokenizer),
+        top_after=top_predictions(after, tokenizer=tokenizer),
+        distribution_change=float(0.5 * (torch.softmax(after, -1) - torch.softmax(before, -1)).abs().sum()),
         exact_change=exact_first_layer_change(model, ids, shuffled),
     )
 

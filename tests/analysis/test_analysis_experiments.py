@@ -112,6 +112,24 @@ def test_distribution_change_is_the_total_variation(tiny_model):
     assert 0 < result.distribution_change <= 1
 
 
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_the_batched_last_row_equals_each_order_run_alone_and_leaves_the_model_as_it_was(tiny_model, scheme):
+    # one batch of both orders, the head on the last row only: the same logits as two whole forward passes
+    model = tiny_model(scheme, n_layer=2)
+    ids = encode("Once upon a time there was a little girl who loved the sea")
+    before_state = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    result = shuffle_experiment(model, ids, seed=5)
+    with torch.no_grad():
+        alone = [model(torch.tensor([order]))[0][0, -1] for order in (ids, result.shuffled)]
+    assert result.logits_change == pytest.approx(float((alone[1] - alone[0]).abs().max()), rel=1e-4, abs=1e-6)
+    for top, logits in ((result.top_before, alone[0]), (result.top_after, alone[1])):
+        probabilities = torch.softmax(logits, -1)
+        assert top["probability"].tolist() == pytest.approx(probabilities.topk(5).values.tolist(), rel=1e-5)
+    # the float64 copy of block 1 is a copy: the model keeps its float32 weights and shared parts
+    assert all(torch.equal(before_state[name], tensor) and tensor.dtype == before_state[name].dtype
+               for name, tensor in model.state_dict().items())
+
+
 def test_an_explicit_shuffle_must_keep_the_last_token(tiny_model):
     model = tiny_model("none")
     dog, man = encode("The dog bit the man."), encode("The man bit the dog.")
