@@ -1,9 +1,13 @@
 """`python -m lpos bench`: speed of training and evaluation, and the app in headless Chromium."""
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 from pathlib import Path
+
+# The sections a flag runs alone, each a module of lpos.bench (--plotly-react: lpos.bench.plotly_react)
+SECTIONS = ("slow_paths", "cloud", "plotly_react", "floors", "lab")
 
 
 def add_commands(commands) -> None:
@@ -22,6 +26,9 @@ def add_commands(commands) -> None:
     bench.add_argument("--plotly-react", action="store_true",
                        help="only every page's new sentence and own control, charts updated in place against "
                             "st.plotly_chart (LPOS_PLOTLY_REACT=1 and 0, one server each)")
+    bench.add_argument("--floors", action="store_true",
+                       help="only bare pages of the app's shapes (lines of text, charts updated in place) that compute "
+                            "nothing: a new sentence on each against the bare page")
     bench.add_argument("--memory-walk", action="store_true",
                        help="only the seed-size model (45M) from a shared folder: every page on one server, peak RSS")
     bench.add_argument("--tiny-model", action="store_true",
@@ -47,28 +54,12 @@ def run_bench(args) -> int:
     if args.tiny_model and not args.memory_walk:
         raise ValueError("--tiny-model is the memory walk's smoke test: add --memory-walk")
     progress = lambda message: print(message, file=sys.stderr)  # noqa: E731
-    if args.slow_paths:
-        from lpos.bench.slow_paths import report, slow_paths_side
-
-        results = {"machine": bench.machine(), "runs": args.runs,
-                   "slow_paths": slow_paths_side(runs=args.runs, progress=progress)}
-        return emit(results, args, lambda: "\n".join(report(results["slow_paths"])))
-    if args.cloud:
-        from lpos.bench.cloud import cloud_side, report
-
-        results = {"machine": bench.machine(), "runs": args.runs, "cloud": cloud_side(runs=args.runs, progress=progress)}
-        return emit(results, args, lambda: "\n".join(report(results["cloud"])))
-    if args.plotly_react:
-        from lpos.bench.plotly_react import plotly_react_side, report
-
-        results = {"machine": bench.machine(), "runs": args.runs,
-                   "plotly_react": plotly_react_side(runs=args.runs, progress=progress)}
-        return emit(results, args, lambda: "\n".join(report(results["plotly_react"])))
-    if args.lab:
-        from lpos.bench.lab import lab_side, report
-
-        results = {"machine": bench.machine(), "runs": args.runs, "lab": lab_side(runs=args.runs, progress=progress)}
-        return emit(results, args, lambda: "\n".join(report(results["lab"])))
+    for section in SECTIONS:  # a section alone: lpos.bench.<section>'s <section>_side and its report
+        if getattr(args, section):
+            module = importlib.import_module(f"lpos.bench.{section}")
+            measured = getattr(module, f"{section}_side")(runs=args.runs, progress=progress)
+            results = {"machine": bench.machine(), "runs": args.runs, section: measured}
+            return emit(results, args, lambda: "\n".join(module.report(measured)))
     if args.memory_walk:
         from lpos.bench.first_visit import memory_walk, report
 

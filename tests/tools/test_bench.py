@@ -107,6 +107,41 @@ def test_plotly_react_table_gives_each_variant_its_ratio():
     assert "2 runs per page, use and variant" in lines[-1]
 
 
+def test_floors_table_gives_each_shape_its_ratio_against_the_bare_page():
+    from lpos.bench.floors import report
+
+    lines = report({"bare": bench.spread([40.0, 50.0]), "goal_ratio": 2.5,
+                    "shapes": [{"elements": 10, "charts": 0, "ms": bench.spread([80.0]), "ratio": 1.78},
+                               {"elements": 40, "charts": 3, "ms": bench.spread([150.0, 170.0]), "ratio": 3.56}]})
+    assert "the bare page's 45 ms (median of 2, before and after)" in lines[0]
+    assert " ".join(lines[2].split()) == "10 0 80 (80-80) 1.78"
+    assert " ".join(lines[3].split()) == "40 3 160 (150-170) 3.56 over the pages' goal"
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_a_floor_shape_page_draws_its_lines_and_charts_and_each_sentence_redraws_them(tmp_path):
+    """The pages `--floors` times are what their rows say: that many lines of text and charts drawn in place,
+    every chart redrawn by a new sentence, no exception."""
+    from lpos.bench.browser import Server, Tab, chromium
+    from lpos.bench.floors import shape_app
+
+    with chromium() as browser, Server(shape_app(tmp_path, 6, 2), tmp_path / "shape.log") as server:
+        tab = Tab(browser)
+        assert tab.open(server.url, timeout=300)["errors"] == 0
+        counted = tab.page.evaluate("""() => {
+            const elements = [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stElementContainer"]')];
+            return {lines: elements.filter(e => !e.querySelector('.lpos-plotly')).length,
+                    charts: document.querySelectorAll('.lpos-plotly[data-drawn]').length}; }""")
+        assert counted == {"lines": 6, "charts": 2}
+        drawn = {key: digest for key, digest in tab.page.evaluate(
+            "() => [...document.querySelectorAll('.lpos-plotly')].map(d => [d.dataset.key, d.dataset.drawn])")}
+        changed = tab.new_sentence("Another sentence entirely", server=server)
+        assert changed["errors"] == 0 and set(tab.charts_sent) == {"chart0", "chart1"}
+        assert all(tab.charts_sent[key] != digest for key, digest in drawn.items())
+        tab.close()
+
+
 def test_bench_without_chromium_says_what_to_install():
     result = subprocess.run([sys.executable, "-m", "lpos", "bench", "--quick"], cwd=ROOT, capture_output=True, text=True,
                             env={**os.environ, "LPOS_CHROMIUM": "/nonexistent/chromium"}, timeout=120)
@@ -191,6 +226,24 @@ def test_first_visit_only_runs_the_first_visit_sections_alone(monkeypatch):
         "First visit on a fresh server, 13 shipped models", "First visit on a fresh server, 20 shipped models"]
     assert "over goal" not in row("lesson") and row("inside").endswith("over goal by 0.60 s")  # +1.6 s > 1.0 s
     assert any(line.startswith("Seed-size model (45M) from a shared folder: peak RSS 650 MB (within") for line in lines)
+
+
+@pytest.mark.parametrize("section", ["slow_paths", "cloud", "plotly_react", "floors", "lab"])
+def test_a_section_flag_runs_that_section_alone_and_prints_its_report(monkeypatch, capsys, section):
+    import importlib
+
+    from lpos.cli import main
+
+    module = importlib.import_module(f"lpos.bench.{section}")
+    asked = {}
+    monkeypatch.setattr(bench, "check_browser", lambda: None)  # no browser opens here
+    monkeypatch.setattr(bench, "run", lambda **kw: pytest.fail("the whole bench ran"))
+    monkeypatch.setattr(module, f"{section}_side", lambda **kw: asked.update(kw) or {"measured": section})
+    monkeypatch.setattr(module, "report", lambda results: [f"report of {results['measured']}"])
+    assert main(["bench", f"--{section.replace('_', '-')}", "--runs", "2"]) == 0
+    assert asked["runs"] == 2 and capsys.readouterr().out == f"report of {section}\n"
+    assert main(["bench", f"--{section.replace('_', '-')}", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[section] == {"measured": section}
 
 
 def test_the_memory_walk_walks_every_page_with_the_model_its_flag_names(monkeypatch, capsys):
