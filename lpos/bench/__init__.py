@@ -25,8 +25,9 @@ throughput.py measures the model; browser.py is the one browser harness (the ser
 knows when the page is drawn), also the tests' and the load scripts'; the pages measured are lpos.pages's;
 report.py prints the table; common.py holds what they share.
 plotly_react.py (`--plotly-react`) times every page's new sentence and own control with charts updated in
-place against st.plotly_chart. floors.py (`--floors`) times bare pages of the app's shapes that compute nothing. cloud.py (`--cloud`) runs the app's own image in a container limited like
-Community Cloud's smallest app (docker.py: the engine, images and containers; cgroup.py: its memory and CPU).
+place against st.plotly_chart; floors.py (`--floors`) bare pages of the app's shapes that compute nothing.
+cloud.py (`--cloud`) runs the app's own image in a container limited like Community Cloud's smallest app
+(docker.py: the engine, images and containers; cgroup.py: its memory and CPU).
 """
 from __future__ import annotations
 
