@@ -163,11 +163,12 @@ def offset_change(model: GPT, ids: list[int], *, offset: int) -> float | None:
     if model.max_input_length is not None and offset + len(ids) > model.max_input_length:
         return None
     idx = torch.tensor([ids], dtype=torch.long)
-    # only the last position's logits are compared: the head runs on that one row, not on all T
+    # only the last position's logits are compared, and only those of the tokens the model can write (the others
+    # are -inf at every position): the head runs on those two rows, over its own vocabulary
     at_zero = model.hidden_states(idx, keep_attention=False)[0][0, -1]  # (C,)
     shifted = model.hidden_states(idx, keep_attention=False, offset=offset)[0][0, -1]  # (C,)
-    a, b = model.output_logits(at_zero), model.output_logits(shifted)  # (vocab,)
-    finite = a.isfinite()  # tokens outside the model's vocabulary are -inf in both
+    a, b = model.output_scores(torch.stack([at_zero, shifted]))  # (V',) each
+    finite = a.isfinite()
     return float((a[finite] - b[finite]).abs().max())
 
 
