@@ -1,13 +1,18 @@
 """`python -m lpos bench`: speed of training and evaluation, and the app in headless Chromium."""
 from __future__ import annotations
 
-import importlib
 import json
 import sys
 from pathlib import Path
 
-# The sections a flag runs alone, each a module of lpos.bench (--plotly-react: lpos.bench.plotly_react)
-SECTIONS = ("slow_paths", "cloud", "plotly_react", "floors", "lab")
+
+def sections() -> dict:
+    """The sections a flag runs alone, by the flag's name (--plotly-react: plotly_react): (measure, report)."""
+    from lpos.bench import cloud, floors, lab, plotly_react, slow_paths
+
+    return {"slow_paths": (slow_paths.slow_paths_side, slow_paths.report), "cloud": (cloud.cloud_side, cloud.report),
+            "plotly_react": (plotly_react.plotly_react_side, plotly_react.report),
+            "floors": (floors.floors_side, floors.report), "lab": (lab.lab_side, lab.report)}
 
 
 def add_commands(commands) -> None:
@@ -54,12 +59,11 @@ def run_bench(args) -> int:
     if args.tiny_model and not args.memory_walk:
         raise ValueError("--tiny-model is the memory walk's smoke test: add --memory-walk")
     progress = lambda message: print(message, file=sys.stderr)  # noqa: E731
-    for section in SECTIONS:  # a section alone: lpos.bench.<section>'s <section>_side and its report
+    for section, (measure, report) in sections().items():
         if getattr(args, section):
-            module = importlib.import_module(f"lpos.bench.{section}")
-            measured = getattr(module, f"{section}_side")(runs=args.runs, progress=progress)
+            measured = measure(runs=args.runs, progress=progress)
             results = {"machine": bench.machine(), "runs": args.runs, section: measured}
-            return emit(results, args, lambda: "\n".join(module.report(measured)))
+            return emit(results, args, lambda: "\n".join(report(measured)))
     if args.memory_walk:
         from lpos.bench.first_visit import memory_walk, report
 
