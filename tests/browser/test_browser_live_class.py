@@ -46,6 +46,15 @@ def runs(page) -> int:
     return finished_runs(page)
 
 
+def page_state(page) -> list:
+    """What a page shows when a wait for it failed: its runs, URL, script state, what keeps it from counting as
+    drawn, its first header and the start of its text."""
+    return [runs(page), page.url, *page.evaluate("""() => [
+        document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state'),
+        document.querySelectorAll('[data-testid="stSkeleton"], [data-stale="true"], .lpos-plotly[data-drawing]').length,
+        document.querySelector('h2')?.textContent, document.body.innerText.slice(0, 400)]""")]
+
+
 def follows(students, step: int, since: list[int]) -> float:
     """Seconds until every student's page has finished a run that shows `step` (Streamlit's run signal)."""
     start = time.perf_counter()
@@ -53,18 +62,31 @@ def follows(students, step: int, since: list[int]) -> float:
         try:
             wait_for_step(student, step, before, timeout=30)
         except Exception as error:  # what the student's page showed instead, for the log
-            shown = [runs(student), *student.evaluate("() => [document.querySelector('h2')?.textContent, "
-                                                      "document.body.innerText.slice(0, 400)]")]
-            raise AssertionError(f"no run showed step {step} (runs before {before}; page: {shown})") from error
+            raise AssertionError(f"no run showed step {step} (runs before {before}; page: {page_state(student)})") \
+                from error
     return time.perf_counter() - start
 
 
+def wait_for_folded_panel(teacher) -> None:
+    """Wait until the teacher's class panel has folded for its first follower (the panel's timer reruns the page to
+    fold it, within COUNT_S): while it folds, the page below it moves up, and a click on Next lands where the button
+    was before (the click is lost)."""
+    folded = ("() => [...document.querySelectorAll('[data-testid=\"stExpander\"] summary')]"
+              ".some(s => /Live class .* · [1-9][0-9]* following/.test(s.textContent))")
+    tab_of(teacher).wait_drawn(None, timeout=30, also=folded)
+
+
 def move_and_time(teacher, students, step: int) -> float:
+    wait_for_folded_panel(teacher)
     since, teacher_runs = [runs(s) for s in students], runs(teacher)
     # The teacher's page has a timer of its own (the follower count), so "a run finished" may be the
     # timer's: wait for a finished run that shows the new step, as for the students.
     teacher.get_by_role("button", name="Next").click()
-    wait_for_step(teacher, step, teacher_runs, timeout=90)
+    try:
+        wait_for_step(teacher, step, teacher_runs, timeout=90)
+    except Exception as error:  # what the teacher's page showed instead, for the log
+        raise AssertionError(f"the teacher's page did not show step {step} (runs before {teacher_runs}; "
+                             f"page: {page_state(teacher)})") from error
     assert teacher.locator("h2").filter(has_text=f"{step}. {STEPS[step - 1].title}").count() == 1
     return follows(students, step, since)
 
