@@ -168,7 +168,7 @@ def offset_change(model: GPT, ids: list[int], *, offset: int) -> float | None:
     at_zero = model.hidden_states(idx, keep_attention=False)[0][0, -1]  # (C,)
     shifted = model.hidden_states(idx, keep_attention=False, offset=offset)[0][0, -1]  # (C,)
     a, b = model.output_scores(torch.stack([at_zero, shifted]))  # (V',) each
-    finite = a.isfinite()
+    finite = a.isfinite()  # a score a broken file made NaN or infinite is left out, as the logits' -inf were
     return float((a[finite] - b[finite]).abs().max())
 
 

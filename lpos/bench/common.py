@@ -8,7 +8,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent.parent
 GOAL_RATIO = 2.5  # a new sentence may take at most this many times the bare page's
 CPU_GOAL_MS = 80  # server CPU per sentence change on any page
-CONTROL_GOAL_RATIO = 2.5  # a page-local control, against the bare page's sentence change (issue 53)
+CONTROL_GOAL_RATIO = 2.5  # a page-local control, against the bare page's sentence change
 COLD_START_GOAL_MS = 4000
 MEMORY_LIMIT_MB = 690  # Streamlit Community Cloud's smallest documented app memory (docs/DEPLOY.md)
 IDLE_LIMIT_MB = 500  # an idle server holding every shipped model
