@@ -48,11 +48,12 @@ def runs(page) -> int:
 
 def page_state(page) -> list:
     """What a page shows when a wait for it failed: its runs, URL, script state, what keeps it from counting as
-    drawn, its first header and the start of its text."""
+    drawn, its first header and the start of its main text (the sidebar left out)."""
     return [runs(page), page.url, *page.evaluate("""() => [
         document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state'),
         document.querySelectorAll('[data-testid="stSkeleton"], [data-stale="true"], .lpos-plotly[data-drawing]').length,
-        document.querySelector('h2')?.textContent, document.body.innerText.slice(0, 400)]""")]
+        document.querySelector('h2')?.textContent,
+        document.querySelector('[data-testid="stMainBlockContainer"]')?.innerText.slice(0, 600)]""")]
 
 
 def follows(students, step: int, since: list[int]) -> float:
@@ -67,13 +68,32 @@ def follows(students, step: int, since: list[int]) -> float:
     return time.perf_counter() - start
 
 
+# The teacher's class panel (a <details>); it opens and folds with a height animation of about 0.4 s, during
+# which the buttons inside already sit where they end up, under what the page shows below the panel: a click
+# there lands on that instead (Playwright's checks pass, the button never sees it).
+PANEL = ("[...document.querySelectorAll('[data-testid=\"stMainBlockContainer\"] [data-testid=\"stExpander\"] details')]"
+         ".find(d => d.querySelector('summary').textContent.includes('Live class'))")
+
+
+def wait_for_panel(teacher, shown: str) -> None:
+    """Wait until the teacher's page is drawn, its panel is still (no animation running) and `shown` (a
+    JavaScript expression of the panel `d`) holds."""
+    tab_of(teacher).wait_drawn(None, timeout=30, also=f"() => {{ const d = {PANEL}; "
+                                                      f"return d !== undefined && !d.getAnimations().length && ({shown}); }}")
+
+
 def wait_for_folded_panel(teacher) -> None:
     """Wait until the teacher's class panel has folded for its first follower (the panel's timer reruns the page to
     fold it, within COUNT_S): while it folds, the page below it moves up, and a click on Next lands where the button
     was before (the click is lost)."""
-    folded = ("() => [...document.querySelectorAll('[data-testid=\"stExpander\"] summary')]"
-              ".some(s => /Live class .* · [1-9][0-9]* following/.test(s.textContent))")
-    tab_of(teacher).wait_drawn(None, timeout=30, also=folded)
+    wait_for_panel(teacher, "/Live class .* · [1-9][0-9]* following/.test(d.querySelector('summary').textContent)")
+
+
+def open_panel(teacher) -> None:
+    """Open the teacher's folded class panel and wait until it has finished opening."""
+    teacher.get_by_test_id("stMainBlockContainer").get_by_test_id("stExpander").filter(has_text="Live class").locator(
+        "summary").click()
+    wait_for_panel(teacher, "d.open")
 
 
 def move_and_time(teacher, students, step: int) -> float:
@@ -110,15 +130,14 @@ def test_students_follow_explore_and_rejoin(running_app, browser, tmp_path):
     wait_for_app(explorer)
     assert explorer.locator("h2").filter(has_text="4. ").count() == 1
     explorer.screenshot(path=str(tmp_path / "student.png"), full_page=True)
-    teacher.get_by_test_id("stMainBlockContainer").get_by_test_id("stExpander").filter(has_text="Live class").locator(
-        "summary").click()  # the panel folded when the first student followed: opened to end the class
+    open_panel(teacher)  # the panel folded when the first student followed: opened to end the class
     assert follower.get_by_text("Following the teacher").count() == 1  # no late echo read as the student's move
     run_and_wait(teacher, teacher.get_by_role("button", name="End the class").click)
     try:
         follower.wait_for_function("() => document.body.innerText.includes('This class has ended')", timeout=30_000)
     except Exception as error:
-        shown = follower.evaluate("() => document.body.innerText.slice(0, 600)")
-        raise AssertionError(f"the follower never heard the class end; its page: {shown!r}") from error
+        raise AssertionError(f"the follower never heard the class end; its page: {page_state(follower)}; "
+                             f"the teacher's: {page_state(teacher)}") from error
     run_and_wait(follower, follower.get_by_role("button", name="Next").click)  # the page keeps working
     for page in (teacher, *students):
         page.context.close()
@@ -152,7 +171,7 @@ def test_students_on_another_replica_follow_through_redis(browser, tmp_path, red
         panel = back.get_by_test_id("stMainBlockContainer").get_by_test_id("stExpander").filter(has_text="Live class")
         # folded to one line once a student follows: opened for the code
         assert re.search(f"Live class {code[:4]}-{code[4:]} · [12] following", panel.locator("summary").inner_text())
-        panel.locator("summary").click()
+        open_panel(back)
         assert back.locator(".st-key-live_class_code h1").inner_text().strip().replace("-", "") == code
         assert back.get_by_text(f"You are teaching class {code[:4]}-{code[4:]} again, at its step 3").count() == 1
         assert move_and_time(back, [fresh], 4) < FOLLOW_WITHIN_S
