@@ -78,8 +78,8 @@ PANEL = ("[...document.querySelectorAll('[data-testid=\"stMainBlockContainer\"] 
 def wait_for_panel(teacher, shown: str) -> None:
     """Wait until the teacher's page is drawn, its panel is still (no animation running) and `shown` (a
     JavaScript expression of the panel `d`) holds."""
-    tab_of(teacher).wait_drawn(None, timeout=30, also=f"() => {{ const d = {PANEL}; "
-                                                      f"return d !== undefined && !d.getAnimations().length && ({shown}); }}")
+    still = f"() => {{ const d = {PANEL}; return d !== undefined && !d.getAnimations().length && ({shown}); }}"
+    tab_of(teacher).wait_drawn(None, timeout=30, also=still)
 
 
 def wait_for_folded_panel(teacher) -> None:
