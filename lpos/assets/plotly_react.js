@@ -80,6 +80,14 @@ function themed(spec, parent) {
 // Streamlit's modebar choices for a chart without selections (its PlotlyChart), then the page's own.
 const CONFIG = { displaylogo: false, showSendToCloud: false, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
 
+// Plotly's work on a div (a draw, a resize) goes on after its call returns: each is kept in div.lposBusy,
+// which settles once all of them have, so that the div is purged only then (a purge under way makes the rest
+// of a draw throw, "Cannot read properties of undefined").
+function busy(div, work) {
+  div.lposBusy = Promise.allSettled([div.lposBusy, work]);
+  return work;
+}
+
 export default function ({ data, parentElement }) {
   let div = parentElement.querySelector(":scope > .lpos-plotly");
   if (!div) {
@@ -89,14 +97,14 @@ export default function ({ data, parentElement }) {
   }
   const done = () => { // Streamlit calls what the last call returned when it removes the chart
     div.lposResize?.disconnect();
-    window.lposPlotly?.then((Plotly) => Plotly.purge(div));
+    Promise.allSettled([div.lposBusy]).then(() => window.lposPlotly).then((Plotly) => Plotly?.purge(div), () => {});
   };
   div.dataset.key = data.key;
   // Streamlit calls this again with the same data when the viewer switches theme: redraw then too
   const look = getComputedStyle(parentElement).getPropertyValue("--st-background-color");
   if (div.dataset.drawn === data.digest && div.lposLook === look) return done; // the figure on the page
   div.dataset.drawing = data.digest; // cleared once drawn: the tests and the bench wait on it
-  loadPlotly(data.plotly)
+  busy(div, loadPlotly(data.plotly)
     .then((Plotly) => {
       const figure = themed(data.figure, parentElement);
       const layout = { height: 450, ...figure.layout, autosize: true };
@@ -108,7 +116,7 @@ export default function ({ data, parentElement }) {
       return drawn.then(() => {
         // the column's width changes; a chart hidden meanwhile (a page left, a section folded) is fitted when it
         // shows again, as Plotly refuses to resize a div that is not displayed
-        div.lposResize ??= new ResizeObserver(() => div.offsetParent !== null && Plotly.Plots.resize(div));
+        div.lposResize ??= new ResizeObserver(() => div.offsetParent !== null && busy(div, Plotly.Plots.resize(div)));
         div.lposResize.observe(div);
       });
     })
@@ -120,6 +128,6 @@ export default function ({ data, parentElement }) {
     .catch((error) => {
       div.textContent = String(error);
       throw error;
-    });
+    }));
   return done;
 }

@@ -118,3 +118,43 @@ def test_an_animation_keeps_its_frames_and_plays(app_in_place, page):
     chart.locator(".updatemenu-button").first.click()  # Play
     page.wait_for_function(f"div => ({step})(div) > 0", arg=chart.element_handle(), timeout=30_000)
     assert page.console_errors == [] and page.failed_requests == []
+
+
+# The component's module, loaded again in the page, draws a chart into a div of its own and is told the chart is gone
+# (what Streamlit does when a learner leaves the page) at each of these ms after the draw began (-1: at once); then a
+# drawn chart is resized and told so while the resize's redraw runs. Returns, for each, whether the div was purged.
+REMOVED_WHILE_BUSY = """async ([source, figure]) => {
+  const render = (await import(URL.createObjectURL(new Blob([source], {type: "text/javascript"})))).default;
+  const wait = (ms) => new Promise((r) => setTimeout(r, ms));
+  const cases = [[-1, false], [0, false], [5, false], [20, false], [80, false], [400, true], [420, true]];
+  const divs = [];
+  for (const [[delay, resize], i] of cases.map((c, i) => [c, i])) {
+    const parent = document.createElement("div");
+    parent.style.width = "600px";
+    document.querySelector('[data-testid="stMain"]').appendChild(parent);
+    const done = render({data: {key: `removed-${i}`, digest: `d${i}`, figure, plotly: "", config: {}}, parentElement: parent});
+    divs.push(parent.firstElementChild);
+    if (delay >= 0) await wait(delay);
+    if (resize) { parent.style.width = "400px"; await wait(120); }  // Plotly's resize redraws 100 ms after it is asked
+    done();
+    parent.remove();
+  }
+  await wait(1500);
+  return divs.map((div) => div._fullLayout === undefined && div.data === undefined);
+}"""
+
+
+def test_a_chart_removed_while_it_draws_is_purged_once_plotly_is_done(app_in_place, page):
+    """A chart removed while Plotly still draws or resizes it (a learner leaving a page as it redraws): no error,
+    and the div purged all the same."""
+    from lpos.ui.plotly_react import SCRIPT
+
+    thrown = []
+    page.on("pageerror", lambda error: thrown.append(str(error)))
+    open_url(page, f"{app_in_place.url}/?scheme=learned&model=learned", timeout=FIRST_RUN)
+    figure = page.locator(IN_PLACE).first.evaluate(  # titles on both axes: Plotly redraws to fit their margins
+        """div => JSON.stringify({data: div.data, layout: {title: {text: "removed"}, xaxis: {title: {text: "dimension"}},
+                                                         yaxis: {title: {text: "token rows"}}}})""")
+    purged = page.evaluate(REMOVED_WHILE_BUSY, [SCRIPT.read_text(encoding="utf-8"), figure])
+    assert purged == [True] * 7, purged
+    assert thrown == [] and page.console_errors == [], (thrown, page.console_errors)
