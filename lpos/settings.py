@@ -15,7 +15,7 @@ test sets it first), and a value that does not parse reads as the default, never
 | `LPOS_LAB_WORKERS` | lab runs trained at once by worker processes the server starts (more wait in a queue); with `LPOS_REDIS_URL`, `rq worker` processes train them instead | 1 |
 | `LPOS_LAB_MAX_STEPS` | the most steps a lab run trains | 5000 |
 | `LPOS_LAB_MAX_SECONDS` | the longest a lab run trains, in seconds | 300 |
-| `LPOS_LAB_MAX_MB` | the most memory a lab run's process may hold, in MB | 2048 |
+| `LPOS_LAB_MAX_MB` | the most memory a lab run may take, in MB: what its process holds beyond what it held when the run began (the server also ends a worker process holding 1.25 times this in all) | 2048 |
 """
 from __future__ import annotations
 

@@ -80,7 +80,9 @@ class LabArgs:
 
 @dataclass(frozen=True)
 class Caps:
-    """Where a run is stopped whatever it asked: steps, wall seconds, memory of its process (MB)."""
+    """Where a run is stopped whatever it asked: steps, wall seconds, and the memory (MB) the run takes: what its
+    process holds beyond what it held when the run began (a worker of its own, or the CLI, or any process that
+    already holds other models)."""
     max_steps: int = 5000
     max_seconds: float = 300.0
     max_memory_mb: int = 2048
@@ -189,6 +191,7 @@ def train(args: LabArgs, *, caps: Caps = Caps(), on_progress: Callable[[Progress
     sample = held.x[:1]
     g = torch.Generator().manual_seed(args.seed)
     taken, curve, window_sums = [], [], [0.0, 0.0, 0]
+    held_before = memory_mb()
     began = last_report = time.perf_counter()
     model.train()
     step = 0
@@ -204,7 +207,7 @@ def train(args: LabArgs, *, caps: Caps = Caps(), on_progress: Callable[[Progress
         optimizer.step()
         window_sums = [window_sums[0] + loss.item(), window_sums[1] + right, window_sums[2] + 1]
         now = time.perf_counter()
-        reason = stop_reason(now - began, step, caps, should_stop)
+        reason = stop_reason(now - began, step, caps, should_stop, held_before=held_before)
         if now - last_report >= PROGRESS_SECONDS or step == steps - 1 or reason:
             curve.append({"step": step + 1, "loss": round(window_sums[0] / window_sums[2], 4),
                           "accuracy": round(window_sums[1] / window_sums[2], 4), "seconds": round(now - began, 2)})
@@ -231,12 +234,18 @@ def train(args: LabArgs, *, caps: Caps = Caps(), on_progress: Callable[[Progress
     return model, meta
 
 
-def stop_reason(seconds: float, step: int, caps: Caps, should_stop: Callable[[], bool] | None) -> str | None:
-    """Why the run stops after this step, or None to go on."""
+def stop_reason(seconds: float, step: int, caps: Caps, should_stop: Callable[[], bool] | None, *,
+                held_before: float = 0.0) -> str | None:
+    """Why the run stops after this step, or None to go on (`held_before`: the process's MB when the run began)."""
     if should_stop is not None and should_stop():
-        return f"stopped by the learner after {step + 1:,} steps"
+        return f"stopped by the learner after {_steps(step + 1)}"
     if seconds > caps.max_seconds:
-        return f"stopped at the cap of {caps.max_seconds:,.0f} seconds, after {step + 1:,} steps"
-    if step % MEMORY_CHECK_STEPS == 0 and (used := memory_mb()) > caps.max_memory_mb:
-        return f"stopped at the memory cap of {caps.max_memory_mb:,} MB ({used:,.0f} MB in use), after {step + 1:,} steps"
+        return f"stopped at the cap of {caps.max_seconds:,.0f} seconds, after {_steps(step + 1)}"
+    if step % MEMORY_CHECK_STEPS == 0 and (taken := memory_mb() - held_before) > caps.max_memory_mb:
+        return (f"stopped at the memory cap of {caps.max_memory_mb:,} MB ({taken:,.0f} MB taken by the run), "
+                f"after {_steps(step + 1)}")
     return None
+
+
+def _steps(count: int) -> str:
+    return f"{count:,} step{'s' if count != 1 else ''}"

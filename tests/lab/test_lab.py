@@ -18,7 +18,7 @@ from lpos.lab.job import NICENESS
 from lpos.lab.measure import accuracy_by_length, evaluation_lengths
 from lpos.lab.runs import LocalRuns
 from lpos.lab.tasks import BACK, LETTERS, PAD, SEPARATOR, TASKS
-from lpos.lab.training import build_model, make_task
+from lpos.lab.training import MEMORY_CHECK_STEPS, Caps, build_model, make_task, memory_mb, stop_reason
 
 
 def decoded(task, ids) -> str:
@@ -77,6 +77,19 @@ def test_cli_json_and_a_checkpoint_load_opens_with_its_characters(tmp_path, caps
     assert model.config.position == "rope" and model.config.block_size == 16
     assert meta["timeline"]["steps"][0] == 0 and meta["timeline"]["steps"][-1] == 3
     assert meta["lab"]["accuracy_by_length"] == {int(k): v for k, v in found["accuracy_by_length"].items()}
+
+
+def test_the_memory_cap_counts_what_the_run_takes_not_what_its_process_held_before():
+    """A run in a process that already holds more than the cap (the CLI inside a test session, a notebook with
+    models loaded) trains all its steps; one that takes more than the cap is stopped, saying so."""
+    held = memory_mb()
+    cap = int(held) // 2  # this process holds twice the cap before the run (torch and the tests' models)
+    args = lab.LabArgs(task="copy", scheme="rope", window=16, steps=MEMORY_CHECK_STEPS + 5)
+    _, meta = lab.train(args, caps=Caps(max_memory_mb=cap))
+    assert (meta["lab"]["steps_done"], meta["lab"]["stopped"]) == (MEMORY_CHECK_STEPS + 5, None)
+    said = stop_reason(0.0, 0, Caps(max_memory_mb=cap), None, held_before=memory_mb() - cap - 50)
+    assert said is not None and said.startswith(f"stopped at the memory cap of {cap:,} MB (")
+    assert said.endswith("MB taken by the run), after 1 step")
 
 
 def test_text_refuses_what_it_cannot_read():
