@@ -69,8 +69,8 @@ def follows(students, step: int, since: list[int]) -> float:
 
 
 # The teacher's class panel (a <details>); it opens and folds with a height animation of about 0.4 s, during
-# which the buttons inside already sit where they end up, under what the page shows below the panel: a click
-# there lands on that instead (Playwright's checks pass, the button never sees it).
+# which the buttons inside already sit where they end up, under what the page shows below the panel. A click sent
+# then was lost now and then on a busy machine (docs/RELIABILITY.md, "What was tried"): the tests click once it is still.
 PANEL = ("[...document.querySelectorAll('[data-testid=\"stMainBlockContainer\"] [data-testid=\"stExpander\"] details')]"
          ".find(d => d.querySelector('summary').textContent.includes('Live class'))")
 
