@@ -84,7 +84,7 @@ const CONFIG = { displaylogo: false, showSendToCloud: false, modeBarButtonsToRem
 // which settles once all of them have, so that the div is purged only then (a purge under way makes the rest
 // of a draw throw, "Cannot read properties of undefined").
 function busy(div, work) {
-  div.lposBusy = Promise.allSettled([div.lposBusy, work]);
+  div.lposBusy = Promise.allSettled([div.lposBusy, work]).then(() => undefined); // no values kept, draw after draw
   return work;
 }
 
