@@ -84,15 +84,18 @@ def wait_for_panel(teacher, shown: str) -> None:
 
 def wait_for_folded_panel(teacher) -> None:
     """Wait until the teacher's class panel has folded for its first follower (the panel's timer reruns the page to
-    fold it, within COUNT_S): while it folds, the page below it moves up, and a click on Next lands where the button
-    was before (the click is lost)."""
+    fold it, within COUNT_S): while it folds, the page below it moves up, and a click on Next sent then was lost."""
     wait_for_panel(teacher, "/Live class .* · [1-9][0-9]* following/.test(d.querySelector('summary').textContent)")
+
+
+def panel_of(teacher):
+    """The teacher's class panel (a Playwright locator)."""
+    return teacher.get_by_test_id("stMainBlockContainer").get_by_test_id("stExpander").filter(has_text="Live class")
 
 
 def open_panel(teacher) -> None:
     """Open the teacher's folded class panel and wait until it has finished opening."""
-    teacher.get_by_test_id("stMainBlockContainer").get_by_test_id("stExpander").filter(has_text="Live class").locator(
-        "summary").click()
+    panel_of(teacher).locator("summary").click()
     wait_for_panel(teacher, "d.open")
 
 
@@ -168,9 +171,9 @@ def test_students_on_another_replica_follow_through_redis(browser, tmp_path, red
         replicas[0].process.wait(timeout=20)
         back = teacher.context.new_page()
         open_url(back, f"{replicas[1].url}/lesson?presenter=1")
-        panel = back.get_by_test_id("stMainBlockContainer").get_by_test_id("stExpander").filter(has_text="Live class")
         # folded to one line once a student follows: opened for the code
-        assert re.search(f"Live class {code[:4]}-{code[4:]} · [12] following", panel.locator("summary").inner_text())
+        assert re.search(f"Live class {code[:4]}-{code[4:]} · [12] following",
+                         panel_of(back).locator("summary").inner_text())
         open_panel(back)
         assert back.locator(".st-key-live_class_code h1").inner_text().strip().replace("-", "") == code
         assert back.get_by_text(f"You are teaching class {code[:4]}-{code[4:]} again, at its step 3").count() == 1
