@@ -32,6 +32,7 @@ def navigation() -> dict[str, list[st.Page]]:
 
 ui.map_large_allocations()  # freed tensors go back to the system (lpos/ui/collect.py)
 ui.collect_garbage()  # a full collection now and then, not after every run (lpos/ui/collect.py)
+ui.release_idle_models()  # above LPOS_MODEL_MEMORY_MB, the models no run asked for in 30 s (lpos/resident.py)
 page = st.navigation(navigation())
 st.session_state["selection"] = ui.sidebar()
 with profiled(page.title):  # LPOS_PROFILE=<folder>: one pyinstrument report per run (lpos/ui/profiling.py)

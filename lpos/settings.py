@@ -10,6 +10,7 @@ test sets it first), and a value that does not parse reads as the default, never
 | `LPOS_REDIS_URL` | the live class's Redis, shared by every replica | none: classes live in the process |
 | `LPOS_PROFILE` | a folder for one pyinstrument report per page run | none |
 | `LPOS_FULL_GC_SECONDS` | seconds between the app's full garbage collections | 30 |
+| `LPOS_MODEL_MEMORY_MB` | above this resident size, in MB, an app process lets go of the shipped and shared-folder models no run has asked for in the last 30 s (a page that needs one again loads it again) | 480 |
 | `LPOS_DATA_DIR` | the training corpus | `shared/data` beside the checkout |
 | `LPOS_PLOTLY_REACT` | `1`: every chart is updated in place (lpos/ui/plotly_react.py); `0`: st.plotly_chart | `PLOTLY_REACT_DEFAULT` below |
 | `LPOS_LAB_WORKERS` | lab runs trained at once by worker processes the server starts (more wait in a queue); with `LPOS_REDIS_URL`, `rq worker` processes train them instead | 1 |
@@ -29,6 +30,7 @@ TORCH_THREADS = "LPOS_TORCH_THREADS"
 REDIS_URL = "LPOS_REDIS_URL"
 PROFILE = "LPOS_PROFILE"
 FULL_GC_SECONDS = "LPOS_FULL_GC_SECONDS"
+MODEL_MEMORY_MB = "LPOS_MODEL_MEMORY_MB"
 DATA_DIR = "LPOS_DATA_DIR"
 PLOTLY_REACT = "LPOS_PLOTLY_REACT"
 LAB_WORKERS = "LPOS_LAB_WORKERS"
@@ -82,6 +84,10 @@ def profile_dir() -> Path | None:
 
 def full_gc_seconds() -> float:
     return _number(FULL_GC_SECONDS, 30.0, float)
+
+
+def model_memory_mb() -> int:
+    return _number(MODEL_MEMORY_MB, 480)
 
 
 def data_dir(default: Path) -> Path:

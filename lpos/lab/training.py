@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from lpos import snapshots
+from lpos.resident import memory_mb
 from lpos.lab.measure import Picture, accuracy_by_length, evaluation_batch, loss_and_accuracy, scheme_picture
 from lpos.lab.tasks import LETTERS, PAD, TASKS, TEXT, check_task
 from lpos.lab.text import TextTask
@@ -153,18 +154,6 @@ def learning_rate(step: int, steps: int, lr: float) -> float:
         return lr * (step + 1) / WARMUP
     progress = (step - WARMUP) / max(1, steps - WARMUP)
     return lr * (0.1 + 0.45 * (1 + math.cos(math.pi * progress)))
-
-
-def memory_mb() -> float:
-    """This process's resident memory in MB (Linux: /proc/self/status; elsewhere 0)."""
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
 
 
 def probe_of(task) -> snapshots.Probe:

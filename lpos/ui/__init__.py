@@ -6,7 +6,8 @@ instead of tracebacks), caching (models named by their key in cache keys), uploa
 and profiling."""
 from lpos.ui.collect import collect_garbage, map_large_allocations
 from lpos.ui.guards import usable_ids
+from lpos.ui.models import release_idle_models
 from lpos.ui.selection import DEFAULT_TEXT, Selection, selection
 from lpos.ui.state import sidebar
 
-__all__ = ["DEFAULT_TEXT", "Selection", "collect_garbage", "map_large_allocations", "selection", "sidebar", "usable_ids"]
+__all__ = ["DEFAULT_TEXT", "Selection", "collect_garbage", "map_large_allocations", "release_idle_models", "selection", "sidebar", "usable_ids"]

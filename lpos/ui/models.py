@@ -1,4 +1,5 @@
-"""Which models the app offers, loaded once per process and shared by every session.
+"""Which models the app offers, loaded once per process and shared by every session (let go of when idle
+while the process holds more than LPOS_MODEL_MEMORY_MB: release_idle_models).
 
 Names come from three places: the shipped checkpoints, the folder named by
 LPOS_CHECKPOINT_DIR (offered to every user by whoever runs the app), and the session's own
@@ -16,8 +17,7 @@ import streamlit as st
 import torch
 import torch.nn as nn
 
-from lpos import settings
-from lpos import checkpoints
+from lpos import checkpoints, resident, settings
 from lpos.analysis.embeddings import TokenCounts
 from lpos.analysis.scheme_views import positionless_scheme
 from lpos.checkpoints import ModelRef, cards
@@ -35,6 +35,8 @@ UNTRAINED = str(ModelRef.untrained())
 # against the file's own train_args.
 SHIPPED_LABELS = {"learned-32": "learned, trained on windows of ≤ 32 tokens"}
 SHARED_DIR_ENV = settings.CHECKPOINT_DIR
+IDLE_SECONDS = 30  # an offered model not asked for this long may be let go of (release_idle_models)
+_LAST_USE = resident.LastUse(IDLE_SECONDS)
 
 # Many sessions run the models at once, each on its own script thread: one torch thread per run
 # keeps them from fighting over the cores (and from each holding a thread pool).
@@ -148,8 +150,26 @@ def label(key: str) -> str:
     return ref.label(SHIPPED_LABELS.get(ref.name) if ref.is_shipped else None)
 
 
-@st.cache_resource(show_spinner="Loading the model…")
 def load_offered(key: str) -> tuple[GPT, dict]:
+    """An offered model (a shipped name or a shared folder's file) and its meta, loaded once and shared by every
+    session while it is in use (release_idle_models)."""
+    _LAST_USE.used(key)
+    return _loaded(key)
+
+
+def release_idle_models() -> list[str]:
+    """While this process holds more than LPOS_MODEL_MEMORY_MB, let go of the offered models no run has asked
+    for in IDLE_SECONDS, least recently used first (lpos.resident); returns their keys. A session's upload is
+    its own (st.session_state) and goes with the session, not here."""
+    def release(key: str) -> None:
+        _loaded.clear(key)
+        release_memory()
+
+    return resident.release_idle(_LAST_USE, release, limit_mb=settings.model_memory_mb())
+
+
+@st.cache_resource(show_spinner="Loading the model…")
+def _loaded(key: str) -> tuple[GPT, dict]:
     path = shared_dir_files().get(key)
     model, meta = checkpoints.load(path if path is not None else key)
     if model.config.tied and model.output_vocab is not None:  # only such a model can share (GPT.share_token_table):

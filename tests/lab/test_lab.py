@@ -18,7 +18,8 @@ from lpos.lab.job import NICENESS
 from lpos.lab.measure import accuracy_by_length, evaluation_lengths
 from lpos.lab.runs import LocalRuns
 from lpos.lab.tasks import BACK, LETTERS, PAD, SEPARATOR, TASKS
-from lpos.lab.training import MEMORY_CHECK_STEPS, Caps, build_model, make_task, memory_mb, stop_reason
+from lpos.lab.training import MEMORY_CHECK_STEPS, Caps, build_model, make_task, stop_reason
+from lpos.resident import memory_mb
 
 
 def decoded(task, ids) -> str:
