@@ -41,7 +41,7 @@ from lpos.bench.browser import Tab, chromium, free_port, peak_memory
 from lpos.bench.cgroup import Cgroup
 from lpos.bench.common import COLD_START_GOAL_MS, CPU_GOAL_MS, GOAL_RATIO, MEMORY_LIMIT_MB
 from lpos.bench.docker import Docker, healthy, run, source_digest, wait_for
-from lpos.bench.first_visit import COLD_EXTRA_CPU_S, first_visit
+from lpos.bench.first_visit import COLD_EXTRA_CPU_S, first_visit, seed_size_model, walk_with_upload
 from lpos.bench.measure import FLOOR_APP, sentence_ratios
 from lpos.pages import url_paths
 
@@ -176,6 +176,27 @@ def measure(browser, docker: Docker, folder: Path, runs: int, progress) -> dict:
     return results
 
 
+def walk_in_container(browser, docker: Docker, folder: Path, progress) -> dict:
+    """The memory walk's second half (lpos.bench.first_visit.walk_with_upload: every page with every shipped model,
+    then the seed-size model uploaded and every page with it) in a fresh app container under LIMITS: its memory as
+    docker stats counts it, and whether the kernel killed it."""
+    progress("the memory walk's container: building the seed-size model (45M parameters, random weights)")
+    upload = seed_size_model(folder)
+    app = Container(docker, "walk")
+    try:
+        app.wait_ready()
+        try:
+            walked = walk_with_upload(browser, app, upload, progress=progress)
+        except Exception as error:
+            if app.running():
+                raise
+            said = str(error).partition("\n")[0][:300]
+            walked = {"died": {"error": f"{type(error).__name__}: {said}", "log_tail": app.log_tail()}}
+        return walked | {"limit_mb": MEMORY_LIMIT_MB} | app.outcome()
+    finally:
+        docker.remove(app.name)
+
+
 def prune_app_images(keep: str) -> list[str]:
     """Remove the lpos:cloud-* images other than `keep` (earlier builds of this bench); their tags."""
     tags = run(["docker", "images", APP_REPOSITORY, "--format", "{{.Repository}}:{{.Tag}}"], timeout=60).stdout.split()
@@ -185,10 +206,11 @@ def prune_app_images(keep: str) -> list[str]:
     return old
 
 
-def cloud_side(*, runs: int = 5, progress=print, docker: Docker | None = None, browser=None) -> dict:
+def cloud_side(*, runs: int = 5, progress=print, docker: Docker | None = None, browser=None, walk: bool = False) -> dict:
     """Every measurement, with the images built or reused by tag, in a Chromium of its own (or, given
     `docker` and `browser`, that engine and its images as they are, in that browser: the container
-    tests' run); needs Playwright, Chromium, and root for Docker."""
+    tests' run); with `walk`, the memory walk in a container of its own after them (walk_in_container).
+    Needs Playwright, Chromium, and root for Docker."""
     began = time.perf_counter()
     with tempfile.TemporaryDirectory() as folder:
         folder = Path(folder)
@@ -204,6 +226,8 @@ def cloud_side(*, runs: int = 5, progress=print, docker: Docker | None = None, b
                 results["images"] = docker.build_images(reuse=True) | {"removed": prune_app_images(docker.app)}
             with (chromium() if browser is None else contextlib.nullcontext(browser)) as browser:
                 results |= measure(browser, docker, folder, runs, progress)
+                if walk:
+                    results["walk"] = walk_in_container(browser, docker, folder, progress)
         finally:
             left = docker.cleanup() if own else []
         if left:
@@ -214,6 +238,19 @@ def cloud_side(*, runs: int = 5, progress=print, docker: Docker | None = None, b
 
 def _verdict(met: bool) -> str:
     return "within goal" if met else "MISS"
+
+
+def walk_lines(walk: dict) -> list[str]:
+    """The memory walk in its container: peak memory beside the limit, after each stage, and any kill."""
+    killed = walk["oom_killed"] or bool(walk.get("oom_kills"))
+    if "died" in walk:
+        return [f"  Memory walk: MISS, the container stopped (exit code {walk['exit_code']}, OOM kill "
+                f"{str(killed).lower()}): {walk['died']['error']}"]
+    return [f"  Memory walk in its own container: every page with each of the {len(walk['models'])} shipped models, then a "
+            f"learner's upload ({walk['upload_mb']:,.0f} MB) on every page: peak {walk['peak_rss_mb']:,.0f} MB "
+            f"(goal < {walk['limit_mb']} MB: {_verdict(walk['peak_rss_mb'] < walk['limit_mb'])}); OOM kill: "
+            f"{'KILLED, MISS' if killed else 'none'}",
+            *(f"    after {stage}: {mb:,.0f} MB" for stage, mb in walk["rss_after_mb"].items())]
 
 
 def report(results: dict) -> list[str]:
@@ -269,5 +306,8 @@ def report(results: dict) -> list[str]:
     if died:
         lines.append(f"  MISS: the container stopped during \"{died['during']}\" (exit code {results.get('exit_code')}): "
                      f"{died['error']}")
+    walk = results.get("walk")
+    if walk:
+        lines += walk_lines(walk)
     lines.append(f"  ({results['seconds']:.0f} s in all)")
     return lines

@@ -27,7 +27,8 @@ def add_commands(commands) -> None:
     bench.add_argument("--cloud", action="store_true",
                        help="only the app's own image (deploy/) in a container limited like Community Cloud's smallest "
                             "app (--cpus 1 --memory 690m): first page, each page's first visit, a new sentence per page, "
-                            "peak memory, OOM kill (needs root for Docker)")
+                            "peak memory, OOM kill (needs root for Docker); with --memory-walk, the walk with every shipped "
+                            "model and an upload in a container of its own too")
     bench.add_argument("--plotly-react", action="store_true",
                        help="only every page's new sentence and own control, charts updated in place against "
                             "st.plotly_chart (LPOS_PLOTLY_REACT=1 and 0, one server each)")
@@ -61,7 +62,8 @@ def run_bench(args) -> int:
     progress = lambda message: print(message, file=sys.stderr)  # noqa: E731
     for section, (measure, report) in sections().items():
         if getattr(args, section):
-            measured = measure(runs=args.runs, progress=progress)
+            walk = {"walk": True} if section == "cloud" and args.memory_walk else {}  # the walk in its own container
+            measured = measure(runs=args.runs, progress=progress, **walk)
             results = {"machine": bench.machine(), "runs": args.runs, section: measured}
             return emit(results, args, lambda: "\n".join(report(measured)))
     if args.memory_walk:

@@ -246,6 +246,26 @@ def test_a_section_flag_runs_that_section_alone_and_prints_its_report(monkeypatc
     assert json.loads(capsys.readouterr().out)[section] == {"measured": section}
 
 
+def test_the_cloud_flag_with_the_memory_walk_walks_in_a_container_and_says_the_peak_beside_the_limit(monkeypatch, capsys):
+    from lpos.bench import cloud
+    from lpos.cli import main
+
+    asked = {}
+    monkeypatch.setattr(bench, "check_browser", lambda: None)
+    monkeypatch.setattr(cloud, "cloud_side", lambda **kw: asked.update(kw) or {})
+    assert main(["bench", "--cloud", "--memory-walk", "--json"]) == 0 and asked["walk"] is True
+    asked.clear()
+    assert main(["bench", "--cloud", "--json"]) == 0 and "walk" not in asked  # the walk only when asked for
+    walked = {"models": ["rope", "t5"], "upload_mb": 172.3, "peak_rss_mb": 701.0, "limit_mb": 690,
+              "rss_after_mb": {"every shipped model": 450.0, "the upload loaded": 640.0}, "oom_killed": False, "oom_kills": 0}
+    lines = cloud.walk_lines(walked)
+    assert lines[0].startswith("  Memory walk in its own container: every page with each of the 2 shipped models, then a "
+                               "learner's upload (172 MB) on every page: peak 701 MB (goal < 690 MB: MISS); OOM kill: none")
+    assert lines[1:] == ["    after every shipped model: 450 MB", "    after the upload loaded: 640 MB"]
+    died = cloud.walk_lines({"died": {"error": "TimeoutError: page"}, "exit_code": 137, "oom_killed": True, "oom_kills": 1})
+    assert died == ["  Memory walk: MISS, the container stopped (exit code 137, OOM kill true): TimeoutError: page"]
+
+
 def test_the_memory_walk_walks_every_page_with_the_model_its_flag_names(monkeypatch, capsys):
     """`bench --memory-walk [--tiny-model]` walks every page (quick=False) with the seed-size model or the tiny one,
     and prints each page's memory; the walk itself (measure_big_model) runs on a page in the quick bench's test."""
