@@ -182,16 +182,16 @@ def walk_in_container(browser, docker: Docker, folder: Path, progress) -> dict:
     docker stats counts it, and whether the kernel killed it."""
     progress("the memory walk's container: building the seed-size model (45M parameters, random weights)")
     upload = seed_size_model(folder)
-    app = Container(docker, "walk")
+    app, walked = Container(docker, "walk"), {}
     try:
         app.wait_ready()
         try:
-            walked = walk_with_upload(browser, app, upload, progress=progress)
+            walk_with_upload(browser, app, upload, progress=progress, record=walked)
         except Exception as error:
             if app.running():
                 raise
             said = str(error).partition("\n")[0][:300]
-            walked = {"died": {"error": f"{type(error).__name__}: {said}", "log_tail": app.log_tail()}}
+            walked["died"] = {"error": f"{type(error).__name__}: {said}", "log_tail": app.log_tail()}
         return walked | {"limit_mb": MEMORY_LIMIT_MB} | app.outcome()
     finally:
         docker.remove(app.name)
@@ -243,14 +243,15 @@ def _verdict(met: bool) -> str:
 def walk_lines(walk: dict) -> list[str]:
     """The memory walk in its container: peak memory beside the limit, after each stage, and any kill."""
     killed = walk["oom_killed"] or bool(walk.get("oom_kills"))
+    stages = [f"    after {stage}: {mb:,.0f} MB" for stage, mb in walk.get("rss_after_mb", {}).items()]
     if "died" in walk:
         return [f"  Memory walk: MISS, the container stopped (exit code {walk['exit_code']}, OOM kill "
-                f"{str(killed).lower()}): {walk['died']['error']}"]
+                f"{str(killed).lower()}) after a peak of {walk.get('peak_rss_mb', 0):,.0f} MB: {walk['died']['error']}",
+                *stages]
     return [f"  Memory walk in its own container: every page with each of the {len(walk['models'])} shipped models, then a "
             f"learner's upload ({walk['upload_mb']:,.0f} MB) on every page: peak {walk['peak_rss_mb']:,.0f} MB "
             f"(goal < {walk['limit_mb']} MB: {_verdict(walk['peak_rss_mb'] < walk['limit_mb'])}); OOM kill: "
-            f"{'KILLED, MISS' if killed else 'none'}",
-            *(f"    after {stage}: {mb:,.0f} MB" for stage, mb in walk["rss_after_mb"].items())]
+            f"{'KILLED, MISS' if killed else 'none'}", *stages]
 
 
 def report(results: dict) -> list[str]:

@@ -184,39 +184,43 @@ def measure_walk_with_upload(browser, log_dir: Path, upload: Path, *, models: Se
         server.stop()
 
 
-def walk_with_upload(browser, server, upload: Path, *, models: Sequence[str] | None = None, progress=print) -> dict:
+def walk_with_upload(browser, server, upload: Path, *, models: Sequence[str] | None = None, progress=print,
+                     record: dict | None = None) -> dict:
     """On `server` (a lpos.bench.browser.Server, or anything with its `url` and `rss_mb()`): every page with every
     shipped model (`models`: all by default), each page opened by its URL, then a learner's file `upload` through
     the sidebar's box and every page with it, reached through the menu as a learner does (a URL opened anew starts
-    another session, without the upload). The peak memory over it all, and the memory after each stage."""
+    another session, without the upload). The peak memory over it all, and the memory after each stage, written
+    into `record` as measured (what was measured stays there if the walk fails) and returned."""
     from lpos import checkpoints
 
     names = list(checkpoints.available() if models is None else models)
-    stages = {}
+    record = {} if record is None else record
+    record.update(models=names, upload_mb=upload.stat().st_size / 2**20, rss_after_mb={})
+    stages, began = record["rss_after_mb"], time.perf_counter()
     with peak_memory(server) as sampler:
-        paths, began = url_paths(), time.perf_counter()
-        for name in names:  # a tab per model: Playwright lets go of a long-lived tab's oldest requests
-            progress(f"walk: every page with {name}")
+        try:
+            for name in names:  # a tab per model: Playwright lets go of a long-lived tab's oldest requests
+                progress(f"walk: every page with {name}")
+                tab = Tab(browser)
+                for path in url_paths().values():
+                    tab.open(f"{server.url}/{path}?model={name}", timeout=300)
+                tab.close()
+            stages["every shipped model"] = server.rss_mb()
+            progress(f"walk: uploading {upload.name} ({record['upload_mb']:.0f} MB)")
             tab = Tab(browser)
-            for path in paths.values():
-                tab.open(f"{server.url}/{path}?model={name}", timeout=300)
+            tab.open(f"{server.url}/", timeout=300)
+            tab.page.locator("[data-testid='stSidebar'] input[type=file]").set_input_files(str(upload))
+            tab.page.get_by_text(f"Loaded {upload.name}").wait_for(timeout=600_000)
+            tab.wait_drawn(timeout=300)
+            stages["the upload loaded"] = server.rss_mb()
+            for page in PAGES:
+                progress(f"walk: {page.name} with the upload")
+                tab.act(lambda: None, tab.page.get_by_role("link", name=page.title).click, timeout=300)
+            stages["every page with the upload"] = server.rss_mb()
             tab.close()
-        stages["every shipped model"] = server.rss_mb()
-        progress(f"walk: uploading {upload.name} ({upload.stat().st_size / 2**20:.0f} MB)")
-        tab = Tab(browser)
-        tab.open(f"{server.url}/", timeout=300)
-        tab.page.locator("[data-testid='stSidebar'] input[type=file]").set_input_files(str(upload))
-        tab.page.get_by_text(f"Loaded {upload.name}").wait_for(timeout=600_000)
-        tab.wait_drawn(timeout=300)
-        stages["the upload loaded"] = server.rss_mb()
-        for page in PAGES:
-            progress(f"walk: {page.name} with the upload")
-            tab.act(lambda: None, tab.page.get_by_role("link", name=page.title).click, timeout=300)
-        stages["every page with the upload"] = server.rss_mb()
-        seconds = time.perf_counter() - began
-        tab.close()
-    return {"models": names, "upload_mb": upload.stat().st_size / 2**20, "seconds": seconds,
-            "peak_rss_mb": sampler["peak_mb"], "rss_after_mb": stages}
+        finally:
+            record.update(peak_rss_mb=sampler["peak_mb"], seconds=time.perf_counter() - began)
+    return record
 
 
 def memory_walk(*, tiny: bool = False, progress=print) -> dict:

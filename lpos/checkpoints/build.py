@@ -78,6 +78,12 @@ def _check_memory(config: GPTConfig, label: str, max_bytes: int) -> None:
                               f"({4 * parameters / 2**20:,.0f} MB in memory), over the {max_bytes / 2**20:.0f} MB limit")
 
 
+def all_float32(state: dict) -> bool:
+    """Whether every floating-point tensor of `state` is float32: a GPT-2 block takes such weights as they are (in_place)."""
+    return all(value.dtype == torch.float32 for value in state.values()
+               if isinstance(value, torch.Tensor) and value.is_floating_point())
+
+
 def build_model(config: GPTConfig, state: dict, label: str, *, in_place: bool = False) -> GPT:
     """The model with every weight from `state` (lpos names), each checked for its shape.
     in_place: the model takes state's float32 tensors as its own weights (built on the meta

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lpos.checkpoints import layouts
-from lpos.checkpoints.build import build_model, model_config
+from lpos.checkpoints.build import all_float32, build_model, model_config
 from lpos.checkpoints.errors import CheckpointError
 from lpos.checkpoints.families import block_sentence, position_practice
 from lpos.checkpoints.layouts import Recognised
@@ -35,12 +35,15 @@ def available(folder: Path = CHECKPOINT_DIR) -> list[str]:
 
 
 def load(name_or_path: str | Path, *, n_head: int | None = None, tokenizer: Tokenizer | str | Path | None = None,
-         max_bytes: int = MAX_BYTES, float32: bool = False) -> tuple[GPT, dict]:
+         max_bytes: int = MAX_BYTES, float32: bool = False, mapped: bool = False) -> tuple[GPT, dict]:
     """A model in eval mode and its meta, from a shipped name, a torch file of any layout in
     lpos.checkpoints.layouts, or a Hugging Face folder. `n_head` is used only when the file does
     not say it; `tokenizer` (a Tokenizer or a tokenizer file) replaces any the file carries. A Hugging Face
     folder stored in bfloat16 or float16 keeps its blocks' matrices in that precision (half the memory;
-    every activation is still float32) unless `float32`."""
+    every activation is still float32) unless `float32`. `mapped`: the file is the caller's own and is never
+    written again (an upload's copy in a temporary folder), so a torch file's float32 weights stay its
+    memory-mapped pages, which the kernel can drop and read again from disk, instead of being copied (a folder's
+    and llama2.c's always do)."""
     tokenizer = _tokenizer(tokenizer)
     name = str(name_or_path)
     path = CHECKPOINT_DIR / f"{name}.pt" if name in available() else Path(name_or_path)
@@ -52,13 +55,13 @@ def load(name_or_path: str | Path, *, n_head: int | None = None, tokenizer: Toke
     elif path.is_file():
         payload = read_payload(path, max_bytes=max_bytes)
         if is_lpos(payload):
-            model, meta = read_lpos(payload, path.name, max_bytes, tokenizer=tokenizer)
+            model, meta = read_lpos(payload, path.name, max_bytes, tokenizer=tokenizer, mapped=mapped)
         else:
             found = layouts.recognise(payload, path.name)
             if found.values is not None and found.tokenizer is None:  # llama2.c's ckpt.pt: a tokenizer.model beside it
                 found.tokenizer = tokenizer_beside(path.parent)
             payload.clear()  # the optimizer state and other extras go now, before a model is built
-            model, meta = _import(found, path.name, n_head, max_bytes, tokenizer)
+            model, meta = _import(found, path.name, n_head, max_bytes, tokenizer, mapped=mapped)
     elif path.suffix or len(path.parts) > 1:  # it reads as a path: say that the file is not there
         raise CheckpointError(f"{name}: no such file or folder (the shipped models are {', '.join(available())})")
     else:
@@ -108,7 +111,7 @@ def _tokenizer(tokenizer: Tokenizer | str | Path | None) -> Tokenizer | None:
 
 
 def _import(found: Recognised, label: str, n_head: int | None, max_bytes: int,
-            tokenizer: Tokenizer | None = None) -> tuple[GPT, dict]:
+            tokenizer: Tokenizer | None = None, *, mapped: bool = False) -> tuple[GPT, dict]:
     if tokenizer is None and found.tokenizer is not None:
         tokenizer = _tokenizer(found.tokenizer)
     values = layouts.config_values(found, n_head=n_head, label=label)
@@ -116,5 +119,5 @@ def _import(found: Recognised, label: str, n_head: int | None, max_bytes: int,
                                      memory_checked=found.values is not None)  # Llamas and families weigh their own
     rows = found.state["transformer.wte.weight"].shape[0] if "transformer.wte.weight" in found.state else 0
     padding = [f"token rows {config.vocab_size:,}-{rows - 1:,} (padding, never a token)"] if rows > config.vocab_size else []
-    model = build_model(config, found.state, label, in_place=found.values is not None)  # Llama: fresh float32 tensors
+    model = build_model(config, found.state, label, in_place=found.values is not None or mapped and all_float32(found.state))
     return model, {"source": found.layout, **found.meta, "ignored": (found.ignored + padding)[:12], "tokenizer": tokenizer}

@@ -112,7 +112,8 @@ def read_upload(files: list[UploadedFile], *, limit_mb: int, n_head: int | None 
                               f"({LAYOUT_NAMES}), or {HF_FOLDER_LAYOUT.files} (a {HF_FOLDER_LAYOUT.name}); got "
                               f"{', '.join(sorted(names))[:200]}.")
     digest = hashlib.sha256()
-    with tempfile.TemporaryDirectory(prefix="lpos-upload-") as folder:
+    # the model keeps its weights as the copy's mapped pages (load's `mapped`): a deleted file's pages stay readable
+    with tempfile.TemporaryDirectory(prefix="lpos-upload-", ignore_cleanup_errors=True) as folder:
         target = Path(folder) / HF_FOLDER  # its name is what messages call the model
         target.mkdir()
         for name, file in sorted(names.items()):
@@ -123,7 +124,7 @@ def read_upload(files: list[UploadedFile], *, limit_mb: int, n_head: int | None 
         if n_head is not None:  # the same bytes read with another head count are another model
             digest.update(f"n_head={n_head}".encode())
         model, meta = load(target / shown if layout == "file" else target, n_head=n_head, max_bytes=limit_mb * 2**20,
-                           tokenizer=target / tokenizer if tokenizer else None)
+                           tokenizer=target / tokenizer if tokenizer else None, mapped=True)
     return Upload(key=str(ModelRef.upload(shown, digest.hexdigest())), name=shown, model=model, meta=clean_meta(meta))
 
 

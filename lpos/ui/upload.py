@@ -25,7 +25,7 @@ from lpos.checkpoints.layouts import LAYOUT_NAMES, TORCH_SUFFIXES
 from lpos.checkpoints.uploads import (HF_FILES, HF_FOLDER_LAYOUT, IncompleteUpload, Upload, UploadedFile,
                                       is_tokenizer_file, read_upload, safe_name, shown_mb)
 from lpos.corpus import story
-from lpos.ui.models import LoadedModel
+from lpos.ui.models import LoadedModel, release_idle_models
 from lpos.ui.text import literal
 
 # The same number as server.maxUploadSize in .streamlit/config.toml. Streamlit's box prints its
@@ -131,6 +131,7 @@ def _load(files: list, *, n_head: int | None = None) -> None:
     st.session_state.pop("upload_message", None)
     st.session_state.pop("upload_pending", None)
     st.session_state.pop("upload_needs_tokenizer", None)
+    release_idle_models()  # before the file's weights are built beside its bytes, not after
     try:
         upload = load_upload(files, n_head=n_head)
     except IncompleteUpload as e:  # its partner may come next: keep the bytes

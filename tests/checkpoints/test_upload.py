@@ -26,6 +26,7 @@ from test_checkpoints import SeedConfig, importable_from_trainer_module
 
 from lpos.corpus import story
 from lpos.checkpoints import CheckpointError, uploads
+from lpos.checkpoints.reading import load
 from lpos.model import GPT, GPTConfig
 from lpos.pages import PAGES
 from lpos.tokenizer import GPT2, encode
@@ -167,6 +168,36 @@ def test_lpos_file_keeps_its_scheme_and_meta():
     assert result.name == "my_rope.pt"
     assert result.meta == {"val_loss": 4.5, "token_counts": {464: 12, 3290: 3}, "machine": "laptop", "tokenizer": GPT2}
     torch.testing.assert_close(logits(result.model), logits(model))
+
+
+def weights_mapped_from_a_file(model) -> list[bool]:
+    """For each parameter of `model`: whether its values lie in a private mapping of a file (not a heap copy)."""
+    from lpos.checkpoints.payload import _file_backed
+
+    spans = [(p.data_ptr(), p.data_ptr() + p.numel() * p.element_size()) for p in model.parameters()]
+    return [_file_backed(start // 4096 * 4096, -(-end // 4096) * 4096) for start, end in spans]
+
+
+@pytest.mark.parametrize("kind", ["lpos", "nanogpt"])
+def test_an_uploads_float32_weights_stay_its_copys_mapped_pages_not_a_second_copy(monkeypatch, tmp_path, kind):
+    """The upload's temporary copy is the model's weights (reading.load's `mapped`): while its bytes are still in
+    Streamlit's box, the weights are not held a second time in the heap; the kernel can drop them and read them again
+    from disk. Its outputs are those of the same file copied into memory, and the temporary folder is gone."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    if kind == "lpos":
+        source = seeded_model("rope", n_layer=2, n_head=4, n_embd=64)
+        data = lpos_bytes(source, {"val_loss": 4.5})
+    else:
+        data, source = nanogpt_bytes()
+    result = upload.load_upload([FakeUpload("model.pt", data)])
+    mapped = weights_mapped_from_a_file(result.model)
+    assert all(mapped[1:]), mapped  # every block's and norm's weights (the first, a rebuilt table, may be fresh)
+    (tmp_path / "copy.pt").write_bytes(data)
+    copied, _ = load(tmp_path / "copy.pt")  # the shared folder's way: copied into memory
+    assert not any(weights_mapped_from_a_file(copied))
+    torch.testing.assert_close(logits(result.model), logits(copied), atol=0, rtol=0)
+    torch.testing.assert_close(logits(result.model), logits(source))
+    assert not list(tmp_path.glob("lpos-upload-*"))
 
 
 def test_key_follows_the_bytes_not_only_the_name():

@@ -262,8 +262,10 @@ def test_the_cloud_flag_with_the_memory_walk_walks_in_a_container_and_says_the_p
     assert lines[0].startswith("  Memory walk in its own container: every page with each of the 2 shipped models, then a "
                                "learner's upload (172 MB) on every page: peak 701 MB (goal < 690 MB: MISS); OOM kill: none")
     assert lines[1:] == ["    after every shipped model: 450 MB", "    after the upload loaded: 640 MB"]
-    died = cloud.walk_lines({"died": {"error": "TimeoutError: page"}, "exit_code": 137, "oom_killed": True, "oom_kills": 1})
-    assert died == ["  Memory walk: MISS, the container stopped (exit code 137, OOM kill true): TimeoutError: page"]
+    died = cloud.walk_lines({"died": {"error": "TimeoutError: page"}, "exit_code": 137, "oom_killed": True, "oom_kills": 1,
+                             "peak_rss_mb": 689.6, "rss_after_mb": {"every shipped model": 450.0}})
+    assert died == ["  Memory walk: MISS, the container stopped (exit code 137, OOM kill true) after a peak of 690 MB: "
+                    "TimeoutError: page", "    after every shipped model: 450 MB"]
 
 
 def test_the_memory_walk_walks_every_page_with_the_model_its_flag_names(monkeypatch, capsys):
