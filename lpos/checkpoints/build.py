@@ -78,10 +78,16 @@ def _check_memory(config: GPTConfig, label: str, max_bytes: int) -> None:
                               f"({4 * parameters / 2**20:,.0f} MB in memory), over the {max_bytes / 2**20:.0f} MB limit")
 
 
-def all_float32(state: dict) -> bool:
-    """Whether every floating-point tensor of `state` is float32: a GPT-2 block takes such weights as they are (in_place)."""
-    return all(value.dtype == torch.float32 for value in state.values()
-               if isinstance(value, torch.Tensor) and value.is_floating_point())
+def takes_mapped(state: dict, file_bytes: int | None) -> bool:
+    """Whether a model keeps `state`'s tensors, mapped from a file of `file_bytes` (None: not the caller's to keep),
+    as its weights (build_model's in_place): when every floating-point one is float32, as a GPT-2 block takes
+    them, and the file holds little else (at most an eighth more, and 1 MB): a trainer's file with its
+    optimizer's state, twice the weights, is copied out instead, so that its whole file is not kept on disk
+    for as long as the model lives."""
+    floats = [value for value in state.values() if isinstance(value, torch.Tensor) and value.is_floating_point()]
+    weights = sum(value.numel() * value.element_size() for value in floats)
+    return (file_bytes is not None and all(value.dtype == torch.float32 for value in floats)
+            and file_bytes <= weights * 1.125 + 2**20)
 
 
 def build_model(config: GPTConfig, state: dict, label: str, *, in_place: bool = False) -> GPT:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from lpos.checkpoints.build import all_float32, build_model, model_config
+from lpos.checkpoints.build import build_model, model_config, takes_mapped
 from lpos.checkpoints.errors import CheckpointError, as_dict
 from lpos.model import GPT
 from lpos.tokenizer import Tokenizer, TokenizerError, from_data
@@ -59,10 +59,11 @@ def plain_meta(meta: dict) -> dict:
 
 
 def read_lpos(payload: dict, label: str, max_bytes: int, *, tokenizer: Tokenizer | None = None,
-              mapped: bool = False) -> tuple[GPT, dict]:
+              mapped_bytes: int | None = None) -> tuple[GPT, dict]:
     """The model and meta of an lpos payload; meta["tokenizer"] the Tokenizer it speaks (`tokenizer`
-    if given, else the one the file carries, else GPT-2's). `mapped`: the weights stay the payload's own
-    tensors (lpos.checkpoints.reading.load's `mapped`), as a Llama's always do."""
+    if given, else the one the file carries, else GPT-2's). `mapped_bytes`: the size of the file the payload is
+    mapped from when its tensors may stay the model's weights (lpos.checkpoints.reading.load's `mapped`:
+    build.takes_mapped), as a Llama's always do."""
     if payload.get("version") != FORMAT_VERSION:
         raise CheckpointError(f"{label} is lpos format version {payload.get('version')}; this lpos reads {FORMAT_VERSION}")
     meta = as_dict(payload.get("meta", {}), label, "meta")
@@ -74,4 +75,4 @@ def read_lpos(payload: dict, label: str, max_bytes: int, *, tokenizer: Tokenizer
     config, meta["tokenizer"] = model_config(as_dict(payload.get("config"), label, "config"), label, max_bytes,
                                              tokenizer=tokenizer)
     state = as_dict(payload.get("state_dict"), label, "state_dict")
-    return build_model(config, state, label, in_place=config.mlp != "standard" or mapped and all_float32(state)), meta
+    return build_model(config, state, label, in_place=config.mlp != "standard" or takes_mapped(state, mapped_bytes)), meta

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lpos.checkpoints import layouts
-from lpos.checkpoints.build import all_float32, build_model, model_config
+from lpos.checkpoints.build import build_model, model_config, takes_mapped
 from lpos.checkpoints.errors import CheckpointError
 from lpos.checkpoints.families import block_sentence, position_practice
 from lpos.checkpoints.layouts import Recognised
@@ -41,9 +41,9 @@ def load(name_or_path: str | Path, *, n_head: int | None = None, tokenizer: Toke
     not say it; `tokenizer` (a Tokenizer or a tokenizer file) replaces any the file carries. A Hugging Face
     folder stored in bfloat16 or float16 keeps its blocks' matrices in that precision (half the memory;
     every activation is still float32) unless `float32`. `mapped`: the file is the caller's own and is never
-    written again (an upload's copy in a temporary folder), so a torch file's float32 weights stay its
-    memory-mapped pages, which the kernel can drop and read again from disk, instead of being copied (a folder's
-    and llama2.c's always do)."""
+    written again (an upload's copy in a temporary folder), so a torch file that holds little but float32 weights
+    keeps them as its memory-mapped pages, which the kernel can drop and read again from disk, instead of copying
+    them (build.takes_mapped; a folder's and llama2.c's weights always stay mapped)."""
     tokenizer = _tokenizer(tokenizer)
     name = str(name_or_path)
     path = CHECKPOINT_DIR / f"{name}.pt" if name in available() else Path(name_or_path)
@@ -54,14 +54,15 @@ def load(name_or_path: str | Path, *, n_head: int | None = None, tokenizer: Toke
         model, meta = _import(read_model_bin(path, max_bytes), path.name, n_head, max_bytes, tokenizer)
     elif path.is_file():
         payload = read_payload(path, max_bytes=max_bytes)
+        mapped_bytes = path.stat().st_size if mapped else None
         if is_lpos(payload):
-            model, meta = read_lpos(payload, path.name, max_bytes, tokenizer=tokenizer, mapped=mapped)
+            model, meta = read_lpos(payload, path.name, max_bytes, tokenizer=tokenizer, mapped_bytes=mapped_bytes)
         else:
             found = layouts.recognise(payload, path.name)
             if found.values is not None and found.tokenizer is None:  # llama2.c's ckpt.pt: a tokenizer.model beside it
                 found.tokenizer = tokenizer_beside(path.parent)
             payload.clear()  # the optimizer state and other extras go now, before a model is built
-            model, meta = _import(found, path.name, n_head, max_bytes, tokenizer, mapped=mapped)
+            model, meta = _import(found, path.name, n_head, max_bytes, tokenizer, mapped_bytes=mapped_bytes)
     elif path.suffix or len(path.parts) > 1:  # it reads as a path: say that the file is not there
         raise CheckpointError(f"{name}: no such file or folder (the shipped models are {', '.join(available())})")
     else:
@@ -111,7 +112,7 @@ def _tokenizer(tokenizer: Tokenizer | str | Path | None) -> Tokenizer | None:
 
 
 def _import(found: Recognised, label: str, n_head: int | None, max_bytes: int,
-            tokenizer: Tokenizer | None = None, *, mapped: bool = False) -> tuple[GPT, dict]:
+            tokenizer: Tokenizer | None = None, *, mapped_bytes: int | None = None) -> tuple[GPT, dict]:
     if tokenizer is None and found.tokenizer is not None:
         tokenizer = _tokenizer(found.tokenizer)
     values = layouts.config_values(found, n_head=n_head, label=label)
@@ -119,5 +120,5 @@ def _import(found: Recognised, label: str, n_head: int | None, max_bytes: int,
                                      memory_checked=found.values is not None)  # Llamas and families weigh their own
     rows = found.state["transformer.wte.weight"].shape[0] if "transformer.wte.weight" in found.state else 0
     padding = [f"token rows {config.vocab_size:,}-{rows - 1:,} (padding, never a token)"] if rows > config.vocab_size else []
-    model = build_model(config, found.state, label, in_place=found.values is not None or mapped and all_float32(found.state))
+    model = build_model(config, found.state, label, in_place=found.values is not None or takes_mapped(found.state, mapped_bytes))
     return model, {"source": found.layout, **found.meta, "ignored": (found.ignored + padding)[:12], "tokenizer": tokenizer}

@@ -178,20 +178,27 @@ def weights_mapped_from_a_file(model) -> list[bool]:
     return [_file_backed(start // 4096 * 4096, -(-end // 4096) * 4096) for start, end in spans]
 
 
-@pytest.mark.parametrize("kind", ["lpos", "nanogpt"])
+@pytest.mark.parametrize("kind", ["lpos", "nanogpt", "seed with Adam's state"])
 def test_an_uploads_float32_weights_stay_its_copys_mapped_pages_not_a_second_copy(monkeypatch, tmp_path, kind):
     """The upload's temporary copy is the model's weights (reading.load's `mapped`): while its bytes are still in
     Streamlit's box, the weights are not held a second time in the heap; the kernel can drop them and read them again
-    from disk. Its outputs are those of the same file copied into memory, and the temporary folder is gone."""
+    from disk. A file that holds much more than its weights (a trainer's with Adam's two moments) is copied out
+    instead, so its whole file is not kept on disk. Either way the outputs are those of the same file copied into
+    memory, and the temporary folder is gone."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     if kind == "lpos":
         source = seeded_model("rope", n_layer=2, n_head=4, n_embd=64)
         data = lpos_bytes(source, {"val_loss": 4.5})
-    else:
+    elif kind == "nanogpt":
         data, source = nanogpt_bytes()
+    else:
+        data, source = seed_bytes(n_layer=2, n_head=4, n_embd=64, block_size=64, adam=True)
     result = upload.load_upload([FakeUpload("model.pt", data)])
     mapped = weights_mapped_from_a_file(result.model)
-    assert all(mapped[1:]), mapped  # every block's and norm's weights (the first, a rebuilt table, may be fresh)
+    if kind == "seed with Adam's state":
+        assert not any(mapped), mapped
+    else:
+        assert all(mapped[1:]), mapped  # every block's and norm's weights (the first, a rebuilt table, may be fresh)
     (tmp_path / "copy.pt").write_bytes(data)
     copied, _ = load(tmp_path / "copy.pt")  # the shared folder's way: copied into memory
     assert not any(weights_mapped_from_a_file(copied))
