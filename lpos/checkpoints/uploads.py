@@ -112,7 +112,8 @@ def read_upload(files: list[UploadedFile], *, limit_mb: int, n_head: int | None 
                               f"({LAYOUT_NAMES}), or {HF_FOLDER_LAYOUT.files} (a {HF_FOLDER_LAYOUT.name}); got "
                               f"{', '.join(sorted(names))[:200]}.")
     digest = hashlib.sha256()
-    # the model keeps its weights as the copy's mapped pages (load's `mapped`): a deleted file's pages stay readable
+    # the model may keep the copy's pages as its weights (load's `mapped`): removed here, they stay readable until it
+    # goes; where a mapped file cannot be removed (not on Linux), the system's temporary folder cleaning takes it
     with tempfile.TemporaryDirectory(prefix="lpos-upload-", ignore_cleanup_errors=True) as folder:
         target = Path(folder) / HF_FOLDER  # its name is what messages call the model
         target.mkdir()

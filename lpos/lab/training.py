@@ -17,12 +17,12 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from lpos import snapshots
-from lpos.resident import memory_mb
 from lpos.lab.measure import Picture, accuracy_by_length, evaluation_batch, loss_and_accuracy, scheme_picture
 from lpos.lab.tasks import LETTERS, PAD, TASKS, TEXT, check_task
 from lpos.lab.text import TextTask
 from lpos.model import GPT, GPTConfig, seeded_model
 from lpos.positions import DEFAULT_SCHEME, SCHEMES, check_scheme
+from lpos.resident import memory_mb
 from lpos.tokenizer import GPT2
 from lpos.vocab.characters import CharacterTokenizer
 
