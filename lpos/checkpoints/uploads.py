@@ -118,8 +118,9 @@ def read_upload(files: list[UploadedFile], *, limit_mb: int, n_head: int | None 
         target = Path(folder) / HF_FOLDER  # its name is what messages call the model
         target.mkdir()
         for name, file in sorted(names.items()):
-            data = file.getvalue()
-            digest.update(name.encode() + b"\0" + data)
+            data = file.getvalue()  # the box's own bytes, not a copy: nothing here may join them to anything
+            digest.update(name.encode() + b"\0")
+            digest.update(data)
             (target / name).write_bytes(data)
             del data
         if n_head is not None:  # the same bytes read with another head count are another model

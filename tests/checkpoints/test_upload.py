@@ -207,6 +207,25 @@ def test_an_uploads_float32_weights_stay_its_copys_mapped_pages_not_a_second_cop
     assert not list(tmp_path.glob("lpos-upload-*"))
 
 
+def test_reading_an_upload_allocates_nothing_the_size_of_its_file(monkeypatch, tmp_path):
+    """While a file is read, the box still holds its bytes: reading it must not copy them (joining the name to the
+    bytes for the key's digest once made a second copy, so a 172 MB upload took 345 MB for a moment). Python's own
+    allocations are traced; the weights, mapped from the temporary copy, are not allocated at all."""
+    import hashlib
+    import tracemalloc
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    data = lpos_bytes(seeded_model("learned", n_layer=1, n_head=2, n_embd=64), {})
+    tracemalloc.start()
+    try:
+        result = upload.load_upload([FakeUpload("model.pt", data)])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(data) > 12 * 2**20 and peak < len(data) / 4, (len(data), peak)
+    assert result.key == f"upload:model.pt@{hashlib.sha256(b'model.pt' + bytes(1) + data).hexdigest()[:12]}"  # the same key
+
+
 def test_key_follows_the_bytes_not_only_the_name():
     first, _ = nanogpt_bytes(seed=0)
     second, _ = nanogpt_bytes(seed=1)
