@@ -34,8 +34,7 @@ class ModelTimeline:
     views: timeline.TimelineViews  # the band, the readings, the bias at every snapshot
 
 
-# about 7 MB each (the snapshots' rows and maps): the few models a class looks at, not every model a server opened
-@cache_resource(max_entries=3, show_spinner="Reading the training snapshots…")
+@cache_resource(max_entries=8, show_spinner="Reading the training snapshots…")
 def model_timeline(model: LoadedModel) -> ModelTimeline | None:
     """The model's timeline and what the page derives from it, or None without one."""
     found = timeline.timeline_of(model.meta, tokenizer=model.tokenizer)
