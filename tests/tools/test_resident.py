@@ -15,7 +15,7 @@ class Clock:
 
 
 def test_idle_models_are_released_least_recently_used_first_until_the_process_holds_little_enough():
-    clock, held = Clock(), {"mb": 700.0}
+    clock, held = Clock(), {"mb": 650.0}
     last_use = resident.LastUse(30, clock)
     for key in ("a", "b", "c"):
         last_use.used(key)
@@ -27,11 +27,14 @@ def test_idle_models_are_released_least_recently_used_first_until_the_process_ho
     def release(key):
         held["mb"] -= 100
 
-    assert resident.release_idle(last_use, release, limit_mb=550, held_mb=lambda: held["mb"]) == ["b", "c"]
-    assert held["mb"] == 500 and last_use.idle() == []  # "a" is in use, however much is held
+    measure = lambda: held["mb"]  # noqa: E731
+    assert resident.release_idle(last_use, release, limit_mb=550, held_mb=measure) == ["b"]  # then 550 MB: enough
+    assert last_use.idle() == ["c"]
+    held["mb"] = 700.0
+    assert resident.release_idle(last_use, release, limit_mb=550, held_mb=measure) == ["c"]
+    assert held["mb"] == 600 and last_use.idle() == []  # "a" is in use, however much is held
     clock.now += 5
     assert last_use.idle() == ["a"]
-    assert resident.release_idle(last_use, release, limit_mb=550, held_mb=lambda: held["mb"]) == []  # under the limit
 
 
 def test_a_process_under_the_limit_releases_nothing():
