@@ -39,6 +39,19 @@ DRAWN = """(sent = {}) => document.querySelector('[data-testid="stApp"]')?.getAt
     const div = document.querySelector(`.lpos-plotly[data-key="${CSS.escape(key)}"]`);
     return !div || div.dataset.drawn === digest;
   })"""
+# Before an action: listens (once per document) for the first press or key after it, and returns the page's clock.
+# Playwright waits for an element to hold still over two animation frames before its click presses the mouse
+# (30-45 ms here; 4-5 ms before a key press): a learner's click has no such wait, so an action is timed from
+# the first pointerdown or keydown the page receives.
+INPUT_CLOCK = """() => {
+  if (!window.lposInputClock) {
+    window.lposInputClock = true;
+    for (const type of ['pointerdown', 'keydown'])
+      document.addEventListener(type, () => { window.lposInputAt ??= performance.now(); }, true);
+  }
+  window.lposInputAt = null;
+  return performance.now();
+}"""
 
 
 def free_port() -> int:
@@ -246,14 +259,20 @@ class Tab(Runs):
 
     def act(self, prepare, trigger, *, server: Server | None = None, timeout: float = 120) -> dict:
         """One interaction: `prepare()` is the user's typing (not timed); `trigger()` commits it and starts a
-        run; returns once it is drawn. With `server`, also the CPU seconds the server spent on it."""
+        run; returns once it is drawn. Timed from the trigger's first input event in the page (INPUT_CLOCK),
+        so Playwright's own wait before it presses ("input_lag_ms") is not counted. With `server`, also the
+        CPU seconds the server spent on it."""
         prepare()
         cpu = server.cpu_s() if server else 0.0
-        before, bytes_before, start = self.mark(), self.ws_bytes, time.perf_counter()
+        before, bytes_before = self.mark(), self.ws_bytes
+        page_start = self.page.evaluate(INPUT_CLOCK)
+        start = time.perf_counter()
         trigger()
         drawn = self.wait_drawn(before, start, timeout=timeout)
-        return {**drawn, "ws_bytes": self.ws_bytes - bytes_before,
-                "cpu_ms": (server.cpu_s() - cpu) * 1000 if server else None}
+        pressed = self.page.evaluate("() => window.lposInputAt")  # None: no input event (a call, not a press)
+        lag = max(pressed - page_start, 0.0) if pressed is not None else 0.0
+        return {**drawn, "ms": drawn["ms"] - lag, "script_ms": drawn["script_ms"] - lag, "input_lag_ms": lag,
+                "ws_bytes": self.ws_bytes - bytes_before, "cpu_ms": (server.cpu_s() - cpu) * 1000 if server else None}
 
     def new_sentence(self, text: str, *, server: Server | None = None) -> dict:
         box = self.page.locator('[data-testid="stSidebar"] textarea').first

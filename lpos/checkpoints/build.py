@@ -16,6 +16,7 @@ from lpos.checkpoints.payload import drop_file_pages
 from lpos.layers import parameter_count
 from lpos.meta_device import shapes_only
 from lpos.model import GPT, GPTConfig, initial_token_table
+from lpos.token_table import SharedTokenTable, shared_initial_table
 from lpos.tokenizer import GPT2, TOKENIZER_FILES, VOCAB_SIZE, Tokenizer
 
 SIZE_FIELDS = ("n_layer", "n_head", "n_embd", "block_size")
@@ -90,10 +91,14 @@ def takes_mapped(state: dict, file_bytes: int | None) -> bool:
             and file_bytes <= weights * 1.125 + 2**20)
 
 
-def build_model(config: GPTConfig, state: dict, label: str, *, in_place: bool = False) -> GPT:
+def build_model(config: GPTConfig, state: dict, label: str, *, in_place: bool = False,
+                shared_table: bool = False) -> GPT:
     """The model with every weight from `state` (lpos names), each checked for its shape.
     in_place: the model takes state's float32 tensors as its own weights (built on the meta
-    device, nothing allocated), so a large model's weights are held once, not twice."""
+    device, nothing allocated), so a large model's weights are held once, not twice.
+    shared_table: a tied lpos file's trained token rows are held over the initial table every model of
+    its init_seed shares (SharedTokenTable), as GPT.share_token_table would after a dense build, without
+    building, comparing and dropping a dense table of its own; the same numbers."""
     try:
         if in_place:
             with shapes_only():
@@ -102,18 +107,26 @@ def build_model(config: GPTConfig, state: dict, label: str, *, in_place: bool = 
             model = GPT.empty(config)  # every weight comes from the file, so none is drawn
     except (TypeError, ValueError, RuntimeError) as e:  # e.g. a dropout that is not a number
         raise CheckpointError(f"{label} has an unsupported configuration: {str(e)[:200]}") from None
-    if "transformer.wte.ids" in state:
+    shared = shared_table and config.tied and not in_place and "transformer.wte.ids" in state
+    if shared:
+        ids, rows = _token_rows(config, state, label)
+        model.output_vocab = ids
+        model.transformer.wte = SharedTokenTable(shared_initial_table(config.init_seed, config.vocab_size, config.n_embd),
+                                                 ids, rows.to(torch.float32, copy=True))
+        model.lm_head = None  # output_logits reads the shared table's rows
+    elif "transformer.wte.ids" in state:
         model.output_vocab = _rebuild_token_table(config, state, label)
     for key in ("transformer.wte.weight", "lm_head.weight", "lm_head.bias"):
         if isinstance(state.get(key), torch.Tensor) and state[key].ndim in (1, 2):
             state[key] = state[key][: config.vocab_size]  # nanoGPT's padding rows are never tokens
-    if config.tied:
+    if config.tied and not shared:
         head, table = state.get("lm_head.weight"), state.get("transformer.wte.weight")
         if isinstance(head, torch.Tensor) and not (isinstance(table, torch.Tensor) and head.shape == table.shape
                                                    and torch.equal(head, table)):
             raise CheckpointError(f"{label} says its head is tied to the token table, but lm_head.weight holds other values")
         state["lm_head.weight"] = table
-    expected = model.state_dict()
+    expected = {key: value for key, value in model.state_dict().items()
+                if not (shared and key.startswith("transformer.wte."))}  # the shared table's rows: set above
     missing = sorted(set(expected) - set(state))
     unexpected = sorted(str(key)[:80] for key in set(state) - set(expected))
     if missing or unexpected:
@@ -142,15 +155,21 @@ def build_model(config: GPTConfig, state: dict, label: str, *, in_place: bool = 
     return model
 
 
-def _rebuild_token_table(config: GPTConfig, state: dict, label: str) -> torch.Tensor:
-    """An lpos file's trained rows (`transformer.wte.ids`, `.rows`) put into the initial table,
-    rebuilt from config.init_seed, as `transformer.wte.weight`; returns the trained ids."""
+def _token_rows(config: GPTConfig, state: dict, label: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """An lpos file's trained token ids and rows (`transformer.wte.ids`, `.rows`), taken out of `state` and checked."""
     ids, rows = state.pop("transformer.wte.ids"), state.pop("transformer.wte.rows", None)
     if (not isinstance(ids, torch.Tensor) or not isinstance(rows, torch.Tensor) or ids.ndim != 1
             or ids.dtype not in (torch.int32, torch.int64) or rows.shape != (len(ids), config.n_embd)
             or (ids.numel() and not 0 <= int(ids.min()) <= int(ids.max()) < config.vocab_size)):
         raise CheckpointError(f"{label} has token rows of the wrong shape")
+    return ids.long(), rows
+
+
+def _rebuild_token_table(config: GPTConfig, state: dict, label: str) -> torch.Tensor:
+    """An lpos file's trained rows put into the initial table, rebuilt from config.init_seed, as
+    `transformer.wte.weight`; returns the trained ids."""
+    ids, rows = _token_rows(config, state, label)
     table = initial_token_table(config)  # the initial rows, rebuilt from config.init_seed
     table[ids] = rows.float()
     state["transformer.wte.weight"] = table
-    return ids.long()
+    return ids

@@ -59,11 +59,11 @@ def plain_meta(meta: dict) -> dict:
 
 
 def read_lpos(payload: dict, label: str, max_bytes: int, *, tokenizer: Tokenizer | None = None,
-              mapped_bytes: int | None = None) -> tuple[GPT, dict]:
+              mapped_bytes: int | None = None, shared_table: bool = False) -> tuple[GPT, dict]:
     """The model and meta of an lpos payload; meta["tokenizer"] the Tokenizer it speaks (`tokenizer`
     if given, else the one the file carries, else GPT-2's). `mapped_bytes`: the size of the file the payload is
     mapped from when its tensors may stay the model's weights (lpos.checkpoints.reading.load's `mapped`:
-    build.takes_mapped), as a Llama's always do."""
+    build.takes_mapped), as a Llama's always do. `shared_table`: build_model's."""
     if payload.get("version") != FORMAT_VERSION:
         raise CheckpointError(f"{label} is lpos format version {payload.get('version')}; this lpos reads {FORMAT_VERSION}")
     meta = as_dict(payload.get("meta", {}), label, "meta")
@@ -75,4 +75,5 @@ def read_lpos(payload: dict, label: str, max_bytes: int, *, tokenizer: Tokenizer
     config, meta["tokenizer"] = model_config(as_dict(payload.get("config"), label, "config"), label, max_bytes,
                                              tokenizer=tokenizer)
     state = as_dict(payload.get("state_dict"), label, "state_dict")
-    return build_model(config, state, label, in_place=config.mlp != "standard" or takes_mapped(state, mapped_bytes)), meta
+    return build_model(config, state, label, in_place=config.mlp != "standard" or takes_mapped(state, mapped_bytes),
+                       shared_table=shared_table), meta

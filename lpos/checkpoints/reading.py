@@ -35,7 +35,8 @@ def available(folder: Path = CHECKPOINT_DIR) -> list[str]:
 
 
 def load(name_or_path: str | Path, *, n_head: int | None = None, tokenizer: Tokenizer | str | Path | None = None,
-         max_bytes: int = MAX_BYTES, float32: bool = False, mapped: bool = False) -> tuple[GPT, dict]:
+         max_bytes: int = MAX_BYTES, float32: bool = False, mapped: bool = False,
+         shared_table: bool = False) -> tuple[GPT, dict]:
     """A model in eval mode and its meta, from a shipped name, a torch file of any layout in
     lpos.checkpoints.layouts, or a Hugging Face folder. `n_head` is used only when the file does
     not say it; `tokenizer` (a Tokenizer or a tokenizer file) replaces any the file carries. A Hugging Face
@@ -43,7 +44,9 @@ def load(name_or_path: str | Path, *, n_head: int | None = None, tokenizer: Toke
     every activation is still float32) unless `float32`. `mapped`: the file is the caller's own and is never
     written again (an upload's copy in a temporary folder), so a torch file that holds little but float32 weights
     keeps them as its memory-mapped pages, which the kernel can drop and read again from disk, instead of copying
-    them (build.takes_mapped; a folder's and llama2.c's weights always stay mapped)."""
+    them (build.takes_mapped; a folder's and llama2.c's weights always stay mapped). `shared_table`: an lpos file's
+    trained token rows are held over the token table every model of its seed shares (build.build_model), as the
+    app holds its models; the numbers are the same, but the model's state_dict names those rows, not a table."""
     tokenizer = _tokenizer(tokenizer)
     name = str(name_or_path)
     path = CHECKPOINT_DIR / f"{name}.pt" if name in available() else Path(name_or_path)
@@ -56,7 +59,8 @@ def load(name_or_path: str | Path, *, n_head: int | None = None, tokenizer: Toke
         payload = read_payload(path, max_bytes=max_bytes)
         mapped_bytes = path.stat().st_size if mapped else None
         if is_lpos(payload):
-            model, meta = read_lpos(payload, path.name, max_bytes, tokenizer=tokenizer, mapped_bytes=mapped_bytes)
+            model, meta = read_lpos(payload, path.name, max_bytes, tokenizer=tokenizer, mapped_bytes=mapped_bytes,
+                                    shared_table=shared_table)
         else:
             found = layouts.recognise(payload, path.name)
             if found.values is not None and found.tokenizer is None:  # llama2.c's ckpt.pt: a tokenizer.model beside it

@@ -171,9 +171,10 @@ def release_idle_models() -> list[str]:
 @st.cache_resource(show_spinner="Loading the model…")
 def _loaded(key: str) -> tuple[GPT, dict]:
     path = shared_dir_files().get(key)
-    model, meta = checkpoints.load(path if path is not None else key)
+    model, meta = checkpoints.load(path if path is not None else key, shared_table=True)
     if model.config.tied and model.output_vocab is not None:  # only such a model can share (GPT.share_token_table):
-        # never build a 50,257-row starting table for one that cannot (another width, layout or seed)
+        # an lpos file shares as it loads (shared_table); one built in place is compared here. Never build a
+        # 50,257-row starting table for one that cannot (another width, layout or seed)
         model.share_token_table(shared_initial_table(model.config.init_seed, model.config.vocab_size, model.config.n_embd))
     for name in ("token_counts", "batch_token_counts"):  # held as arrays: 1 MB less each
         if isinstance(meta.get(name), dict):

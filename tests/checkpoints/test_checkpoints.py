@@ -25,6 +25,7 @@ from lpos import checkpoints
 from lpos.checkpoints import CheckpointError, available, describe, load, save
 from lpos.checkpoints import NeedsHeadCount
 from lpos.model import GPT, initial_token_table
+from lpos.token_table import SharedTokenTable, shared_initial_table
 from lpos.positions import SCHEMES
 from lpos.tokenizer import GPT2
 
@@ -158,6 +159,35 @@ def test_compact_token_table(tmp_path, tiny_model):
     model.output_vocab = None
     save(model, {}, tmp_path / "full.pt")
     assert (tmp_path / "compact.pt").stat().st_size < (tmp_path / "full.pt").stat().st_size / 5
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_a_compact_file_loaded_over_the_shared_table_gives_the_dense_loads_numbers(tmp_path, tiny_model, scheme):
+    model = tiny_model(scheme, init_seed=5)
+    vocab = torch.tensor([13, 262, 464, 2603, 3332, 3797, 50256])
+    model.output_vocab = vocab
+    with torch.no_grad():
+        model.transformer.wte.weight[vocab] = (torch.randn(len(vocab), 32) * 0.3).half().float()
+    save(model, {}, tmp_path / "compact.pt")
+    dense, _ = load(tmp_path / "compact.pt")
+    shared, _ = load(tmp_path / "compact.pt", shared_table=True)
+
+    wte = shared.transformer.wte
+    assert isinstance(wte, SharedTokenTable) and shared.lm_head is None
+    assert wte.base is shared_initial_table(5, VOCAB, 32)  # held once for every model of the seed, not copied
+    assert torch.equal(wte.weight, dense.transformer.wte.weight)
+    assert torch.equal(shared.output_vocab, vocab)
+    assert torch.equal(logits_of(shared), logits_of(dense))
+    assert shared.num_params() == dense.num_params()
+    assert not shared.share_token_table(wte.base)  # already shared
+    assert isinstance(dense.transformer.wte, torch.nn.Embedding)  # without the flag: the table the file describes
+
+
+def test_shared_table_leaves_a_file_with_a_whole_table_as_it_is(tmp_path, tiny_model):
+    save(tiny_model("rope"), {}, tmp_path / "whole.pt")  # no output vocabulary: every row is stored
+    loaded, _ = load(tmp_path / "whole.pt", shared_table=True)
+    assert isinstance(loaded.transformer.wte, torch.nn.Embedding)
+    assert loaded.lm_head.weight is loaded.transformer.wte.weight
 
 
 def test_compact_rows_are_stored_as_float16(tmp_path, tiny_model):
