@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -139,6 +140,26 @@ def test_a_floor_shape_page_draws_its_lines_and_charts_and_each_sentence_redraws
         changed = tab.new_sentence("Another sentence entirely", server=server)
         assert changed["errors"] == 0 and set(tab.charts_sent) == {"chart0", "chart1"}
         assert all(tab.charts_sent[key] != digest for key, digest in drawn.items())
+        tab.close()
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_an_action_is_timed_from_the_first_press_the_page_receives(tmp_path):
+    """Playwright waits for a button to hold still before its click presses the mouse: that wait is measured
+    (input_lag_ms) and left out of the action's time."""
+    from lpos.bench.browser import Server, Tab, chromium
+
+    app = tmp_path / "button.py"
+    app.write_text('import streamlit as st\nif st.button("Press"):\n    st.write("pressed")\n')
+    with chromium() as browser, Server(app, tmp_path / "button.log") as server:
+        tab = Tab(browser)
+        tab.open(server.url, timeout=300)
+        began = time.perf_counter()
+        pressed = tab.act(lambda: None, tab.page.get_by_role("button", name="Press").click)
+        wall_ms = (time.perf_counter() - began) * 1000
+        assert pressed["input_lag_ms"] > 0 and 0 < pressed["ms"] <= wall_ms - pressed["input_lag_ms"]
+        assert tab.page.get_by_text("pressed").is_visible() and pressed["errors"] == 0
         tab.close()
 
 
