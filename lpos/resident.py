@@ -3,7 +3,7 @@
 A server keeps every model it loaded for the next run that asks for it (lpos.ui.models). Above a
 resident size (`LPOS_MODEL_MEMORY_MB`) it lets go of the models no run has asked for in the last
 `idle_s` seconds, least recently used first: a page that needs one again loads it again (a shipped
-model in about 0.1 s). A model asked for within `idle_s` is kept however much the process holds,
+model in about 0.05 s). A model asked for within `idle_s` is kept however much the process holds,
 so a run comparing every shipped model never loses one it is using.
 """
 from __future__ import annotations

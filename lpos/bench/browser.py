@@ -41,7 +41,7 @@ DRAWN = """(sent = {}) => document.querySelector('[data-testid="stApp"]')?.getAt
   })"""
 # Before an action: listens (once per document) for the first press or key after it, and returns the page's clock.
 # Playwright waits for an element to hold still over two animation frames before its click presses the mouse
-# (30-45 ms here; 4-5 ms before a key press): a learner's click has no such wait, so an action is timed from
+# (26-45 ms here; 4-5 ms before a key press): a learner's click has no such wait, so an action is timed from
 # the first pointerdown or keydown the page receives.
 INPUT_CLOCK = """() => {
   if (!window.lposInputClock) {

@@ -209,7 +209,7 @@ def test_an_uploads_float32_weights_stay_its_copys_mapped_pages_not_a_second_cop
 
 def test_reading_an_upload_allocates_nothing_the_size_of_its_file(monkeypatch, tmp_path):
     """While a file is read, the box still holds its bytes: reading it must not copy them (joining the name to the
-    bytes for the key's digest once made a second copy, so a 172 MB upload took 345 MB for a moment). Python's own
+    bytes for the key's digest would be a second copy: a 172 MB upload would take 345 MB for a moment). Python's own
     allocations are traced; the weights, mapped from the temporary copy, are not allocated at all."""
     import hashlib
     import tracemalloc
